@@ -1,0 +1,1 @@
+"""paragrade runners: grading engine, sandboxes, worker entry point."""

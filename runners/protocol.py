@@ -1,0 +1,169 @@
+"""The contract between processes: grading jobs, grade reports and verdicts.
+
+This is the only runners module the server imports. Every model is frozen and versioned; a
+change to a field's meaning bumps PROTOCOL_VERSION.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROTOCOL_VERSION = 1
+
+
+class Frozen(BaseModel):
+    """Base for every message: immutable, unknown keys refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Verdict(StrEnum):
+    """Closed set of grading outcomes; `fault` says whose fault each one is."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    MEMORY_EXCEEDED = "memory_exceeded"
+    CRASHED = "crashed"
+    OUTPUT_EXCEEDED = "output_exceeded"
+    FORBIDDEN = "forbidden"
+    AUTHOR_ERROR = "author_error"
+    PLATFORM_ERROR = "platform_error"
+
+    @property
+    def fault(self) -> Literal["student", "author", "platform"]:
+        """Who is responsible for this verdict."""
+        if self is Verdict.AUTHOR_ERROR:
+            return "author"
+        if self is Verdict.PLATFORM_ERROR:
+            return "platform"
+        return "student"
+
+
+# When several tests end differently, the report's verdict is the most severe student verdict.
+VERDICT_SEVERITY: tuple[Verdict, ...] = (
+    Verdict.PLATFORM_ERROR,
+    Verdict.AUTHOR_ERROR,
+    Verdict.FORBIDDEN,
+    Verdict.MEMORY_EXCEEDED,
+    Verdict.OUTPUT_EXCEEDED,
+    Verdict.TIMEOUT,
+    Verdict.CRASHED,
+    Verdict.FAILED,
+    Verdict.PASSED,
+)
+
+
+class TestOutcome(StrEnum):
+    """Outcome of one test."""
+
+    __test__ = False  # not a pytest class
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+class TestResult(Frozen):
+    """One test's outcome, as a student may see it."""
+
+    __test__ = False
+
+    name: str = Field(description="Test name (file::function), stable across gradings")
+    outcome: TestOutcome
+    verdict: Verdict = Field(description="What this test's outcome means, from the closed set")
+    message: str = Field(
+        description="Human-readable reason; for hidden tests never the source or expected values"
+    )
+    hidden: bool = Field(description="True for hidden tests")
+    weight: float = Field(ge=0, description="Share of the test points this test carries")
+    duration_s: float = Field(ge=0)
+
+
+class SpeedupFigure(Frozen):
+    """Speedup over the serial baseline: median ratio with a nonparametric 95 % CI."""
+
+    median: float
+    ci_low: float
+    ci_high: float
+    baseline_median_s: float
+    submission_median_s: float
+    repetitions: int = Field(description="Timed runs per side")
+
+
+class ScalingPoint(Frozen):
+    """Strong-scaling result at one worker count."""
+
+    workers: int
+    speedup: float
+    efficiency: float = Field(description="speedup / workers")
+    ci_low: float
+    ci_high: float
+    submission_median_s: float
+    karp_flatt: float | None = Field(
+        default=None, description="Experimentally determined serial fraction (workers > 1)"
+    )
+
+
+class Environment(Frozen):
+    """Where the grading ran: enough to reproduce or to compare two gradings."""
+
+    hostname: str
+    cpu_model: str
+    logical_cpus: int
+    memory_mb: int
+    core_set: list[int] = Field(description="CPUs the timed runs were confined to")
+    core_set_enforced: bool = Field(description="True when a cgroup cpuset (not only affinity) held")
+    backend: str = Field(description="Executor backend: bwrap, process, docker, apptainer")
+    sandboxed: bool = Field(description="False for the unsafe 'process' backend")
+    isolation: list[str] = Field(description="Limits that held: namespaces, cgroups, rlimits")
+    gpu: str | None = Field(default=None, description="GPU model, or None")
+    gpu_mode: Literal["none", "real", "simulated"] = "none"
+    versions: dict[str, str] = Field(description="Python, numpy, numba, mpi4py, MPI, torch, CUDA")
+    image_digest: str | None = None
+    paragrade_version: str
+
+
+class GradeReport(Frozen):
+    """Everything a grading produced; stored by the server, shown to the student."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    assignment: str = Field(description="course/slug")
+    assignment_version: str
+    verdict: Verdict
+    summary: str = Field(description="One line a student reads first")
+    tests: list[TestResult]
+    score: float
+    max_score: float
+    test_points: float
+    performance_points: float
+    speedup: SpeedupFigure | None = Field(
+        description="None when not measured (tests failed, simulated GPU, no timing configured)"
+    )
+    scaling: list[ScalingPoint]
+    serial_fraction: float | None = Field(description="Karp–Flatt at the largest worker count")
+    amdahl_serial_fraction: float | None = Field(description="Least-squares Amdahl fit")
+    notes: list[str] = Field(description="Labels such as 'simulated: no speedup points'")
+    output_excerpt: str = Field(description="Capped stdout/stderr of the submission's runs")
+    seed: int = Field(description="Seed the grader drew this run's inputs from")
+    environment: Environment
+    started_at: str
+    wall_time_s: float = Field(description="Whole grading, platform overhead included")
+    timed_time_s: float = Field(description="Sum of the timed runs it contains")
+
+
+class GradeJob(Frozen):
+    """A grading request as it crosses the queue: ids and data only."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    submission_id: str
+    assignment: str = Field(description="course/slug")
+    assignment_version: str
+    bundle_sha256: str = Field(description="Content hash of the assignment bundle to fetch")
+    submission_sha256: str = Field(description="Content hash of the submission archive to fetch")
+    queue: Literal["cpu", "mpi", "gpu"]
+    time_limit_s: int

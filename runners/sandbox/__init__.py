@@ -1,0 +1,39 @@
+"""Executor backends behind one interface: bwrap (default), process (unsafe), docker, apptainer."""
+
+from __future__ import annotations
+
+from runners.sandbox.base import Executor, ExitInfo, Limits, Mount, Running, SandboxSpec
+from runners.settings import RunnerSettings
+
+__all__ = ["Executor", "ExitInfo", "Limits", "Mount", "Running", "SandboxSpec", "create_executor"]
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run on this host."""
+
+
+def create_executor(settings: RunnerSettings, name: str | None = None) -> Executor:
+    """The backend named (or the settings' choice; 'auto' = bwrap when present, else process)."""
+    from runners.sandbox.apptainer import ApptainerExecutor
+    from runners.sandbox.bwrap import BwrapExecutor
+    from runners.sandbox.docker import DockerExecutor
+    from runners.sandbox.process import ProcessExecutor
+
+    name = name or settings.backend
+    if name == "auto":
+        name = "bwrap" if BwrapExecutor.available() else "process"
+    if name == "bwrap":
+        if not BwrapExecutor.available():
+            raise BackendUnavailable("bwrap is not installed (apt-get install bubblewrap)")
+        return BwrapExecutor(runtime_dir=settings.runtime_dir, sandbox_uid=settings.sandbox_uid)
+    if name == "process":
+        return ProcessExecutor(runtime_dir=settings.runtime_dir, sandbox_uid=settings.sandbox_uid)
+    if name == "docker":
+        return DockerExecutor(image=settings.docker_image, base_url=settings.docker_url,
+                              sandbox_uid=settings.sandbox_uid)
+    if name == "apptainer":
+        if not settings.apptainer_image:
+            raise BackendUnavailable("set PARAGRADE_APPTAINER_IMAGE to a .sif image")
+        return ApptainerExecutor(image=settings.apptainer_image, binary=settings.apptainer_bin,
+                                 sandbox_uid=settings.sandbox_uid)
+    raise BackendUnavailable(f"unknown backend {name!r}")

@@ -1,0 +1,255 @@
+"""The executor interface every sandbox backend implements, and the plumbing they share."""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from runners.sandbox import cgroups
+
+EXCERPT_BYTES = 32 * 1024
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path the sandboxed program sees at `inside`."""
+
+    host: Path
+    inside: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed run may use. Never a CPU-time limit: that punishes parallel code."""
+
+    cpus: tuple[int, ...]
+    memory_mb: int = 2048
+    pids: int = 512
+    nofile: int = 1024
+    fsize_bytes: int = 256 * 1024 * 1024
+    disk_bytes: int = 256 * 1024 * 1024
+    output_bytes: int = 8 * 1024 * 1024
+    wall_s: float = 120.0
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """One program to run: argv and env are in the sandbox's own terms (see Executor.path)."""
+
+    argv: list[str]
+    mounts: list[Mount]
+    workdir: Mount
+    env: dict[str, str]
+    limits: Limits
+
+
+@dataclass
+class ExitInfo:
+    """How a run ended, as the trusted side observed it."""
+
+    returncode: int | None
+    timed_out: bool = False
+    output_exceeded: bool = False
+    disk_exceeded: bool = False
+    oom_killed: bool = False
+    output_excerpt: str = ""
+    output_bytes: int = 0
+    wall_s: float = 0.0
+
+
+class OutputCollector:
+    """Reads a stream to its end, keeping a head and tail excerpt and counting every byte."""
+
+    def __init__(self, limit: int, on_exceeded: callable[[], None]) -> None:  # type: ignore[valid-type]
+        self.limit = limit
+        self.total = 0
+        self.exceeded = False
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._on_exceeded = on_exceeded
+        self.done = threading.Event()
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = EXCERPT_BYTES - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail = (self._tail + chunk)[-EXCERPT_BYTES:]
+        if self.total > self.limit and not self.exceeded:
+            self.exceeded = True
+            self._on_exceeded()
+
+    def pump(self, stream: IO[bytes] | Iterable[bytes]) -> None:
+        try:
+            if hasattr(stream, "read1"):
+                while chunk := stream.read1(65536):
+                    self.feed(chunk)
+            else:
+                for chunk in stream:
+                    self.feed(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.done.set()
+
+    def excerpt(self) -> str:
+        text = self._head.decode(errors="replace")
+        if self._tail:
+            skipped = self.total - len(self._head) - len(self._tail)
+            if skipped > 0:
+                text += f"\n[… {skipped} bytes not shown …]\n"
+            text += self._tail.decode(errors="replace")
+        return text
+
+
+def dir_size(path: Path, cap: int) -> int:
+    """Bytes under `path`, stopping early once past `cap`."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+            if total > cap:
+                return total
+    return total
+
+
+class Running(abc.ABC):
+    """A started sandboxed program."""
+
+    info: ExitInfo
+
+    @abc.abstractmethod
+    def wait(self, timeout: float | None = None) -> ExitInfo | None:
+        """Wait for the end (None if still running after `timeout`)."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Stop the program and everything it started."""
+
+    @abc.abstractmethod
+    def alive(self) -> bool: ...
+
+
+class Executor(abc.ABC):
+    """A way to run an untrusted program under limits."""
+
+    name: str
+    sandboxed: bool = True
+
+    def path(self, mount: Mount) -> str:
+        """Where the program sees a mount (namespaced backends: `inside`)."""
+        return mount.inside
+
+    @abc.abstractmethod
+    def start(self, spec: SandboxSpec) -> Running:
+        """Start the program; it runs until it ends, is killed, or hits a limit."""
+
+    def isolation(self) -> list[str]:
+        """The kinds of isolation this backend provides on this host."""
+        return []
+
+
+def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | None) -> list[str]:
+    """Commands that confine a host process before it execs the sandbox: cgroup, rlimits, user."""
+    prefix: list[str] = []
+    if cg.procs_files:
+        attach = " && ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cg.procs_files)
+        prefix += ["/bin/sh", "-c", f'{attach} && exec "$@"', "sh"]
+    rl = [
+        f"--nofile={limits.nofile}:{limits.nofile}",
+        f"--fsize={limits.fsize_bytes}:{limits.fsize_bytes}",
+        "--core=0:0",
+    ]
+    if drop_to_uid is not None or os.getuid() != 0:
+        # RLIMIT_NPROC binds only non-root users; the pids cgroup is the real cap where it exists.
+        rl.append(f"--nproc={limits.pids}:{limits.pids}")
+    if cg.memory_dir is None:
+        rl.append(f"--as={limits.memory_mb * 1024 * 1024 * 4}")
+    prefix += ["prlimit", *rl, "--"]
+    prefix += ["taskset", "-c", ",".join(map(str, limits.cpus))]
+    if drop_to_uid is not None:
+        prefix += ["setpriv", f"--reuid={drop_to_uid}", f"--regid={drop_to_uid}",
+                   "--clear-groups", "--no-new-privs"]
+    return prefix
+
+
+class HostRunning(Running):
+    """A host subprocess (bwrap, plain process, apptainer) with output cap, watchdog and cgroup."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None, cwd: Path,
+                 limits: Limits, cg: cgroups.RunCgroup, watch_dir: Path | None) -> None:
+        self._cg = cg
+        self._limits = limits
+        self._watch_dir = watch_dir
+        self._started = time.monotonic()
+        self.info = ExitInfo(returncode=None)
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            argv, env=env if env is not None else {"PATH": "/usr/bin:/bin"}, cwd=cwd,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._out = OutputCollector(limits.output_bytes, self.kill)
+        assert self._proc.stdout is not None
+        threading.Thread(target=self._out.pump, args=(self._proc.stdout,), daemon=True).start()
+        self._stop = threading.Event()
+        threading.Thread(target=self._watchdog, daemon=True).start()
+
+    def _watchdog(self) -> None:
+        deadline = self._started + self._limits.wall_s
+        while not self._stop.wait(0.5):
+            if self._proc.poll() is not None:
+                return
+            if time.monotonic() > deadline:
+                self.info.timed_out = True
+                self.kill()
+                return
+            if self._watch_dir is not None:
+                if dir_size(self._watch_dir, self._limits.disk_bytes) > self._limits.disk_bytes:
+                    self.info.disk_exceeded = True
+                    self.kill()
+                    return
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()
+            self._cg.kill_all()
+
+    def wait(self, timeout: float | None = None) -> ExitInfo | None:
+        try:
+            rc = self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._stop.set()
+        self._cg.kill_all()  # whatever the program left behind
+        self._out.done.wait(5)
+        self.info.returncode = rc
+        self.info.output_exceeded = self._out.exceeded
+        self.info.output_excerpt = self._out.excerpt()
+        self.info.output_bytes = self._out.total
+        self.info.oom_killed = self._cg.oom_killed()
+        self.info.wall_s = time.monotonic() - self._started
+        self._cg.remove()
+        return self.info

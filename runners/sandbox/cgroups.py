@@ -1,0 +1,145 @@
+"""Per-run control groups: memory, pids and cpuset limits where the host lets us create them.
+
+cgroup v1 (one hierarchy per controller), v2 (unified) and none are detected at run time; every
+failure to create or configure one degrades to rlimits and is reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+
+
+def _own_paths() -> dict[str, str]:
+    """controller -> our cgroup path, from /proc/self/cgroup ('' is the v2 entry)."""
+    paths: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(",") if controllers else [""]:
+            paths[c] = path
+    return paths
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+@dataclass
+class RunCgroup:
+    """The cgroups of one sandboxed run; attach by writing a pid to every `procs_files`."""
+
+    dirs: list[Path] = field(default_factory=list)
+    procs_files: list[Path] = field(default_factory=list)
+    memory_dir: Path | None = None
+    version: int = 0
+    enforced: list[str] = field(default_factory=list)
+
+    def oom_killed(self) -> bool:
+        """True when the kernel OOM-killed something in this run."""
+        if self.memory_dir is None:
+            return False
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        with contextlib.suppress(OSError):
+            for line in (self.memory_dir / name).read_text().splitlines():
+                key, _, val = line.partition(" ")
+                if key == "oom_kill" and int(val) > 0:
+                    return True
+        if self.version == 1:
+            with contextlib.suppress(OSError, ValueError):
+                return int((self.memory_dir / "memory.failcnt").read_text()) > 0
+        return False
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for f in self.procs_files:
+            with contextlib.suppress(OSError, ValueError):
+                found |= {int(x) for x in f.read_text().split()}
+        return found
+
+    def kill_all(self) -> None:
+        """SIGKILL everything left in the run (v1 has no cgroup.kill)."""
+        for _ in range(50):
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for d in reversed(self.dirs):
+            for _ in range(100):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
+    """Make this run's cgroups; whatever cannot be made is simply not in `enforced`."""
+    run = RunCgroup()
+    name = f"paragrade-{uuid.uuid4().hex[:12]}"
+    own = _own_paths()
+    if (ROOT / "memory").is_dir() or (ROOT / "pids").is_dir():
+        run.version = 1
+        for controller in ("memory", "pids", "cpuset"):
+            base = ROOT / controller
+            if not base.is_dir() or controller not in own:
+                continue
+            d = base / own[controller].lstrip("/") / name
+            try:
+                d.mkdir()
+            except OSError:
+                continue
+            run.dirs.append(d)
+            try:
+                if controller == "memory":
+                    _write(d / "memory.limit_in_bytes", str(memory_bytes))
+                    if (d / "memory.memsw.limit_in_bytes").exists():
+                        _write(d / "memory.memsw.limit_in_bytes", str(memory_bytes))
+                    run.memory_dir = d
+                elif controller == "pids":
+                    _write(d / "pids.max", str(pids_max))
+                else:
+                    _write(d / "cpuset.mems", (d.parent / "cpuset.mems").read_text().strip())
+                    _write(d / "cpuset.cpus", ",".join(map(str, cpus)))
+            except OSError:
+                continue
+            run.procs_files.append(d / "cgroup.procs")
+            run.enforced.append(f"cgroup-v1 {controller}")
+    elif (ROOT / "cgroup.controllers").is_file() and "" in own:
+        run.version = 2
+        parent = ROOT / own[""].lstrip("/")
+        d = parent / name
+        try:
+            d.mkdir()
+            run.dirs.append(d)
+            available = set((d / "cgroup.controllers").read_text().split())
+            if "memory" in available:
+                _write(d / "memory.max", str(memory_bytes))
+                _write(d / "memory.swap.max", "0") if (d / "memory.swap.max").exists() else None
+                run.memory_dir = d
+                run.enforced.append("cgroup-v2 memory")
+            if "pids" in available:
+                _write(d / "pids.max", str(pids_max))
+                run.enforced.append("cgroup-v2 pids")
+            if "cpuset" in available:
+                _write(d / "cpuset.cpus", ",".join(map(str, cpus)))
+                run.enforced.append("cgroup-v2 cpuset")
+            run.procs_files.append(d / "cgroup.procs")
+        except OSError:
+            run.enforced = []
+            run.procs_files = []
+    return run

@@ -1,0 +1,417 @@
+"""Trusted side of a sandboxed run: start it, call the submission, time each call from outside.
+
+A `Stage` holds world-readable copies of what a grading's runs see (harness, submission, data);
+each `Session` is one fresh sandbox (its own work dir and control socket) over a stage.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import os
+import select
+import shutil
+import socket
+import struct
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runners.harness import worker as wire
+from runners.protocol import Verdict
+from runners.sandbox import Executor, ExitInfo, Limits, Mount, SandboxSpec
+
+HARNESS_DIR = Path(wire.__file__).resolve().parent
+MAX_REPLY = 64 * 1024 * 1024
+INSIDE_SUB = "/sub"
+INSIDE_WORK = "/tmp/work"
+INSIDE_CTL = "/run/paragrade"
+INSIDE_HARNESS = "/opt/paragrade/harness"
+INSIDE_DATA = "/data"
+
+
+class SubmissionFailure(Exception):
+    """The submission (not the grader) made a run end badly; `verdict` says how."""
+
+    def __init__(self, verdict: Verdict, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.verdict = verdict
+        self.message = message
+        self.output = output
+
+
+class SubmissionRaised(Exception):
+    """The submission's function raised; the run itself is fine."""
+
+    def __init__(self, type_name: str, message: str, tb: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+        self.traceback = tb
+
+
+class ProtocolViolation(SubmissionFailure):
+    """Something other than the harness wrote to the result channel."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Verdict.FORBIDDEN, f"result channel tampered with: {message}")
+
+
+def _chmod_tree(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+
+
+class Stage:
+    """A grading's scratch area: copies of the harness, the code under test and the data."""
+
+    def __init__(self, *, scratch: Path | None = None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="paragrade-", dir=scratch))
+        os.chmod(self.root, 0o711)  # traversable by the sandbox user, not listable
+        self.harness = self.root / "harness"
+        shutil.copytree(HARNESS_DIR, self.harness, ignore=shutil.ignore_patterns("__pycache__"))
+        _chmod_tree(self.harness)
+        self.data: Path | None = None
+
+    def add_code(self, name: str, files: dict[str, bytes]) -> Path:
+        """A folder holding one side's code (submission, baseline, reference)."""
+        d = self.root / f"code-{name}"
+        d.mkdir()
+        for rel, content in files.items():
+            target = d / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        _chmod_tree(d)
+        return d
+
+    def add_data(self, source: Path) -> None:
+        self.data = self.root / "data"
+        shutil.copytree(source, self.data)
+        _chmod_tree(self.data)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How to start one side's code: launcher, worker count, confinement."""
+
+    executor: Executor
+    runtime_dir: Path
+    stage: Stage
+    code_dir: Path
+    entry_file: str
+    launcher: str  # python | mpirun | torchrun
+    ranks: int
+    limits: Limits
+    sandbox_uid: int = 65534
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def failure_from_exit(info: ExitInfo, wall_s: float) -> SubmissionFailure:
+    """Name what ended a run, from what the trusted side observed."""
+    out = info.output_excerpt
+    if info.timed_out:
+        return SubmissionFailure(Verdict.TIMEOUT, f"time limit exceeded ({wall_s:g} s wall)", out)
+    if info.output_exceeded:
+        return SubmissionFailure(Verdict.OUTPUT_EXCEEDED,
+                                 f"output limit exceeded ({info.output_bytes} bytes written)", out)
+    if info.disk_exceeded:
+        return SubmissionFailure(Verdict.OUTPUT_EXCEEDED, "disk limit exceeded in the work dir", out)
+    if info.oom_killed or "MemoryError" in out[-4000:]:
+        return SubmissionFailure(Verdict.MEMORY_EXCEEDED, "memory limit exceeded", out)
+    rc = info.returncode
+    how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with status {rc}"
+    if rc in (137, -9) and info.oom_killed is False:
+        how += " (killed)"
+    return SubmissionFailure(Verdict.CRASHED, f"the program {how} before answering", out)
+
+
+def base_env(cfg: RunConfig, workdir_inside: str) -> dict[str, str]:
+    """The sandbox's whole environment: nothing inherited, so no secret can leak in."""
+    n = str(len(cfg.limits.cpus))
+    env = {
+        "PATH": f"{cfg.runtime_dir}/bin:/usr/bin:/bin",
+        "HOME": workdir_inside,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": n,
+        "OPENBLAS_NUM_THREADS": n,
+        "MKL_NUM_THREADS": n,
+        "NUMBA_NUM_THREADS": n,
+        "NUMBA_CACHE_DIR": "/tmp/numba-cache",
+        "MPLCONFIGDIR": "/tmp",
+        "HYDRA_LAUNCHER": "fork",
+        "UCX_LOG_LEVEL": "fatal",
+        "HWLOC_HIDE_ERRORS": "2",
+    }
+    env.update(cfg.extra_env)
+    return env
+
+
+class _Run:
+    """One sandbox process over a stage, with its private work dir."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.dir = cfg.stage.root / f"run-{uuid.uuid4().hex[:10]}"
+        self.dir.mkdir(mode=0o711)
+        self.work = self.dir / "work"
+        self.work.mkdir(mode=0o700)
+        if os.getuid() == 0:
+            os.chown(self.work, cfg.sandbox_uid, cfg.sandbox_uid)
+        ex = cfg.executor
+        self.m_sub = Mount(cfg.code_dir, INSIDE_SUB)
+        self.m_harness = Mount(cfg.stage.harness, INSIDE_HARNESS)
+        self.m_work = Mount(self.work, INSIDE_WORK, writable=True)
+        self.mounts = [self.m_sub, self.m_harness]
+        if cfg.stage.data is not None:
+            self.mounts.append(Mount(cfg.stage.data, INSIDE_DATA))
+        self.python = f"{cfg.runtime_dir}/bin/python"
+        self.entry = f"{ex.path(self.m_sub)}/{cfg.entry_file}"
+        self.running: Any = None
+
+    def launch(self, program: list[str], extra_mounts: list[Mount]) -> None:
+        cfg = self.cfg
+        if cfg.launcher == "mpirun":
+            argv = [f"{cfg.runtime_dir}/bin/mpiexec", "-n", str(cfg.ranks), *program]
+        elif cfg.launcher == "torchrun":
+            argv = [f"{cfg.runtime_dir}/bin/torchrun", "--standalone",
+                    f"--nproc-per-node={cfg.ranks}", *program[1:]]
+        else:
+            argv = program
+        spec = SandboxSpec(argv=argv, mounts=self.mounts + extra_mounts, workdir=self.m_work,
+                           env=base_env(cfg, cfg.executor.path(self.m_work)), limits=cfg.limits)
+        self.running = cfg.executor.start(spec)
+
+    def finish(self, grace: float = 2.0) -> ExitInfo:
+        info = self.running.wait(grace)
+        if info is None:
+            self.running.kill()
+            info = self.running.wait(10)
+        assert info is not None
+        return info
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Session:
+    """A live sandbox running the harness around one side's code (function entries)."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self._run = _Run(cfg)
+        self._sock: socket.socket | None = None
+        self._next_id = 0
+        self._deadline = 0.0
+        self.exit_info: ExitInfo | None = None
+
+    def __enter__(self) -> Session:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the sandbox and wait until the submission is imported (outside any timing)."""
+        run = self._run
+        ctl = run.dir / "ctl"
+        ctl.mkdir(mode=0o755)
+        path = ctl / "grader.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        os.chmod(path, 0o666)
+        listener.listen(1)
+        m_ctl = Mount(ctl, INSIDE_CTL)
+        sock_inside = f"{self.cfg.executor.path(m_ctl)}/grader.sock"
+        program = [run.python, "-I", "-B", f"{self.cfg.executor.path(run.m_harness)}/worker.py",
+                   "--socket", sock_inside, "--module", run.entry]
+        if self.cfg.launcher == "mpirun":
+            program.append("--mpi")
+        self._deadline = time.monotonic() + self.cfg.limits.wall_s
+        run.launch(program, [m_ctl])
+        try:
+            listener.settimeout(0.1)
+            while True:
+                try:
+                    self._sock, _ = listener.accept()
+                    break
+                except TimeoutError:
+                    if not run.running.alive():
+                        raise self._died() from None
+        finally:
+            listener.close()
+            path.unlink(missing_ok=True)  # nobody else may connect
+        ready = self._recv()
+        if not isinstance(ready, dict) or "ready" not in ready:
+            raise ProtocolViolation("the first message was not the harness's")
+        if not ready["ready"]:
+            err = ready.get("error") or {}
+            raise SubmissionRaised(str(err.get("type", "Error")), str(err.get("message", "")),
+                                   str(err.get("traceback", "")))
+
+    def _died(self) -> SubmissionFailure:
+        self.exit_info = self._run.finish(grace=5)
+        return failure_from_exit(self.exit_info, self.cfg.limits.wall_s)
+
+    def _recv(self) -> Any:
+        assert self._sock is not None
+        header = self._recv_exact(4)
+        (n,) = struct.unpack(">I", header)
+        if n > MAX_REPLY:
+            raise ProtocolViolation(f"a {n}-byte message")
+        try:
+            return json.loads(self._recv_exact(n))
+        except ValueError as exc:
+            raise ProtocolViolation("a message that is not JSON") from exc
+
+    def _recv_exact(self, n: int) -> bytes:
+        assert self._sock is not None
+        buf = bytearray()
+        while len(buf) < n:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0 or not self._run.running.alive() and not self._readable():
+                self._run.running.kill()
+                raise self._died()
+            self._sock.settimeout(min(remaining, 0.25))
+            try:
+                chunk = self._sock.recv(min(n - len(buf), 1 << 20))
+            except TimeoutError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._died()
+            buf += chunk
+        return bytes(buf)
+
+    def _readable(self) -> bool:
+        assert self._sock is not None
+        r, _, _ = select.select([self._sock], [], [], 0)
+        return bool(r)
+
+    def call(self, function: str, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """Call the submission's function in the sandbox; return (value, seconds it took)."""
+        assert self._sock is not None, "session not started"
+        if self._readable():
+            raise ProtocolViolation("a message arrived before any request")
+        self._next_id += 1
+        req = {"id": self._next_id, "op": "call", "function": function,
+               "args": encode(list(args)), "kwargs": encode(kwargs)}
+        data = json.dumps(req).encode()
+        frame = struct.pack(">I", len(data)) + data
+        t0 = time.perf_counter_ns()
+        self._sock.sendall(frame)
+        reply = self._recv()
+        elapsed = (time.perf_counter_ns() - t0) / 1e9
+        if not isinstance(reply, dict) or reply.get("id") != self._next_id:
+            raise ProtocolViolation("a reply to a request that was not made")
+        if reply.get("ok") is True:
+            try:
+                return decode(reply.get("value")), elapsed
+            except (ValueError, TypeError, KeyError) as exc:
+                raise ProtocolViolation(f"an undecodable value ({exc})") from exc
+        err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+        type_name = str(err.get("type", "Error"))
+        if type_name == "MemoryError":
+            raise SubmissionFailure(Verdict.MEMORY_EXCEEDED, "memory limit exceeded (MemoryError)")
+        raise SubmissionRaised(type_name, str(err.get("message", "")),
+                               str(err.get("traceback", "")))
+
+    def close(self) -> ExitInfo:
+        """Ask the harness to exit, then make sure nothing of the run is left."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                payload = json.dumps({"op": "exit"}).encode()
+                self._sock.sendall(struct.pack(">I", len(payload)) + payload)
+            self._sock.close()
+            self._sock = None
+        if self.exit_info is None and self._run.running is not None:
+            self.exit_info = self._run.finish(grace=2)
+        self._run.remove()
+        return self.exit_info or ExitInfo(returncode=None)
+
+    @property
+    def output(self) -> str:
+        return self.exit_info.output_excerpt if self.exit_info else ""
+
+
+@dataclass
+class ScriptResult:
+    """What a script-style run left for the checker; every byte of it is untrusted."""
+
+    returncode: int | None
+    output: str
+    files: dict[str, bytes]
+    elapsed_s: float
+
+
+def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 20) -> ScriptResult:
+    """Run the code as a program (the launcher's way) and collect the files it wrote in out/."""
+    run = _Run(cfg)
+    try:
+        out = run.work / "out"
+        out.mkdir()
+        if os.getuid() == 0:
+            os.chown(out, cfg.sandbox_uid, cfg.sandbox_uid)
+        t0 = time.perf_counter_ns()
+        run.launch([run.python, "-B", run.entry, *args], [])
+        info = run.finish(grace=cfg.limits.wall_s + 5)
+        elapsed = (time.perf_counter_ns() - t0) / 1e9
+        if info.timed_out or info.output_exceeded or info.disk_exceeded or info.oom_killed:
+            raise failure_from_exit(info, cfg.limits.wall_s)
+        files: dict[str, bytes] = {}
+        for p in sorted(out.iterdir())[:64]:
+            # Regular files only, read without following links the program may have planted.
+            with contextlib.suppress(OSError):
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as fh:
+                    if os.fstat(fh.fileno()).st_size <= max_file_bytes:
+                        files[p.name] = fh.read(max_file_bytes)
+        return ScriptResult(info.returncode, info.output_excerpt, files, elapsed)
+    finally:
+        run.remove()
+
+
+def encode(value: Any) -> Any:
+    """Encode a grader-side value for the wire (the harness's own format)."""
+    return wire.encode(value)
+
+
+_ALLOWED_KINDS = set("biufc")
+
+
+def decode(value: Any) -> Any:
+    """Strictly decode an untrusted value from the wire: plain data and numeric arrays only."""
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if isinstance(value, dict):
+        if "__ndarray__" in value:
+            import numpy as np
+
+            dtype = np.dtype(str(value["dtype"]))
+            if dtype.kind not in _ALLOWED_KINDS:
+                raise ValueError(f"dtype {dtype} not allowed")
+            shape = [int(s) for s in value["shape"]]
+            raw = base64.b64decode(str(value["__ndarray__"]), validate=True)
+            return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        if "__float__" in value:
+            f = float(str(value["__float__"]))
+            if math.isfinite(f):
+                raise ValueError("finite float sent as special")
+            return f
+        return {str(k): decode(v) for k, v in value.items()}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise ValueError(f"unexpected {type(value).__name__}")

@@ -1,0 +1,43 @@
+"""Runner-side settings: the one place that reads the environment."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class RunnerSettings(BaseSettings):
+    """Settings of a grading process (CLI or runner worker), from PARAGRADE_* variables."""
+
+    model_config = SettingsConfigDict(env_prefix="PARAGRADE_", extra="ignore")
+
+    assignments_dir: Path = Field(default=REPO_ROOT / "assignments")
+    runtime_dir: Path = Field(
+        default=Path("/opt/paragrade/runtime"),
+        description="The sandbox's Python venv (world-readable; built by scripts/setup.sh)",
+    )
+    backend: Literal["auto", "bwrap", "process", "docker", "apptainer"] = "auto"
+    scratch_dir: Path | None = Field(
+        default=None, description="Where per-run work dirs are made (default: system temp)"
+    )
+    sandbox_uid: int = Field(default=65534, description="User the sandbox runs as when root")
+    output_limit_bytes: int = 8 * 1024 * 1024
+    disk_limit_bytes: int = 256 * 1024 * 1024
+    timing_budget_s: float = Field(default=30.0, description="Time for the timed A/B runs")
+    gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
+    docker_url: str | None = Field(default=None, description="Docker API URL (podman's works)")
+    docker_image: str = "paragrade/runner-cpu:latest"
+    apptainer_image: str | None = None
+    apptainer_bin: str = "apptainer"
+
+
+@lru_cache
+def get_settings() -> RunnerSettings:
+    """The process's settings, read once."""
+    return RunnerSettings()

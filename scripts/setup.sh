@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One-time (idempotent) set-up on a fresh Debian machine: system packages, the project's venv,
+# and the sandbox's Python runtime. Re-running is cheap: each step is skipped when its stamp matches.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+RUNTIME=${PARAGRADE_RUNTIME_DIR:-/opt/paragrade/runtime}
+VENV=${PARAGRADE_VENV:-$ROOT/.venv}
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+
+need_apt=()
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+[ -x /usr/bin/python3 ] || need_apt+=(python3)
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+stamp() { sha256sum "$@" | sha256sum | cut -c1-16; }
+
+# The project's own environment (trusted side: CLI, grader, server, tests).
+want=$(stamp pyproject.toml)
+if [ ! -f "$VENV/.paragrade-stamp" ] || [ "$(cat "$VENV/.paragrade-stamp")" != "$want" ]; then
+  echo "setup: building $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e ".[dev]"
+  echo "$want" > "$VENV/.paragrade-stamp"
+fi
+
+# The sandbox's runtime: Debian's Python (readable by the unprivileged sandbox user, unlike a
+# pyenv under /root), world-readable, never writable by submissions.
+want=$(stamp runners/runtime-requirements.txt)
+if [ ! -f "$RUNTIME/.paragrade-stamp" ] || [ "$(cat "$RUNTIME/.paragrade-stamp")" != "$want" ]; then
+  echo "setup: building the sandbox runtime in $RUNTIME (numpy, numba, mpi4py+MPICH, torch CPU, pytest)"
+  $SUDO mkdir -p "$RUNTIME"
+  $SUDO /usr/bin/python3 -m venv "$RUNTIME"
+  $SUDO "$RUNTIME/bin/pip" install -q --upgrade pip
+  $SUDO "$RUNTIME/bin/pip" install -q -r runners/runtime-requirements.txt
+  $SUDO chmod -R a+rX "$RUNTIME"
+  echo "$want" | $SUDO tee "$RUNTIME/.paragrade-stamp" >/dev/null
+fi

@@ -1,0 +1,1 @@
+"""paragrade server (FastAPI): built by the server issue; it imports only runners.protocol."""
