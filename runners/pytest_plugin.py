@@ -1,0 +1,261 @@
+"""pytest plugin for assignment tests: the `submission` fixture and the grader's result record.
+
+Test files run on the trusted side with their expected values; every call through `submission`
+runs in a fresh sandbox. Loaded by the grader as `pytest -p runners.pytest_plugin`.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runners.protocol import TestOutcome, Verdict
+from runners.session import (
+    RunConfig,
+    ScriptResult,
+    Session,
+    SubmissionFailure,
+    SubmissionRaised,
+    run_script,
+)
+
+OUTPUT_KEEP = 16 * 1024
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the grader tells the test process (a JSON file named by --paragrade-context)."""
+
+    assignment_root: str
+    code_dir: str
+    backend: str
+    seed: int
+    gpu_mode: str
+    results: str
+    hidden_dir: str
+    cpus: list[int]
+    reveal: bool = False
+
+    @classmethod
+    def load(cls, path: str) -> Context:
+        return cls(**json.loads(Path(path).read_text()))
+
+
+class Submission:
+    """The code under test, callable from a test; each test gets a fresh sandbox."""
+
+    def __init__(self, ctx: Context, recorder: Recorder) -> None:
+        from runners import grader  # late: grader imports this module's Context
+
+        self._ctx = ctx
+        self._recorder = recorder
+        self._assignment, self._cfg_for = grader.run_configs(ctx)
+        self._session: Session | None = None
+        m = self._assignment.manifest
+        self.workers: int = self._assignment.workers
+        self.gpu_mode: str = ctx.gpu_mode
+        self.simulated: bool = ctx.gpu_mode == "simulated"
+        self.function: str | None = m.entry.function
+
+    def _live(self) -> Session:
+        if self._session is None:
+            session = Session(self._cfg_for(self.workers))
+            try:
+                session.start()
+            except BaseException:
+                session.close()
+                self._recorder.add_output(session.output)
+                raise
+            self._session = session
+        return self._session
+
+    def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        """Call `function` of the submission with these arguments, in the sandbox."""
+        return self.timed(function, *args, **kwargs)[0]
+
+    def timed(self, function: str, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """Like `call`, also returning the seconds the call took (measured outside the sandbox)."""
+        try:
+            return self._live().call(function, *args, **kwargs)
+        except SubmissionFailure:
+            self.close()
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *a, **k: self.call(name, *a, **k)
+
+    def run(self, *args: str, workers: int | None = None) -> ScriptResult:
+        """Run a script entry as a program with these arguments; files it wrote in out/ come back."""
+        result = run_script(self._cfg_for(workers or self.workers), [str(a) for a in args])
+        self._recorder.add_output(result.output)
+        return result
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._recorder.add_output(self._session.output)
+            self._session = None
+
+
+class Recorder:
+    """Collects each test's outcome in the shape of protocol.TestResult."""
+
+    def __init__(self, ctx: Context, weights: dict[str, float]) -> None:
+        self.ctx = ctx
+        self.weights = weights
+        self.results: list[dict[str, Any]] = []
+        self.output = ""
+
+    def add_output(self, text: str) -> None:
+        if text and len(self.output) < OUTPUT_KEEP:
+            self.output = (self.output + text)[:OUTPUT_KEEP]
+
+    def hidden(self, path: str) -> bool:
+        return Path(path).resolve().is_relative_to(Path(self.ctx.hidden_dir).resolve())
+
+    def add(self, name: str, *, outcome: TestOutcome, verdict: Verdict, message: str, hidden: bool,
+            weight: float | None, duration: float) -> None:
+        if weight is None:
+            weight = self.weights.get(name, 1.0 if hidden else 0.0)
+        self.results.append(dict(name=name, outcome=outcome.value, verdict=verdict.value,
+                                 message=message, hidden=hidden, weight=weight,
+                                 duration_s=round(duration, 4)))
+
+    def write(self) -> None:
+        Path(self.ctx.results).write_text(json.dumps({"tests": self.results,
+                                                      "output": self.output}))
+
+
+def _describe(item: pytest.Item) -> str:
+    doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else item.name
+
+
+def _judge(item: pytest.Item, call: pytest.CallInfo[None], hidden: bool) -> tuple[Verdict, str]:
+    """Verdict and message for a failed phase, revealing nothing hidden."""
+    exc = call.excinfo.value if call.excinfo else None
+    what = _describe(item)
+    if isinstance(exc, SubmissionFailure):
+        return exc.verdict, f"{what}: {exc.message}"
+    if isinstance(exc, SubmissionRaised):
+        detail = f"\n{exc.traceback}" if not hidden and exc.traceback else ""
+        return Verdict.CRASHED, f"{what}: your code raised {exc.type_name}: {exc.message}{detail}"
+    if call.when != "call":
+        return Verdict.AUTHOR_ERROR, f"{what}: the test's set-up failed ({type(exc).__name__})"
+    if isinstance(exc, AssertionError):
+        if hidden:
+            # Only a message the author wrote on purpose; never pytest's rendering of the values.
+            custom = str(exc.args[0]).split("\nassert")[0] if exc.args else ""
+            return Verdict.FAILED, f"{what}: {custom or 'wrong answer'}"
+        return Verdict.FAILED, f"{what}: {str(exc)[:3000]}"
+    name = type(exc).__name__ if exc else "error"
+    reason = "the checker could not use the value returned" if hidden else f"{name}: {exc}"
+    return Verdict.FAILED, f"{what}: wrong answer ({reason})"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--paragrade-context", default=None, help="grading context JSON")
+
+
+_recorder_key = pytest.StashKey[Recorder]()
+_context_key = pytest.StashKey[Context]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "weight(w): share of the test points this test carries")
+    path = config.getoption("--paragrade-context")
+    if path:
+        ctx = Context.load(path)
+        from runners import package
+
+        weights = package.load(Path(ctx.assignment_root)).manifest.scoring.weights
+        config.stash[_context_key] = ctx
+        config.stash[_recorder_key] = Recorder(ctx, weights)
+
+
+@pytest.fixture
+def submission(request: pytest.FixtureRequest) -> Iterator[Submission]:
+    """The code under test (see Submission)."""
+    ctx = request.config.stash.get(_context_key, None)
+    if ctx is None:
+        pytest.fail("run these tests through paragrade (paragrade grade / assignments validate)")
+    sub = Submission(ctx, request.config.stash[_recorder_key])
+    try:
+        yield sub
+    finally:
+        sub.close()
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """This grading's seed, mixed with the test's name: fresh inputs per grading."""
+    ctx = request.config.stash.get(_context_key, None)
+    base = ctx.seed if ctx else 0
+    return (base * 1_000_003 + zlib.crc32(request.node.nodeid.encode())) % (2**63)
+
+
+@pytest.fixture
+def rng(seed: int) -> np.random.Generator:
+    """A numpy Generator seeded per grading and per test."""
+    return np.random.default_rng(seed)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    recorder = item.config.stash.get(_recorder_key, None)
+    if recorder is None:
+        return report
+    rel = Path(str(item.path)).relative_to(recorder.ctx.assignment_root).as_posix()
+    name = f"{rel}::{item.name}"
+    hidden = recorder.hidden(str(item.path))
+    marker = item.get_closest_marker("weight")
+    weight = float(marker.args[0]) if marker else None
+    duration = getattr(report, "duration", 0.0)
+    if report.failed:
+        verdict, message = _judge(item, call, hidden and not recorder.ctx.reveal)
+        outcome = TestOutcome.FAILED if call.when == "call" else TestOutcome.ERROR
+        recorder.add(name, outcome=outcome, verdict=verdict, message=message, hidden=hidden,
+                     weight=weight, duration=duration)
+    elif report.skipped and call.when in ("setup", "call"):
+        reason = str(call.excinfo.value) if call.excinfo else "skipped"
+        recorder.add(name, outcome=TestOutcome.SKIPPED, verdict=Verdict.PASSED,
+                     message=f"{_describe(item)}: skipped ({reason})", hidden=hidden,
+                     weight=0.0, duration=duration)
+    elif report.passed and call.when == "call":
+        recorder.add(name, outcome=TestOutcome.PASSED, verdict=Verdict.PASSED,
+                     message=_describe(item), hidden=hidden, weight=weight, duration=duration)
+    return report
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.failed:
+        for recorder in _active_recorders:
+            recorder.add(report.nodeid or "collection", outcome=TestOutcome.ERROR,
+                         verdict=Verdict.AUTHOR_ERROR,
+                         message="a test file could not be collected (assignment author's error)",
+                         hidden=True, weight=1.0, duration=0.0)
+
+
+_active_recorders: list[Recorder] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    recorder = session.config.stash.get(_recorder_key, None)
+    if recorder is not None:
+        _active_recorders.append(recorder)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    recorder = session.config.stash.get(_recorder_key, None)
+    if recorder is not None:
+        recorder.write()

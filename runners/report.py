@@ -1,0 +1,62 @@
+"""Rendering a GradeReport for a terminal (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from runners.protocol import GradeReport, TestOutcome, Verdict
+
+STYLE = {Verdict.PASSED: "bold green", Verdict.FAILED: "bold red",
+         Verdict.PLATFORM_ERROR: "bold yellow", Verdict.AUTHOR_ERROR: "bold yellow"}
+MARK = {TestOutcome.PASSED: "[green]✔[/]", TestOutcome.FAILED: "[red]✘[/]",
+        TestOutcome.ERROR: "[red]![/]", TestOutcome.SKIPPED: "[dim]–[/]"}
+
+
+def render(report: GradeReport, console: Console) -> None:
+    """Print the report: verdict, tests, speedup, scaling table, environment."""
+    head = Text.assemble(
+        (f"{report.verdict.value.upper()}", STYLE.get(report.verdict, "bold red")),
+        f"  {report.assignment} v{report.assignment_version}   ",
+        (f"{report.score:g} / {report.max_score:g} points", "bold"),
+        f"  (tests {report.test_points:g}, performance {report.performance_points:g})\n",
+        report.summary,
+    )
+    parts: list[object] = [head]
+    if report.tests:
+        tests = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+        tests.add_column("")
+        tests.add_column("test")
+        tests.add_column("kind")
+        tests.add_column("message", overflow="fold")
+        for t in report.tests:
+            tests.add_row(MARK[t.outcome], t.name.split("::")[-1],
+                          "hidden" if t.hidden else "public", t.message)
+        parts.append(tests)
+    if report.speedup:
+        s = report.speedup
+        parts.append(Text(
+            f"Speedup {s.median:.2f}×  (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}; baseline "
+            f"{s.baseline_median_s * 1000:.1f} ms, yours {s.submission_median_s * 1000:.1f} ms, "
+            f"{s.repetitions} runs each)"))
+    if report.scaling:
+        sc = Table(title="strong scaling", box=None, header_style="bold")
+        for col in ("workers", "speedup", "95 % CI", "efficiency", "Karp–Flatt e"):
+            sc.add_column(col, justify="right")
+        for p in report.scaling:
+            sc.add_row(str(p.workers), f"{p.speedup:.2f}", f"{p.ci_low:.2f}–{p.ci_high:.2f}",
+                       f"{p.efficiency:.0%}", "–" if p.karp_flatt is None else f"{p.karp_flatt:.3f}")
+        parts.append(sc)
+        if report.amdahl_serial_fraction is not None:
+            parts.append(Text(f"Amdahl fit: serial fraction {report.amdahl_serial_fraction:.3f}"))
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    env = report.environment
+    parts.append(Text(
+        f"{env.backend}{'' if env.sandboxed else ' (UNSAFE)'} on {env.hostname}: {env.cpu_model}, "
+        f"cores {env.core_set}{' (cpuset)' if env.core_set_enforced else ' (affinity)'}, "
+        + ", ".join(f"{k} {v}" for k, v in sorted(env.versions.items()))
+        + f"; seed {report.seed}; {report.wall_time_s:.1f} s", style="dim"))
+    console.print(Panel(Group(*parts), title="paragrade", expand=False))  # type: ignore[arg-type]

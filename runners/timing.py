@@ -1,0 +1,163 @@
+"""Speedup measurement: interleaved baseline/submission runs, medians, bootstrap CIs, scaling.
+
+Each block starts a fresh sandbox for one side (never two at once, so an idle submission cannot
+slow the baseline), makes an untimed warm-up call (import, JIT, pool start-up of the first call
+stay out of the samples) and then timed calls on inputs drawn for that block; both sides get the
+same inputs. Every timed answer is checked on the trusted side.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from runners.protocol import ScalingPoint, SpeedupFigure
+from runners.session import RunConfig, Session, SubmissionFailure, SubmissionRaised
+
+CALLS_PER_BLOCK = 3
+BOOTSTRAP = 2000
+
+
+class WrongTimedAnswer(Exception):
+    """A timed run's answer failed the checker (the submission answered differently when timed)."""
+
+
+class BaselineBroken(Exception):
+    """The instructor's baseline failed during timing: the assignment's fault."""
+
+
+@dataclass
+class Samples:
+    workers: int
+    baseline: list[float] = field(default_factory=list)
+    submission: list[float] = field(default_factory=list)
+
+
+def ratio_ci(baseline: list[float], submission: list[float], *, seed: int = 0,
+             level: float = 0.95) -> tuple[float, float, float]:
+    """median(baseline)/median(submission) with a percentile-bootstrap CI."""
+    b = np.asarray(baseline)
+    s = np.asarray(submission)
+    point = float(np.median(b) / np.median(s))
+    rng = np.random.default_rng(seed)
+    bm = np.median(b[rng.integers(0, len(b), (BOOTSTRAP, len(b)))], axis=1)
+    sm = np.median(s[rng.integers(0, len(s), (BOOTSTRAP, len(s)))], axis=1)
+    lo, hi = np.percentile(bm / sm, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return point, float(lo), float(hi)
+
+
+def karp_flatt(speedup: float, workers: int) -> float | None:
+    """Experimentally determined serial fraction e = (1/S - 1/p) / (1 - 1/p)."""
+    if workers < 2 or speedup <= 0:
+        return None
+    return (1 / speedup - 1 / workers) / (1 - 1 / workers)
+
+
+def amdahl_fit(points: list[tuple[int, float]]) -> float | None:
+    """Serial fraction f minimising the squared error of S(p) = 1 / (f + (1 - f) / p)."""
+    usable = [(p, s) for p, s in points if p > 1 and s > 0]
+    if not usable:
+        return None
+    grid = np.linspace(0.0, 1.0, 1001)
+    p = np.array([u[0] for u in usable], dtype=float)[:, None]
+    s = np.array([u[1] for u in usable])[:, None]
+    err = ((s - 1 / (grid + (1 - grid) / p)) ** 2).sum(axis=0)
+    return float(grid[int(np.argmin(err))])
+
+
+def performance_share(speedup: float, lo: float, hi: float) -> float:
+    """Continuous 0..1 curve between speedup_min and speedup_full (noise moves it little)."""
+    return float(min(1.0, max(0.0, (speedup - lo) / (hi - lo))))
+
+
+Checker = Callable[[dict[str, Any], Any], str | None]
+
+
+def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
+           extra: dict[str, Any], *, side: str) -> list[float]:
+    try:
+        return _timed_calls(cfg, function, inputs, check, extra, side=side)
+    except (SubmissionFailure, SubmissionRaised) as exc:
+        if side == "baseline":
+            raise BaselineBroken(f"the baseline failed while timed: {exc}") from exc
+        raise
+
+
+def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
+                 extra: dict[str, Any], *, side: str) -> list[float]:
+    times: list[float] = []
+    with Session(cfg) as session:
+        warm = inputs[0]
+        value, _ = session.call(function, **warm, **extra)
+        problem = check(warm, value)
+        if problem is None:
+            for kwargs in inputs[1:]:
+                value, elapsed = session.call(function, **kwargs, **extra)
+                problem = check(kwargs, value)
+                if problem is not None:
+                    break
+                times.append(elapsed)
+        if problem is not None:
+            if side == "baseline":
+                raise BaselineBroken(f"the baseline's timed answer is wrong: {problem}")
+            raise WrongTimedAnswer(f"a timed run returned a wrong answer: {problem}")
+    return times
+
+
+def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
+            baseline_cfg: RunConfig, submission_cfg: RunConfig, rng: np.random.Generator,
+            budget_s: float, min_reps: int, max_reps: int, target_width: float,
+            on_progress: Callable[[Samples], None] | None = None) -> Samples:
+    """A/B blocks at one worker count until the CI is narrow, `max_reps`, or the budget ends."""
+    samples = Samples(workers)
+    started = time.monotonic()
+    block = 0
+    while True:
+        inputs = [hook.make_input(rng, workers) for _ in range(CALLS_PER_BLOCK + 1)]
+        sides = [("baseline", baseline_cfg, {}), ("submission", submission_cfg,
+                 {workers_arg: workers} if workers_arg else {})]
+        if block % 2:
+            sides.reverse()
+        for side, cfg, extra in sides:
+            got = _block(cfg, function, inputs, hook.check, extra, side=side)
+            (samples.baseline if side == "baseline" else samples.submission).extend(got)
+        block += 1
+        if on_progress:
+            on_progress(samples)
+        n = min(len(samples.baseline), len(samples.submission))
+        if n >= max_reps:
+            break
+        if n >= min_reps:
+            point, lo, hi = ratio_ci(samples.baseline, samples.submission)
+            if (hi - lo) / point <= target_width:
+                break
+        if time.monotonic() - started > budget_s and n >= 3:
+            break
+    return samples
+
+
+def summarize(all_samples: list[Samples]) -> tuple[SpeedupFigure, list[ScalingPoint]]:
+    """The headline figure (largest worker count) and the scaling table."""
+    points: list[ScalingPoint] = []
+    for s in sorted(all_samples, key=lambda x: x.workers):
+        sp, lo, hi = ratio_ci(s.baseline, s.submission)
+        points.append(ScalingPoint(
+            workers=s.workers, speedup=round(sp, 4), efficiency=round(sp / s.workers, 4),
+            ci_low=round(lo, 4), ci_high=round(hi, 4),
+            submission_median_s=float(np.median(s.submission)),
+            karp_flatt=None if (kf := karp_flatt(sp, s.workers)) is None else round(kf, 4),
+        ))
+    top = max(all_samples, key=lambda x: x.workers)
+    sp, lo, hi = ratio_ci(top.baseline, top.submission)
+    figure = SpeedupFigure(
+        median=round(sp, 4), ci_low=round(lo, 4), ci_high=round(hi, 4),
+        baseline_median_s=float(np.median(top.baseline)),
+        submission_median_s=float(np.median(top.submission)),
+        repetitions=min(len(top.baseline), len(top.submission)),
+    )
+    return figure, points

@@ -1,0 +1,108 @@
+"""`paragrade assignments validate`: the reference passes, the starter does not, the baseline is right."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from runners import grader, package
+from runners.protocol import TestOutcome, TestResult
+from runners.sandbox import create_executor
+from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised
+from runners.settings import RunnerSettings, get_settings
+
+
+@dataclass
+class Check:
+    """One validation step and every problem it found."""
+
+    name: str
+    ok: bool
+    problems: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+
+def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str]:
+    return [f"{t.name}: {t.outcome.value}: {t.message}" for t in tests
+            if t.outcome not in (TestOutcome.PASSED, TestOutcome.SKIPPED)
+            and (t.hidden or not hidden_only)]
+
+
+def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings | None = None,
+             progress: grader.Progress = grader._noop) -> list[Check]:
+    """Every check of a package; a failed load is the only check when the manifest is broken."""
+    settings = settings or get_settings()
+    try:
+        a = package.load(path)
+    except package.PackageError as exc:
+        return [Check("manifest and files", False, [str(p) for p in exc.problems])]
+    checks = [Check("manifest and files", True)]
+    gpu_mode = grader.decide_gpu_mode(a, settings)
+    if gpu_mode == "unavailable":
+        reason = "needs a GPU runner (this one has none and the package cannot be simulated)"
+        return checks + [Check(n, True, skipped=reason) for n in
+                         ("reference passes", "starter fails", "baseline is correct", "timing hook")]
+    executor = create_executor(settings, backend)
+    cpus, _ = grader.allotment(a)
+    seed = int(np.random.default_rng().integers(2**40))
+    stage = Stage(scratch=settings.scratch_dir)
+    try:
+        dirs = {role: stage.add_code(role, grader.code_of(a, role))
+                for role in ("reference", "starter", "baseline")}
+
+        def tests_of(role: str) -> list[TestResult]:
+            progress(f"running the tests against the {role}")
+            tests, _ = grader.run_tests(a, dirs[role], backend=executor.name, seed=seed,
+                                        gpu_mode=gpu_mode, cpus=cpus, reveal=True)
+            return tests
+
+        ref = tests_of("reference")
+        checks.append(Check("reference passes", not _failures(ref) and bool(ref), _failures(ref)
+                            or ([] if ref else ["no tests ran"])))
+        starter = tests_of("starter")
+        hidden_fail = _failures(starter, hidden_only=True)
+        checks.append(Check("starter fails", bool(hidden_fail),
+                            [] if hidden_fail else ["the starter passes every hidden test"]))
+        base = [t for t in tests_of("baseline") if t.hidden]
+        checks.append(Check("baseline is correct", not _failures(base), _failures(base)))
+        checks.append(_check_hook(a, stage, dirs, executor, cpus, gpu_mode, seed, settings))
+    finally:
+        stage.cleanup()
+    return checks
+
+
+def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], executor: object,
+                cpus: list[int], gpu_mode: str, seed: int, settings: RunnerSettings) -> Check:
+    m = a.manifest
+    if not m.timing.enabled or m.entry.style != "function" or m.entry.function is None:
+        return Check("timing hook", True, skipped="timing is off for this package")
+    if gpu_mode == "simulated":
+        return Check("timing hook", True, skipped="simulated GPU: no timing")
+    try:
+        hook = grader.load_hook(a)
+    except (ImportError, SyntaxError) as exc:
+        return Check("timing hook", False, [str(exc)])
+    if a.data_dir is not None:
+        stage.add_data(a.data_dir)
+    problems = []
+    rng = np.random.default_rng(seed)
+    for role in ("baseline", "reference"):
+        cfg = grader.make_config(a, executor=executor, stage=stage,  # type: ignore[arg-type]
+                                 code_dir=dirs[role], cpus=cpus, workers=a.workers,
+                                 gpu_mode=gpu_mode, serial=role == "baseline", settings=settings)
+        kwargs = hook.make_input(rng, a.workers)
+        extra = {m.entry.workers_arg: a.workers} if m.entry.workers_arg else {}
+        try:
+            with Session(cfg) as session:
+                value, secs = session.call(m.entry.function, **kwargs, **extra)
+            problem = hook.check(kwargs, value)
+            if problem:
+                problems.append(f"{role}: the timed input's answer fails the check: {problem}")
+            elif role == "baseline" and secs < 0.05:
+                problems.append(f"baseline: a timed input takes only {secs * 1000:.1f} ms; "
+                                "make it ≥ 50 ms so that speedups can be measured")
+        except (SubmissionFailure, SubmissionRaised) as exc:
+            problems.append(f"{role}: a timed input failed: {exc}")
+    return Check("timing hook", not problems, problems)
