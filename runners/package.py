@@ -257,6 +257,9 @@ def _check_files(root: Path, m: Manifest) -> list[Problem]:
     if m.launcher.kind != "python" and m.resources.ranks > m.resources.cores * 4:
         problems.append(Problem(file=MANIFEST, key="resources.ranks",
                                 reason="more than 4 ranks per allotted core"))
+    if m.launcher.kind == "torchrun" and m.entry.style != "script":
+        problems.append(Problem(file=MANIFEST, key="launcher.kind",
+                                reason="torchrun runs script entries only (entry.style 'script')"))
     if m.entry.style == "script" and m.entry.function:
         problems.append(Problem(file=MANIFEST, key="entry.function",
                                 reason="script entries are run as programs; remove entry.function"))

@@ -366,7 +366,7 @@ def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 2
         if os.getuid() == 0:
             os.chown(out, cfg.sandbox_uid, cfg.sandbox_uid)
         t0 = time.perf_counter_ns()
-        run.launch([run.python, "-B", run.entry, *args], [])
+        run.launch([run.python, run.entry, *args], [])
         info = run.finish(grace=cfg.limits.wall_s + 5)
         elapsed = (time.perf_counter_ns() - t0) / 1e9
         if info.timed_out or info.output_exceeded or info.disk_exceeded or info.oom_killed:
