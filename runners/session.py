@@ -281,8 +281,11 @@ class Session:
         buf = bytearray()
         while len(buf) < n:
             remaining = self._deadline - time.monotonic()
-            if remaining <= 0 or not self._run.running.alive() and not self._readable():
+            if remaining <= 0:
+                self._run.running.info.timed_out = True
                 self._run.running.kill()
+                raise self._died()
+            if not self._run.running.alive() and not self._readable():
                 raise self._died()
             self._sock.settimeout(min(remaining, 0.25))
             try:

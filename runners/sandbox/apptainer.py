@@ -45,6 +45,6 @@ class ApptainerExecutor(Executor):
                             pids_max=limits.pids, cpus=list(limits.cpus))
         drop = self.sandbox_uid if os.getuid() == 0 else None
         argv = host_prefix(limits, cg, drop_to_uid=drop) + self.command(spec)
-        return HostRunning(argv, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        return HostRunning(argv, env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
                            cwd=Path(spec.workdir.host), limits=limits, cg=cg,
                            watch_dir=spec.workdir.host)

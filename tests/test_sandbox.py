@@ -1,0 +1,153 @@
+"""Sandbox sessions: calls, errors, crashes, limits; and how each backend builds its command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runners.protocol import Verdict
+from runners.sandbox import Limits, Mount, SandboxSpec
+from runners.sandbox.apptainer import ApptainerExecutor
+from runners.sandbox.bwrap import BwrapExecutor
+from runners.sandbox.docker import DockerExecutor
+from runners.session import SubmissionFailure, SubmissionRaised, decode
+from tests.conftest import SessionFactory
+
+BASIC = """
+import os
+def add(a, b):
+    return a + b
+def cpus():
+    return sorted(os.sched_getaffinity(0))
+def boom():
+    raise ValueError("nope")
+def arr(n):
+    import numpy as np
+    return np.arange(n, dtype=np.float64) * 2
+def whoami():
+    return os.getuid(), os.getcwd()
+"""
+
+
+def test_calls_return_values_and_times(make_session: SessionFactory, backend: str) -> None:
+    s = make_session(BASIC, backend=backend)
+    value, secs = s.call("add", 2, b=3)
+    assert value == 5
+    assert 0 < secs < 1
+    got, _ = s.call("arr", 5)
+    assert isinstance(got, np.ndarray) and got.tolist() == [0, 2, 4, 6, 8]
+
+
+def test_numpy_arguments_cross_the_boundary(make_session: SessionFactory) -> None:
+    s = make_session(BASIC)
+    value, _ = s.call("add", np.arange(3), np.ones(3, dtype=np.int64))
+    assert value.tolist() == [1, 2, 3]
+
+
+def test_exceptions_come_back_with_their_type(make_session: SessionFactory, backend: str) -> None:
+    s = make_session(BASIC, backend=backend)
+    with pytest.raises(SubmissionRaised) as err:
+        s.call("boom")
+    assert err.value.type_name == "ValueError" and err.value.message == "nope"
+    assert s.call("add", 1, 1)[0] == 2  # the session survives
+
+
+def test_missing_function_is_an_error_not_a_crash(make_session: SessionFactory) -> None:
+    s = make_session(BASIC)
+    with pytest.raises(SubmissionRaised, match="AttributeError"):
+        s.call("nope")
+
+
+def test_import_error_is_reported(make_session: SessionFactory) -> None:
+    with pytest.raises(SubmissionRaised, match="ZeroDivisionError"):
+        make_session("x = 1 / 0\n")
+
+
+def test_syntax_error_is_reported(make_session: SessionFactory) -> None:
+    with pytest.raises(SubmissionRaised, match="SyntaxError"):
+        make_session("def f(:\n")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="drops to nobody only when run as root")
+def test_runs_as_nobody_in_a_private_work_dir(make_session: SessionFactory) -> None:
+    uid, cwd = make_session(BASIC).call("whoami")[0]
+    assert uid == 65534 and cwd == "/tmp/work"
+
+
+def test_cpu_affinity_is_the_allotment(make_session: SessionFactory, backend: str) -> None:
+    assert make_session(BASIC, backend=backend, cpus=(1,)).call("cpus")[0] == [1]
+
+
+def test_crash_is_named(make_session: SessionFactory, backend: str) -> None:
+    s = make_session("import os\ndef die():\n    os._exit(3)\n", backend=backend)
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("die")
+    assert err.value.verdict is Verdict.CRASHED and "status 3" in err.value.message
+
+
+def test_wall_clock_limit(make_session: SessionFactory) -> None:
+    s = make_session("def spin():\n    while True:\n        pass\n", wall_s=2)
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("spin")
+    assert err.value.verdict is Verdict.TIMEOUT
+
+
+def test_strict_decoding_refuses_object_arrays() -> None:
+    with pytest.raises(ValueError, match="not allowed"):
+        decode({"__ndarray__": "", "dtype": "|O", "shape": [0]})
+    with pytest.raises(ValueError):
+        decode({"__float__": "1.5"})
+
+
+@pytest.mark.mpi
+def test_mpi_ranks_share_a_call(make_session: SessionFactory) -> None:
+    src = ("from mpi4py import MPI\n"
+           "def total(x):\n    c = MPI.COMM_WORLD\n    return c.reduce(x * (c.rank + 1), root=0)\n")
+    s = make_session(src, launcher="mpirun", ranks=2, cpus=(0, 1))
+    assert s.call("total", 10)[0] == 30
+
+
+def spec(tmp_path: Path, gpus: int = 0) -> SandboxSpec:
+    return SandboxSpec(argv=["python", "-c", "pass"],
+                       mounts=[Mount(tmp_path / "sub", "/sub")],
+                       workdir=Mount(tmp_path / "work", "/tmp/work", writable=True),
+                       env={"PATH": "/usr/bin"},
+                       limits=Limits(cpus=(0, 1), memory_mb=512, pids=64, gpus=gpus))
+
+
+def test_bwrap_command_is_confined(tmp_path: Path) -> None:
+    cmd = BwrapExecutor(runtime_dir=Path("/opt/rt")).command(spec(tmp_path))
+    joined = " ".join(cmd)
+    for flag in ("--unshare-all", "--die-with-parent", "--clearenv", "--new-session"):
+        assert flag in cmd
+    assert "--share-net" not in cmd
+    assert f"--ro-bind {tmp_path}/sub /sub" in joined
+    assert f"--bind {tmp_path}/work /tmp/work" in joined
+    assert "--bind / " not in joined and "/etc/shadow" not in joined
+
+
+def test_docker_kwargs_are_locked_down(tmp_path: Path) -> None:
+    kw = DockerExecutor(image="img").run_kwargs(spec(tmp_path, gpus=1))
+    assert kw["network_mode"] == "none" and kw["cap_drop"] == ["ALL"] and kw["read_only"]
+    assert kw["mem_limit"] == "512m" and kw["pids_limit"] == 64 and kw["cpuset_cpus"] == "0,1"
+    assert kw["volumes"][str(tmp_path / "sub")] == {"bind": "/sub", "mode": "ro"}
+    assert kw["user"] == "65534:65534"
+    assert {u.name for u in kw["ulimits"]} >= {"nofile", "nproc", "fsize"}
+    assert kw["device_requests"][0].count == 1
+
+
+def test_apptainer_command(tmp_path: Path) -> None:
+    cmd = ApptainerExecutor(image="runner.sif").command(spec(tmp_path, gpus=1))
+    assert cmd[:3] == ["apptainer", "exec", "--containall"]
+    assert cmd[cmd.index("--network") + 1] == "none" and "--net" in cmd and "--nv" in cmd
+    assert f"{tmp_path}/sub:/sub:ro" in cmd and f"{tmp_path}/work:/tmp/work:rw" in cmd
+    assert cmd[-4:] == ["runner.sif", "python", "-c", "pass"]
+
+
+@pytest.mark.skipif(not ApptainerExecutor.available(), reason="no apptainer binary here")
+def test_apptainer_really_runs(tmp_path: Path) -> None:  # pragma: no cover - needs apptainer
+    subprocess.run(["apptainer", "--version"], check=True)
