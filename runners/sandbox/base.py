@@ -231,6 +231,15 @@ class HostRunning(Running):
     def kill(self) -> None:
         with self._lock:
             if self._proc.poll() is None:
+                # Inside first, so that the outer process reaps its children (killing it first
+                # would orphan the sandbox's init to a host pid 1 that may never reap it).
+                inner = self._cg.pids() - {self._proc.pid}
+                for pid in inner:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                if inner:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self._proc.wait(0.2)
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self._proc.pid, signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):

@@ -59,7 +59,7 @@ class BwrapExecutor(Executor):
         args += ["--ro-bind", str(self.runtime_dir), str(self.runtime_dir)]
         for m in [*spec.mounts, spec.workdir]:
             args += ["--bind" if m.writable else "--ro-bind", str(m.host), m.inside]
-        args += ["--chdir", spec.workdir.inside, "--clearenv"]
+        args += ["--remount-ro", "/", "--chdir", spec.workdir.inside, "--clearenv"]
         for key, value in spec.env.items():
             args += ["--setenv", key, value]
         return [*args, "--", *spec.argv]

@@ -1,0 +1,16 @@
+"""Timed inputs for treasure hunt 3 (trusted side; timing runs only on a real GPU)."""
+
+import numpy as np
+
+N = 2**24
+
+
+def make_input(rng: np.random.Generator, workers: int) -> dict:
+    return {"values": rng.random(N), "threads_per_block": 256}
+
+
+def check(inputs: dict, result: object) -> str | None:
+    want = float(np.sum(inputs["values"]))
+    if not isinstance(result, float) or abs(result - want) > 1e-9 * abs(want):
+        return "the sum is wrong"
+    return None

@@ -1,0 +1,213 @@
+"""Red team: hostile submissions, each with the outcome the grader promises (DESIGN.md trust model).
+
+Whole gradings run against a one-core fixture package (tests/fixtures/redteam/sum1); probes that
+only need one sandbox run call tests/hostile/probe.py through a session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from runners import grader, package
+from runners.protocol import GradeReport, TestOutcome, Verdict
+from runners.session import SubmissionFailure, SubmissionRaised
+from tests.conftest import FIXTURES, SessionFactory
+
+HOSTILE = Path(__file__).parent / "hostile"
+PROBE = (HOSTILE / "probe.py").read_text()
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sum1() -> package.Assignment:
+    return package.load(FIXTURES / "redteam" / "sum1")
+
+
+def grade(a: package.Assignment, hostile: str, **kw: object) -> GradeReport:
+    report = grader.grade(a, {"solution.py": (HOSTILE / hostile).read_bytes()}, **kw)  # type: ignore[arg-type]
+    assert report.verdict.fault == "student", report.summary
+    return report
+
+
+def no_leak(report: GradeReport) -> None:
+    """Nothing of the hidden tests' source or expected values reaches the student."""
+    text = json.dumps(report.model_dump(mode="json"))
+    assert "SECRET_EXPECTED_MARKER" not in text and "987654.321" not in text
+    assert "def want" not in text and "approx" not in text
+
+
+# 1. timers ---------------------------------------------------------------------------------
+def test_patched_timers_do_not_change_the_measurement(sum1: package.Assignment) -> None:
+    r = grade(sum1, "timer_patch.py")
+    assert r.verdict is Verdict.PASSED
+    assert r.speedup is not None
+    # A serial program on one core: the ratio stays near 1 whatever its clocks say.
+    assert 0.6 < r.speedup.median <= 1.1
+    assert r.speedup.submission_median_s > 0.01
+
+
+# 2. result channel -------------------------------------------------------------------------
+def test_forged_channel_messages_are_forbidden(sum1: package.Assignment) -> None:
+    r = grade(sum1, "forge_channel.py")
+    assert r.verdict is Verdict.FORBIDDEN
+    assert r.performance_points == 0 and r.speedup is None
+    assert all(t.outcome != TestOutcome.PASSED for t in r.tests if t.hidden)
+
+
+# 3. fake report on stdout ------------------------------------------------------------------
+def test_printed_fake_report_is_ignored(sum1: package.Assignment) -> None:
+    r = grade(sum1, "fake_report.py")
+    assert r.verdict is Verdict.FAILED
+    assert r.score == 0 and r.speedup is None
+    no_leak(r)
+
+
+# 4. hidden tests and reference on disk -----------------------------------------------------
+def test_hidden_tests_and_host_secrets_are_not_on_disk(make_session: SessionFactory) -> None:
+    found = make_session(PROBE, wall_s=30).call("find_secrets_on_disk")[0]
+    assert found == []
+
+
+# 5. local services -------------------------------------------------------------------------
+def test_no_network_not_even_loopback(make_session: SessionFactory) -> None:
+    ports = [6379, 5432, 5672, 8000, 22]
+    # The services are really up on the host (else this test proves nothing).
+    import socket
+
+    socket.create_connection(("127.0.0.1", 6379), timeout=2).close()
+    assert make_session(PROBE).call("connect_local_services", ports)[0] == []
+
+
+# 6. fork bomb ------------------------------------------------------------------------------
+def live_in_namespace(ns: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if os.readlink(f"/proc/{pid}/ns/pid") == ns and state != "Z":
+                found.append(int(pid))
+        except OSError:
+            pass  # gone, or a zombie
+    return found
+
+
+def test_fork_bomb_is_contained(make_session: SessionFactory) -> None:
+    s = make_session(PROBE, wall_s=4, pids=64)
+    ns = s.call("pid_namespace")[0]
+    started = time.monotonic()
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("fork_bomb")
+    assert err.value.verdict in (Verdict.TIMEOUT, Verdict.CRASHED)
+    assert time.monotonic() - started < 30
+    s.close()
+    assert live_in_namespace(ns) == [], "processes of the sandbox survived it"
+
+
+# 7. memory bomb ----------------------------------------------------------------------------
+def test_memory_bomb_is_memory_exceeded(make_session: SessionFactory) -> None:
+    s = make_session(PROBE, memory_mb=256, wall_s=20)
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("memory_bomb")
+    assert err.value.verdict is Verdict.MEMORY_EXCEEDED
+
+
+# 8. infinite loop --------------------------------------------------------------------------
+def test_infinite_loop_times_out_in_a_grading(sum1: package.Assignment, tmp_path: Path) -> None:
+    (tmp_path / "loop.py").write_text("def total(n, workers=1):\n    while True:\n        pass\n")
+    started = time.monotonic()
+    r = grader.grade(sum1, {"solution.py": (tmp_path / "loop.py").read_bytes()})
+    assert r.verdict is Verdict.TIMEOUT
+    assert r.score == 0
+    assert time.monotonic() - started < 3 * 8 + 30  # three tests, 8 s wall each, plus set-up
+
+
+# 9. 10 GB of output ------------------------------------------------------------------------
+def test_output_flood_is_cut(make_session: SessionFactory) -> None:
+    s = make_session(PROBE, wall_s=60, output_bytes=4 << 20)
+    started = time.monotonic()
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("output_flood")
+    assert err.value.verdict is Verdict.OUTPUT_EXCEEDED
+    assert time.monotonic() - started < 30
+
+
+def test_disk_flood_is_cut(make_session: SessionFactory) -> None:
+    s = make_session(PROBE, wall_s=60, fsize_bytes=32 << 20, disk_bytes=32 << 20)
+    with pytest.raises((SubmissionFailure, SubmissionRaised)) as err:
+        s.call("disk_flood")
+    if isinstance(err.value, SubmissionFailure):
+        assert err.value.verdict in (Verdict.OUTPUT_EXCEEDED, Verdict.CRASHED)
+    else:  # RLIMIT_FSIZE: the write fails with EFBIG inside the program
+        assert "File too large" in err.value.message or "EFBIG" in err.value.message
+
+
+# 10. more processes than cores -------------------------------------------------------------
+def test_oversubscription_cannot_beat_the_core_bound(sum1: package.Assignment) -> None:
+    r = grade(sum1, "oversubscribe.py")
+    assert r.verdict is Verdict.PASSED
+    assert r.speedup is not None
+    assert r.speedup.median <= sum1.manifest.resources.cores * 1.1
+    assert r.environment.core_set == [grader.host_cpus()[0]]
+
+
+# 11. caching across runs -------------------------------------------------------------------
+def test_nothing_survives_between_runs(make_session: SessionFactory) -> None:
+    first = make_session(PROBE)
+    assert first.call("plant", "answer=42")[0]  # it could write in its own run
+    first.close()
+    assert make_session(PROBE).call("harvest")[0] == []
+
+
+# 12. lazy result ---------------------------------------------------------------------------
+def test_lazy_result_never_reaches_the_checker(sum1: package.Assignment) -> None:
+    r = grade(sum1, "lazy_result.py")
+    assert r.verdict is Verdict.CRASHED
+    assert r.score == 0
+    assert any("cannot return" in t.message for t in r.tests)
+
+
+# 13. exiting before the tests --------------------------------------------------------------
+def test_exit_zero_at_import_is_a_crash(sum1: package.Assignment) -> None:
+    r = grade(sum1, "exit_early.py")
+    assert r.verdict is Verdict.CRASHED
+    assert r.test_points == 0
+
+
+# 14. timed-run detection -------------------------------------------------------------------
+def test_constant_answer_in_timed_runs_fails(sum1: package.Assignment) -> None:
+    r = grade(sum1, "detect_timed.py")
+    assert r.verdict is Verdict.FAILED
+    assert r.performance_points == 0 and r.speedup is None
+    assert "timed run" in r.summary
+
+
+# 15. secrets in the environment ------------------------------------------------------------
+def test_environment_holds_no_secrets(make_session: SessionFactory,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARAGRADE_SECRET_KEY", "s3cret-value")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:pw@db/x")
+    env = make_session(PROBE).call("environment")[0]
+    assert "s3cret-value" not in json.dumps(env) and "pw@db" not in json.dumps(env)
+    assert not any(k.startswith(("PARAGRADE_", "AWS_", "DATABASE")) for k in env)
+    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE",
+                        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                        "NUMBA_NUM_THREADS", "NUMBA_CACHE_DIR", "MPLCONFIGDIR", "HYDRA_LAUNCHER",
+                        "UCX_LOG_LEVEL", "HWLOC_HIDE_ERRORS", "LC_CTYPE", "PWD"}
+
+
+# 16. writing outside the work dir ----------------------------------------------------------
+def test_system_runtime_and_submission_are_read_only(make_session: SessionFactory) -> None:
+    assert make_session(PROBE).call("write_outside")[0] == []
+
+
+# 17. other processes -----------------------------------------------------------------------
+def test_host_processes_are_invisible(make_session: SessionFactory) -> None:
+    cmdlines = make_session(PROBE).call("other_processes")[0]
+    assert not any("pytest" in c or "postgres" in c or "redis" in c for c in cmdlines)
+    assert len(cmdlines) <= 4  # bwrap's init, the harness, the probe itself
