@@ -43,7 +43,8 @@ def list_assignments() -> None:
     """List the assignment packages found under the assignments folder."""
     root = get_settings().assignments_dir
     table = Table(title=f"assignments in {root}")
-    for col in ("assignment", "version", "kind", "launcher", "cores", "ranks", "title"):
+    table.add_column("assignment", no_wrap=True)
+    for col in ("version", "kind", "launcher", "cores", "ranks", "title"):
         table.add_column(col)
     found = package.discover(root)
     for item in found:
@@ -168,3 +169,7 @@ def demo(backend: Backend = None) -> None:
             result = grader.grade(a, code, backend=backend,
                                   progress=lambda msg: status.update(msg))
         report.render(result, console)
+
+
+if __name__ == "__main__":
+    app()

@@ -140,6 +140,19 @@ def _describe(item: pytest.Item) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else item.name
 
 
+def _authored_message(exc: AssertionError) -> str:
+    """The message an author wrote in `assert x, "msg"`, without pytest's rendering of values."""
+    if not exc.args:
+        return ""
+    lines = str(exc.args[0]).splitlines()
+    kept: list[str] = []
+    for line in lines:
+        if line.startswith(("assert ", "assert(")) or line.lstrip().startswith(("+", "where")):
+            break
+        kept.append(line)
+    return " ".join(kept).strip()[:500]
+
+
 def _judge(item: pytest.Item, call: pytest.CallInfo[None], hidden: bool) -> tuple[Verdict, str]:
     """Verdict and message for a failed phase, revealing nothing hidden."""
     exc = call.excinfo.value if call.excinfo else None
@@ -154,8 +167,7 @@ def _judge(item: pytest.Item, call: pytest.CallInfo[None], hidden: bool) -> tupl
     if isinstance(exc, AssertionError):
         if hidden:
             # Only a message the author wrote on purpose; never pytest's rendering of the values.
-            custom = str(exc.args[0]).split("\nassert")[0] if exc.args else ""
-            return Verdict.FAILED, f"{what}: {custom or 'wrong answer'}"
+            return Verdict.FAILED, f"{what}: {_authored_message(exc) or 'wrong answer'}"
         return Verdict.FAILED, f"{what}: {str(exc)[:3000]}"
     name = type(exc).__name__ if exc else "error"
     reason = "the checker could not use the value returned" if hidden else f"{name}: {exc}"

@@ -1,0 +1,131 @@
+"""Hidden tests for treasure hunt 5 (trusted side).
+
+The script trains in the sandbox on data it generates from --seed; its weights come back as
+untrusted bytes. Accuracy is measured here, with a NumPy forward pass, on a held-out set drawn
+from the same distribution with a seed the sandbox never sees.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+import numpy as np
+
+EPOCHS = 5
+THRESHOLD = 0.65  # the reference reaches ≈ 0.75; a linear model ≈ 0.43; untrained ≈ 0.25
+CHANCE_LIMIT = 0.5  # untrained weights (--epochs 0) stay below this
+N_TEST = 4000
+HELD_OUT_SALT = 0x5EED_7E57
+FEATURES, CLASSES, CLUSTERS, HIDDEN = 6, 4, 4, 64
+CENTRES_SEED = 20261122
+SHAPES = {"fc1.weight": (HIDDEN, FEATURES), "fc1.bias": (HIDDEN,),
+          "fc2.weight": (CLASSES, HIDDEN), "fc2.bias": (CLASSES,)}
+NAME_RE = re.compile(r"weights_rank(\d+)\.npz")
+MAX_MEMBER_BYTES = 1 << 20
+
+
+def make_data(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The trusted copy of the generator in the statement and the starter."""
+    centres = np.random.default_rng(CENTRES_SEED).normal(0.0, 1.0, (CLASSES * CLUSTERS, FEATURES))
+    centres *= 1.5
+    rng = np.random.default_rng(seed)
+    cluster = rng.integers(0, CLASSES * CLUSTERS, n)
+    x = centres[cluster] + rng.normal(0.0, 1.0, (n, FEATURES))
+    return x.astype(np.float32), (cluster % CLASSES).astype(np.int64)
+
+
+def script_seed(seed: int) -> int:
+    return seed % 2**31
+
+
+def accuracy(weights: dict[str, np.ndarray], seed: int) -> float:
+    """The MLP's accuracy on a held-out set for a training run with --seed `seed`."""
+    x, y = make_data((seed * 7919 + HELD_OUT_SALT) % 2**63, N_TEST)
+    hidden = np.maximum(x @ weights["fc1.weight"].T + weights["fc1.bias"], 0.0)
+    logits = hidden @ weights["fc2.weight"].T + weights["fc2.bias"]
+    return float(np.mean(np.argmax(logits, axis=1) == y))
+
+
+def load_weights(name: str, blob: bytes) -> dict[str, np.ndarray]:
+    """One rank's .npz, checked before anything is trusted: keys, sizes, shapes, finiteness."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+            members = {info.filename: info.file_size for info in zf.infolist()}
+    except (zipfile.BadZipFile, OSError, ValueError):
+        raise AssertionError(f"out/{name} is not an .npz file (numpy.savez)") from None
+    assert set(members) == {f"{k}.npy" for k in SHAPES}, (
+        f"out/{name} must hold exactly the arrays {', '.join(SHAPES)}")
+    assert max(members.values()) <= MAX_MEMBER_BYTES, f"out/{name} holds arrays far too large"
+    try:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in SHAPES}
+    except Exception:
+        raise AssertionError(f"out/{name} could not be read (numpy.savez, no pickled objects)"
+                             ) from None
+    for key, shape in SHAPES.items():
+        a = arrays[key]
+        assert a.shape == shape, f"out/{name}: {key} has shape {a.shape}, expected {shape}"
+        assert a.dtype.kind == "f", f"out/{name}: {key} is not a floating-point array"
+        assert np.all(np.isfinite(a)), f"out/{name}: {key} holds NaN or infinity"
+    return {k: a.astype(np.float64) for k, a in arrays.items()}
+
+
+def train(submission, seed: int, epochs: int = EPOCHS) -> dict[int, dict[str, np.ndarray]]:
+    """Run the script; every rank's weights by rank."""
+    result = submission.run("--seed", str(script_seed(seed)), "--epochs", str(epochs))
+    assert result.returncode == 0, f"the script exited with status {result.returncode}"
+    weights = {}
+    for name, blob in result.files.items():
+        m = NAME_RE.fullmatch(name)
+        if m:
+            weights[int(m.group(1))] = load_weights(name, blob)
+    assert weights, "no out/weights_rank{rank}.npz was written"
+    return weights
+
+
+def test_accuracy(submission, seed):
+    """The trained MLP classifies a held-out set well."""
+    weights = train(submission, seed)
+    assert 0 in weights, "rank 0 wrote no out/weights_rank0.npz"
+    acc = accuracy(weights[0], script_seed(seed))
+    assert acc >= THRESHOLD, f"held-out accuracy {acc:.3f} is below {THRESHOLD}"
+
+
+def test_identical_weights(submission, seed):
+    """Every rank ends with the same weights (gradients are averaged over the ranks)."""
+    weights = train(submission, seed)
+    assert len(weights) >= 2, "fewer than two ranks wrote weights"
+    first = weights[min(weights)]
+    for rank, w in sorted(weights.items()):
+        for key in SHAPES:
+            assert np.allclose(w[key], first[key], rtol=0.0, atol=1e-5), (
+                f"rank {rank}'s {key} differs from rank {min(weights)}'s")
+
+
+def test_one_file_per_rank(submission, seed):
+    """One weights file per rank, named weights_rank{rank}.npz."""
+    weights = train(submission, seed)
+    want = set(range(submission.workers))
+    assert set(weights) == want, (
+        f"expected weights from ranks {sorted(want)}, got ranks {sorted(weights)}")
+
+
+def test_second_seed(submission, rng):
+    """Another seed (another training set) also trains well, on every rank."""
+    seed = int(rng.integers(2**31))
+    weights = train(submission, seed)
+    for rank, w in sorted(weights.items()):
+        acc = accuracy(w, script_seed(seed))
+        assert acc >= THRESHOLD, f"rank {rank}: held-out accuracy {acc:.3f} is below {THRESHOLD}"
+
+
+def test_untrained_is_chance(submission, seed):
+    """With --epochs 0 the weights are the untrained start: no better than chance."""
+    weights = train(submission, seed, epochs=0)
+    for rank, w in sorted(weights.items()):
+        acc = accuracy(w, script_seed(seed))
+        assert acc < CHANCE_LIMIT, (
+            f"rank {rank}: accuracy {acc:.3f} without training; the weights must come from "
+            "training, not from elsewhere")

@@ -1,0 +1,17 @@
+"""What a hidden test's failure may say: only what the author wrote on purpose."""
+
+from runners.pytest_plugin import _authored_message
+
+
+def test_pytest_rendering_is_dropped() -> None:
+    rendered = "assert False\n +  where False = close(28136.251, 7519)"
+    assert _authored_message(AssertionError(rendered)) == ""
+
+
+def test_author_message_is_kept_without_values() -> None:
+    rendered = "the sum is off\nassert 1.0 == 2.0\n +  where 1.0 = f(3)"
+    assert _authored_message(AssertionError(rendered)) == "the sum is off"
+
+
+def test_bare_assert() -> None:
+    assert _authored_message(AssertionError()) == ""
