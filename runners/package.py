@@ -155,7 +155,7 @@ class Assignment:
         return f"{self.course}/{self.manifest.slug}"
 
     def folder(self, name: str) -> Path:
-        return self.root / getattr(self.manifest.files, name)
+        return self.root / str(getattr(self.manifest.files, name))
 
     @property
     def hidden_dir(self) -> Path:

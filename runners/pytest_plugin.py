@@ -18,7 +18,6 @@ import pytest
 
 from runners.protocol import TestOutcome, Verdict
 from runners.session import (
-    RunConfig,
     ScriptResult,
     Session,
     SubmissionFailure,

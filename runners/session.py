@@ -24,7 +24,7 @@ from typing import Any
 
 from runners.harness import worker as wire
 from runners.protocol import Verdict
-from runners.sandbox import Executor, ExitInfo, Limits, Mount, SandboxSpec
+from runners.sandbox import Executor, ExitInfo, Limits, Mount, Running, SandboxSpec
 
 HARNESS_DIR = Path(wire.__file__).resolve().parent
 MAX_REPLY = 64 * 1024 * 1024
@@ -63,7 +63,7 @@ class ProtocolViolation(SubmissionFailure):
 
 
 def _chmod_tree(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for f in filenames:
             os.chmod(os.path.join(dirpath, f), 0o644)
@@ -178,7 +178,7 @@ class _Run:
             self.mounts.append(Mount(cfg.stage.data, INSIDE_DATA))
         self.python = f"{cfg.runtime_dir}/bin/python"
         self.entry = f"{ex.path(self.m_sub)}/{cfg.entry_file}"
-        self.running: Any = None
+        self.running: Running | None = None
 
     def launch(self, program: list[str], extra_mounts: list[Mount]) -> None:
         cfg = self.cfg
@@ -194,12 +194,18 @@ class _Run:
         self.running = cfg.executor.start(spec)
 
     def finish(self, grace: float = 2.0) -> ExitInfo:
+        assert self.running is not None
         info = self.running.wait(grace)
         if info is None:
             self.running.kill()
             info = self.running.wait(10)
         assert info is not None
         return info
+
+    @property
+    def proc(self) -> Running:
+        assert self.running is not None, "not launched"
+        return self.running
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -248,7 +254,7 @@ class Session:
                     self._sock, _ = listener.accept()
                     break
                 except TimeoutError:
-                    if not run.running.alive():
+                    if not run.proc.alive():
                         raise self._died() from None
         finally:
             listener.close()
@@ -282,10 +288,10 @@ class Session:
         while len(buf) < n:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
-                self._run.running.info.timed_out = True
-                self._run.running.kill()
+                self._run.proc.info.timed_out = True
+                self._run.proc.kill()
                 raise self._died()
-            if not self._run.running.alive() and not self._readable():
+            if not self._run.proc.alive() and not self._readable():
                 raise self._died()
             self._sock.settimeout(min(remaining, 0.25))
             try:
@@ -325,7 +331,7 @@ class Session:
                 return decode(reply.get("value")), elapsed
             except (ValueError, TypeError, KeyError) as exc:
                 raise ProtocolViolation(f"an undecodable value ({exc})") from exc
-        err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+        err = reply["error"] if isinstance(reply.get("error"), dict) else {}
         type_name = str(err.get("type", "Error"))
         if type_name == "MemoryError":
             raise SubmissionFailure(Verdict.MEMORY_EXCEEDED, "memory limit exceeded (MemoryError)")

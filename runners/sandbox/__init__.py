@@ -5,7 +5,8 @@ from __future__ import annotations
 from runners.sandbox.base import Executor, ExitInfo, Limits, Mount, Running, SandboxSpec
 from runners.settings import RunnerSettings
 
-__all__ = ["BackendUnavailable", "Executor", "ExitInfo", "Limits", "Mount", "Running", "SandboxSpec", "create_executor"]
+__all__ = ["BackendUnavailable", "Executor", "ExitInfo", "Limits", "Mount", "Running", "SandboxSpec",
+           "create_executor"]
 
 
 class BackendUnavailable(RuntimeError):

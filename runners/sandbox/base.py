@@ -10,8 +10,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -72,7 +72,7 @@ class ExitInfo:
 class OutputCollector:
     """Reads a stream to its end, keeping a head and tail excerpt and counting every byte."""
 
-    def __init__(self, limit: int, on_exceeded: callable[[], None]) -> None:  # type: ignore[valid-type]
+    def __init__(self, limit: int, on_exceeded: Callable[[], None]) -> None:
         self.limit = limit
         self.total = 0
         self.exceeded = False
@@ -219,11 +219,11 @@ class HostRunning(Running):
                 self.info.timed_out = True
                 self.kill()
                 return
-            if self._watch_dir is not None:
-                if dir_size(self._watch_dir, self._limits.disk_bytes) > self._limits.disk_bytes:
-                    self.info.disk_exceeded = True
-                    self.kill()
-                    return
+            cap = self._limits.disk_bytes
+            if self._watch_dir is not None and dir_size(self._watch_dir, cap) > cap:
+                self.info.disk_exceeded = True
+                self.kill()
+                return
 
     def alive(self) -> bool:
         return self._proc.poll() is None

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from runners.sandbox.base import (
-    ExitInfo,
     Executor,
+    ExitInfo,
     OutputCollector,
     Running,
     SandboxSpec,
