@@ -160,9 +160,11 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
         targets = [] if public_only else [str(assignment.hidden_dir)]
         if include_public or public_only:
             targets.insert(0, str(assignment.public_dir))
-        cmd = [sys.executable, "-m", "pytest", "-p", "runners.pytest_plugin",
+        ini = Path(tmp) / "pytest.ini"  # the package's tests never pick up a project's config
+        ini.write_text("[pytest]\npython_files = test_*.py\n")
+        cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "-p", "runners.pytest_plugin",
                f"--paragrade-context={ctx_path}", "-q", "-p", "no:cacheprovider",
-               "--rootdir", str(assignment.root), "-o", "addopts=", "-o", "python_files=test_*.py",
+               "--rootdir", str(assignment.root),
                "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
                *targets]
         limit = timeout or 60 + 4 * assignment.manifest.resources.wall_seconds * 10
