@@ -181,7 +181,8 @@ def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | Non
     if cg.memory_dir is None:
         rl.append(f"--as={limits.memory_mb * 1024 * 1024 * 4}")
     prefix += ["prlimit", *rl, "--"]
-    prefix += ["taskset", "-c", ",".join(map(str, limits.cpus))]
+    if not any("cpuset" in e for e in cg.enforced):  # joining a cpuset cgroup sets the affinity
+        prefix += ["taskset", "-c", ",".join(map(str, limits.cpus))]
     if drop_to_uid is not None:
         prefix += ["setpriv", f"--reuid={drop_to_uid}", f"--regid={drop_to_uid}",
                    "--clear-groups", "--no-new-privs"]
