@@ -310,16 +310,45 @@ class Session:
         r, _, _ = select.select([self._sock], [], [], 0)
         return bool(r)
 
+    def _send(self, obj: dict[str, Any]) -> None:
+        assert self._sock is not None
+        data = json.dumps(obj).encode()
+        # A send may take long for big arguments; it is bounded by the run's deadline only.
+        self._sock.settimeout(max(0.5, self._deadline - time.monotonic()))
+        try:
+            self._sock.sendall(struct.pack(">I", len(data)) + data)
+        except TimeoutError:
+            self._run.proc.info.timed_out = True
+            self._run.proc.kill()
+            raise self._died() from None
+        except OSError:
+            raise self._died() from None
+
+    def _reply(self, expected_id: int) -> dict[str, Any]:
+        reply = self._recv()
+        if not isinstance(reply, dict) or reply.get("id") != expected_id:
+            raise ProtocolViolation("a reply to a request that was not made")
+        return reply
+
     def call(self, function: str, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-        """Call the submission's function in the sandbox; return (value, seconds it took)."""
+        """Call the submission's function in the sandbox; return (value, seconds it took).
+
+        The arguments are staged first (untimed); the seconds cover the call and the encoding of
+        its result inside the sandbox, measured here, outside it.
+        """
         assert self._sock is not None, "session not started"
         if self._readable():
             raise ProtocolViolation("a message arrived before any request")
         self._next_id += 1
-        req = {"id": self._next_id, "op": "call", "function": function,
-               "args": encode(list(args)), "kwargs": encode(kwargs)}
-        data = json.dumps(req).encode()
-        frame = struct.pack(">I", len(data)) + data
+        self._send({"id": self._next_id, "op": "stage", "args": encode(list(args)),
+                    "kwargs": encode(kwargs)})
+        staged = self._reply(self._next_id)
+        if staged.get("ok") is not True or self._readable():
+            raise ProtocolViolation("the arguments were not acknowledged as sent")
+        self._next_id += 1
+        payload = json.dumps({"id": self._next_id, "op": "call", "function": function}).encode()
+        frame = struct.pack(">I", len(payload)) + payload
+        self._sock.settimeout(max(0.5, self._deadline - time.monotonic()))
         t0 = time.perf_counter_ns()
         self._sock.sendall(frame)
         reply = self._recv()
@@ -343,6 +372,7 @@ class Session:
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 payload = json.dumps({"op": "exit"}).encode()
+                self._sock.settimeout(1.0)
                 self._sock.sendall(struct.pack(">I", len(payload)) + payload)
             self._sock.close()
             self._sock = None

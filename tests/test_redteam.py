@@ -47,9 +47,11 @@ def test_patched_timers_do_not_change_the_measurement(sum1: package.Assignment) 
     r = grade(sum1, "timer_patch.py")
     assert r.verdict is Verdict.PASSED
     assert r.speedup is not None
-    # A serial program on one core: the ratio stays near 1 whatever its clocks say.
-    assert 0.6 < r.speedup.median <= 1.1
-    assert r.speedup.submission_median_s > 0.01
+    # A serial program on one core: whatever its clocks say, its measured time stays that of the
+    # work (a fooled clock would read ≈ 0 s and a speedup in the hundreds). Bounds are generous:
+    # timing noise on a shared 2-core machine is large.
+    assert r.speedup.submission_median_s > 0.4 * r.speedup.baseline_median_s
+    assert r.speedup.median < 2.5
 
 
 # 2. result channel -------------------------------------------------------------------------

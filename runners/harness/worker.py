@@ -1,6 +1,6 @@
 """Runs inside the sandbox: imports a submission and serves the grader's calls over a socket.
 
-Nothing here is trusted. The grader times each call from outside the sandbox and checks every
+Nothing here is trusted. The grader stages each call's arguments (untimed), then times the call from outside the sandbox and checks every
 value it receives, so whatever the submission does to this module only hurts itself. The module
 uses the standard library (and numpy when the submission's values need it); it is started as
 `python -I -B worker.py --socket PATH --module FILE [--mpi]`.
@@ -146,6 +146,7 @@ def main() -> int:
     if module is None:
         return 1
 
+    staged: tuple[list[Any], dict[str, Any]] = ([], {})
     while True:
         request = recv_frame(sock) if sock is not None else None
         if comm is not None:
@@ -153,9 +154,18 @@ def main() -> int:
         if request is None or request.get("op") == "exit":
             return 0
         reply: dict[str, Any] = {"id": request["id"]}
+        if request.get("op") == "stage":
+            # Arguments arrive (and are decoded on every rank) before the timed call.
+            staged = (decode(request["args"]), decode(request["kwargs"]))
+            reply["ok"] = True
+            if sock is not None:
+                send_frame(sock, reply)
+            continue
         try:
             fn = getattr(module, request["function"])
-            value = fn(*decode(request["args"]), **decode(request["kwargs"]))
+            args, kwargs = staged
+            staged = ([], {})
+            value = fn(*args, **kwargs)
             reply.update(ok=True, value=encode(value) if rank == 0 else None)
         except BaseException as exc:
             reply.update(ok=False, error=_error(exc))

@@ -1,0 +1,67 @@
+"""The shipped treasure-hunt course: every package validates and every reference grades."""
+
+from __future__ import annotations
+
+import pytest
+
+from runners import grader, package, validate
+from runners.protocol import TestOutcome, Verdict
+from tests.conftest import COURSE
+
+pytestmark = pytest.mark.slow
+SLUGS = ["t1-multiprocessing", "t2-mpi", "t3-cuda", "t4-cuda-mpi", "t5-ddp"]
+
+
+def test_the_course_has_exactly_the_five_slugs() -> None:
+    found = sorted(p.parent.name for p in COURSE.glob("*/assignment.toml"))
+    assert found == SLUGS
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_package_validates(slug: str) -> None:
+    checks = validate.validate(COURSE / slug)
+    bad = [f"{c.name}: {c.problems}" for c in checks if not c.ok]
+    assert not bad, bad
+    ran = [c for c in checks if not c.skipped]
+    if slug == "t4-cuda-mpi" and not grader.gpu_present():
+        assert all("GPU runner" in (c.skipped or "") for c in checks[1:])
+    else:
+        assert len(ran) >= 4
+
+
+@pytest.mark.mpi
+def test_t2_reference_grades_with_real_ranks() -> None:
+    a = package.load(COURSE / "t2-mpi")
+    r = grader.grade(a, grader.code_of(a, "reference"))
+    assert r.verdict is Verdict.PASSED, r.summary
+    assert r.speedup is not None and [p.workers for p in r.scaling] == [1, 2]
+
+
+def test_t3_is_simulated_without_a_gpu() -> None:
+    if grader.gpu_present():
+        pytest.skip("this runner has a GPU")
+    a = package.load(COURSE / "t3-cuda")
+    r = grader.grade(a, grader.code_of(a, "reference"))
+    assert r.verdict is Verdict.PASSED, r.summary
+    assert r.environment.gpu_mode == "simulated"
+    assert r.speedup is None and r.performance_points == 0
+    assert any("simulated: no speedup points" in n for n in r.notes)
+    starter = grader.grade(a, grader.code_of(a, "starter"))
+    assert starter.verdict is not Verdict.PASSED
+
+
+def test_t4_says_it_needs_a_gpu_runner() -> None:
+    if grader.gpu_present():
+        pytest.skip("this runner has a GPU")
+    a = package.load(COURSE / "t4-cuda-mpi")
+    r = grader.grade(a, grader.code_of(a, "reference"))
+    assert r.verdict is Verdict.PLATFORM_ERROR and r.verdict.fault == "platform"
+    assert "needs a GPU runner" in r.summary
+
+
+def test_t5_ddp_reference_trains_and_ranks_agree() -> None:
+    a = package.load(COURSE / "t5-ddp")
+    r = grader.grade(a, grader.code_of(a, "reference"))
+    assert r.verdict is Verdict.PASSED, r.summary
+    assert r.score == r.max_score
+    assert all(t.outcome is TestOutcome.PASSED for t in r.tests if t.hidden)
