@@ -42,6 +42,7 @@ from runners.settings import RunnerSettings, get_settings
 Progress = Callable[[str], None]
 SIMULATED_NOTE = "simulated: no speedup points (numba CUDA simulator on a CPU-only runner)"
 PIDS_MAX = 1024
+TESTS_WALL_FACTOR = 40
 
 
 def _noop(_: str) -> None:
@@ -86,15 +87,11 @@ def allotment(assignment: Assignment) -> tuple[list[int], str | None]:
     return cpus[:want], None
 
 
-def _runner_settings() -> RunnerSettings:
-    return get_settings()
-
-
 def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, code_dir: Path,
                 cpus: list[int], workers: int, gpu_mode: str, serial: bool = False,
                 settings: RunnerSettings | None = None) -> RunConfig:
     """How to run one side's code with `workers` workers (serial: the baseline's way)."""
-    settings = settings or _runner_settings()
+    settings = settings or get_settings()
     m = assignment.manifest
     launcher = m.launcher.kind
     ranks = workers if launcher != "python" else 1
@@ -117,7 +114,7 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
 
 def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
     """For the test process: the assignment and a RunConfig factory by worker count."""
-    settings = _runner_settings()
+    settings = get_settings()
     assignment = package.load(Path(ctx.assignment_root))
     executor = create_executor(settings, ctx.backend)
     stage = Stage(scratch=settings.scratch_dir)
@@ -167,7 +164,8 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
                "--rootdir", str(assignment.root),
                "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
                *targets]
-        limit = timeout or 60 + 4 * assignment.manifest.resources.wall_seconds * 10
+        # Each test may use a few sandboxed runs of up to wall_seconds each.
+        limit = timeout or 60 + TESTS_WALL_FACTOR * assignment.manifest.resources.wall_seconds
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
                                   cwd=tmp, env=_test_env())
