@@ -1,7 +1,8 @@
 """Runs inside the sandbox: imports a submission and serves the grader's calls over a socket.
 
-Nothing here is trusted. The grader stages each call's arguments (untimed), then times the call from outside the sandbox and checks every
-value it receives, so whatever the submission does to this module only hurts itself. The module
+Nothing here is trusted. The grader stages each call's arguments (untimed), then times the call
+from outside the sandbox and checks every value it receives, so whatever the submission does to
+this module only hurts itself. The module
 uses the standard library (and numpy when the submission's values need it); it is started as
 `python -I -B worker.py --socket PATH --module FILE [--mpi]`.
 """
