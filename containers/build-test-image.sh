@@ -8,8 +8,8 @@
 #   /usr/bin/python3.11, its standard library (no tests, tkinter, idle, build config) and exactly the
 #   shared libraries that it, its extension modules and numpy link against (found with ldd);
 #   /opt/paragrade/runtime: a venv (pyvenv.cfg, bin/python -> /usr/bin/python3.11) whose
-#   site-packages holds numpy only, copied from the host's runtime (or from the Python running
-#   this script's numpy where that is missing);
+#   site-packages holds numpy only, copied from the host's runtime (or, where that has none, from
+#   /usr/bin/python3.11's own numpy);
 #   /etc/passwd and /etc/group naming root and nobody (65534), /bin/sh (dash), and empty mount points
 #   (/sub, /data, /opt/paragrade/harness, /run/paragrade, /tmp).
 # About 110 MB; builds in a few seconds. The tag is a hash of this script, the Python binary and
@@ -42,9 +42,16 @@ fi
 [ -n "$SITE" ] && [ -d "$SITE/numpy" ] || { log "no numpy for python3.11 found (run scripts/setup.sh)"; exit 2; }
 NUMPY_DIST=$(cd "$SITE" && ls -d numpy-*.dist-info | head -1)
 
-TAG=$( { sha256sum "$0" "$PY"; echo "$RUNTIME $NUMPY_DIST"; } | sha256sum | cut -c1-12)
+TAG=$( { cat "${BASH_SOURCE[0]}" "$PY" | sha256sum; echo "$RUNTIME $NUMPY_DIST"; } | sha256sum | cut -c1-12)
 IMAGE="$REPO:$TAG"
 
+if [ "$FORCE" = 0 ] && podman image exists "$IMAGE"; then
+  echo "$IMAGE"
+  exit 0
+fi
+# Two test runs starting at once: one builds, the other waits and then finds the image.
+exec 9>"${TMPDIR:-/tmp}/paragrade-test-image.lock"
+flock 9
 if [ "$FORCE" = 0 ] && podman image exists "$IMAGE"; then
   echo "$IMAGE"
   exit 0
@@ -99,14 +106,14 @@ printf 'root:x:0:\nnogroup:x:65534:\n' > "$R/etc/group"
 touch "$R/etc/hosts" "$R/etc/resolv.conf" "$R/etc/hostname"
 chmod -R a+rX "$R"
 
-# Fail here, not in a test, when the tree is not self-contained.
-if ! chroot "$R" "$RUNTIME/bin/python" -I -c 'import numpy, json, socket, struct, base64' 2>"$WORK/err"; then
+# Fail here, not in a test, when the tree is not self-contained (chroot needs root).
+if [ "$(id -u)" = 0 ] && ! chroot "$R" "$RUNTIME/bin/python" -I -c 'import numpy, json, socket, struct, base64' 2>"$WORK/err"; then
   log "the assembled root filesystem cannot run python with numpy:"; cat "$WORK/err" >&2; exit 1
 fi
 
 tar --numeric-owner --owner=0 --group=0 -C "$R" -cf "$WORK/rootfs.tar" .
 podman import --quiet \
-  --change 'ENV PATH=/opt/paragrade/runtime/bin:/usr/bin:/bin' --change 'WORKDIR /' \
+  --change "ENV PATH=$RUNTIME/bin:/usr/bin:/bin" --change 'WORKDIR /' \
   --message "paragrade test image (python3.11 + numpy)" "$WORK/rootfs.tar" "$IMAGE" >/dev/null
 # Older builds of this image are dead weight now.
 podman images --format '{{.Repository}}:{{.Tag}}' | grep "^$REPO:" | grep -vx "$IMAGE" |

@@ -13,6 +13,9 @@ command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
 /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
+# The docker backend's tests drive podman's Docker API (crun fails on our hosts: runc); their
+# image is built lazily by the tests (containers/build-test-image.sh), not here.
+command -v podman >/dev/null || need_apt+=(podman runc)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   $SUDO apt-get update -qq

@@ -72,20 +72,72 @@ class DockerExecutor(Executor):
 
 
 class DockerRunning(Running):
+    """A started container. One thread pumps its logs, one waits for its end, one is the watchdog.
+
+    `alive()` is called on every read of the control socket (inside timed calls), so it must not
+    cost an API round trip: a waiter thread blocks in the engine's wait and sets an event instead.
+    """
+
     def __init__(self, executor: DockerExecutor, spec: SandboxSpec) -> None:
         self._spec = spec
-        self._started = time.monotonic()
+        self._client = executor.client
         self.info = ExitInfo(returncode=None)
-        self._container = executor.client.containers.run(**executor.run_kwargs(spec))
-        self._out = OutputCollector(spec.limits.output_bytes, self.kill)
-        stream = self._container.logs(stream=True, follow=True, stdout=True, stderr=True)
-        threading.Thread(target=self._out.pump, args=(stream,), daemon=True).start()
+        self._exited = threading.Event()
         self._stop = threading.Event()
+        self._status: int | None = None
+        self._killed = False  # by us (limits, close): then an exit by SIGKILL is not an OOM kill
+        self._collected = False
+        self._lock = threading.Lock()
+        self._out = OutputCollector(spec.limits.output_bytes, self.kill)
+        # create + start (not `containers.run`): a container that fails to start is removed, and a
+        # missing image is an error here rather than an attempt to pull it.
+        self._container = self._client.containers.create(**executor.run_kwargs(spec))
+        self._started = time.monotonic()
+        try:
+            self._container.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._container.remove(force=True)
+            raise
+        threading.Thread(target=self._pump_logs, daemon=True).start()
+        threading.Thread(target=self._wait_for_exit, daemon=True).start()
         threading.Thread(target=self._watchdog, daemon=True).start()
+
+    def _pump_logs(self) -> None:
+        import requests
+
+        try:
+            while True:
+                try:
+                    # podman's service sends the response headers only with the first output, so
+                    # this blocks while the program is silent (and times out after the client's
+                    # timeout, before anything was read: asking again duplicates nothing).
+                    stream = self._container.logs(stream=True, follow=True, stdout=True, stderr=True)
+                    break
+                except requests.exceptions.ReadTimeout:
+                    if self._exited.is_set():
+                        return
+            self._out.pump(stream)
+        except Exception:  # the engine went away: wait() reports what it can
+            pass
+        finally:
+            self._out.done.set()
+
+    def _wait_for_exit(self) -> None:
+        try:
+            # timeout=None: no client-side timeout; it returns when the container stops.
+            result = self._container.wait(timeout=None)
+            self._status = int(result.get("StatusCode", -1))
+        except Exception:
+            self._status = -1
+        finally:
+            self._exited.set()
 
     def _watchdog(self) -> None:
         deadline = self._started + self._spec.limits.wall_s
         while not self._stop.wait(0.5):
+            if self._exited.is_set():
+                return
             if time.monotonic() > deadline:
                 self.info.timed_out = True
                 self.kill()
@@ -97,32 +149,38 @@ class DockerRunning(Running):
                 return
 
     def alive(self) -> bool:
-        with contextlib.suppress(Exception):
-            self._container.reload()
-            return bool(self._container.status in ("created", "running"))
-        return False
+        return not self._exited.is_set()
 
     def kill(self) -> None:
-        with contextlib.suppress(Exception):
-            self._container.kill()
+        if not self._exited.is_set():
+            self._killed = True
+            with contextlib.suppress(Exception):
+                self._container.kill()
 
     def wait(self, timeout: float | None = None) -> ExitInfo | None:
-        import requests
-
-        try:
-            result = self._container.wait(timeout=timeout)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        if not self._exited.wait(timeout):
             return None
-        self._stop.set()
-        self._out.done.wait(5)
-        with contextlib.suppress(Exception):
-            self._container.reload()
-            self.info.oom_killed = bool(self._container.attrs["State"].get("OOMKilled"))
-        self.info.returncode = int(result.get("StatusCode", -1))
-        self.info.output_exceeded = self._out.exceeded
-        self.info.output_excerpt = self._out.excerpt()
-        self.info.output_bytes = self._out.total
-        self.info.wall_s = time.monotonic() - self._started
-        with contextlib.suppress(Exception):
-            self._container.remove(force=True)
-        return self.info
+        with self._lock:
+            if self._collected:
+                return self.info
+            self._collected = True
+            self._stop.set()
+            self._out.done.wait(5)
+            with contextlib.suppress(Exception):
+                self._container.reload()
+                self.info.oom_killed = bool(self._container.attrs["State"].get("OOMKilled"))
+            if self._status == 137 and not self._killed:
+                # The engine's OOMKilled can miss: podman 4.3 on cgroup v1 reports false (its conmon
+                # sees the OOM kill but drops the marker file in its own working directory). The
+                # program is the container's init, which nothing inside its pid namespace can
+                # SIGKILL, and we did not: so the kernel's OOM killer did. (Only an exit(137) of its
+                # own reads the same; it fails either way.)
+                self.info.oom_killed = True
+            self.info.returncode = self._status
+            self.info.output_exceeded = self._out.exceeded
+            self.info.output_excerpt = self._out.excerpt()
+            self.info.output_bytes = self._out.total
+            self.info.wall_s = time.monotonic() - self._started
+            with contextlib.suppress(Exception):
+                self._container.remove(force=True)
+            return self.info

@@ -1,0 +1,305 @@
+"""The docker backend for real: sessions in OCI containers through podman's Docker API service.
+
+A module fixture builds the small test image (containers/build-test-image.sh, cached by tag),
+starts `podman system service` on a private socket with runc and cgroupfs, and at the end stops
+it and removes every container and `libpod_parent` cgroup the module left. Skipped where podman
+(or runc) is not installed: `apt-get install podman runc` (scripts/setup.sh does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runners.protocol import Verdict
+from runners.sandbox import Limits, Mount, SandboxSpec
+from runners.sandbox.docker import DockerExecutor
+from runners.session import RunConfig, Session, Stage, SubmissionFailure
+from runners.settings import REPO_ROOT, get_settings
+
+pytestmark = pytest.mark.docker
+
+BUILD_SCRIPT = REPO_ROOT / "containers" / "build-test-image.sh"
+LABEL = "paragrade.run=1"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
+
+@dataclass(frozen=True)
+class Engine:
+    url: str
+    image: str
+    client: Any  # docker.DockerClient
+
+
+def _libpod_cgroups() -> set[Path]:
+    """Every cgroup directory podman's cgroupfs manager made (v1 per controller, or v2)."""
+    found: set[Path] = set()
+    for top in [CGROUP_ROOT / "libpod_parent", *CGROUP_ROOT.glob("*/libpod_parent")]:
+        if top.is_dir():
+            found.add(top)
+            found.update(p for p in top.rglob("*") if p.is_dir())
+    return found
+
+
+def _wait_for_service(url: str, proc: subprocess.Popen[bytes], log: Path) -> Any:
+    import docker
+
+    deadline = time.monotonic() + 30
+    sock = Path(url.removeprefix("unix://"))
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"podman system service exited ({proc.returncode}): {log.read_text()[-2000:]}")
+        if sock.exists():
+            client = docker.DockerClient(base_url=url)
+            with contextlib.suppress(Exception):
+                if client.ping():
+                    return client
+            client.close()
+        time.sleep(0.05)
+    pytest.fail(f"podman's API socket did not answer within 30 s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (apt-get install podman runc)")
+    if shutil.which("runc") is None:
+        pytest.skip("runc is not installed (apt-get install runc): crun fails on these hosts")
+    if os.getuid() != 0:
+        pytest.skip("these tests drive rootful podman (run as root)")
+    tmp = tmp_path_factory.mktemp("podman")
+    conf = tmp / "containers.conf"
+    conf.write_text(CONTAINERS_CONF)
+    env = {**os.environ, "CONTAINERS_CONF": str(conf),
+           "PARAGRADE_RUNTIME_DIR": str(get_settings().runtime_dir)}
+
+    build = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, capture_output=True, text=True,
+                           timeout=600, check=False)
+    if build.returncode == 2:  # a prerequisite is missing, not a failure of the image build
+        pytest.skip(f"cannot build the test image: {build.stderr.strip()}")
+    assert build.returncode == 0, f"{BUILD_SCRIPT.name} failed:\n{build.stderr}"
+    image = build.stdout.strip().splitlines()[-1]
+
+    cgroups_before = _libpod_cgroups()
+    log = tmp / "service.log"
+    url = f"unix://{tmp}/podman.sock"
+    with log.open("wb") as log_fh:
+        # cwd: conmon drops an `oom` file into its working directory on an OOM kill.
+        service = subprocess.Popen(["podman", "system", "service", "--time=0", url], env=env,
+                                   cwd=tmp, stdin=subprocess.DEVNULL, stdout=log_fh,
+                                   stderr=subprocess.STDOUT)
+    try:
+        client = _wait_for_service(url, service, log)
+        existing = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
+        yield Engine(url=url, image=image, client=client)
+        for c in client.containers.list(all=True, filters={"label": LABEL}):
+            if c.id not in existing:
+                with contextlib.suppress(Exception):
+                    c.remove(force=True)
+        client.close()
+    finally:
+        service.terminate()
+        try:
+            service.wait(10)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait(5)
+        # podman makes `libpod_parent` (and per-container children) at the cgroup roots.
+        for d in sorted(_libpod_cgroups() - cgroups_before, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+@pytest.fixture
+def docker_session(engine: Engine) -> Iterator[Callable[..., Session]]:
+    """Start sessions of a Python source in containers; all are closed, and none may be left."""
+    stage = Stage()
+    opened: list[Session] = []
+
+    def factory(source: str, *, cpus: tuple[int, ...] = (0,), wall_s: float = 30,
+                memory_mb: int = 512, **limits: int) -> Session:
+        code = stage.add_code(f"c{len(opened)}", {"solution.py": source.encode()})
+        cfg = RunConfig(executor=DockerExecutor(image=engine.image, base_url=engine.url),
+                        runtime_dir=get_settings().runtime_dir, stage=stage, code_dir=code,
+                        entry_file="solution.py", launcher="python", ranks=1,
+                        limits=Limits(cpus=cpus, wall_s=wall_s, memory_mb=memory_mb, **limits))
+        session = Session(cfg)
+        opened.append(session)
+        session.start()
+        return session
+
+    try:
+        yield factory
+    finally:
+        for s in opened:
+            s.close()
+        stage.cleanup()
+    left = engine.client.containers.list(all=True, filters={"label": LABEL})
+    assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+PROBE = """
+import os, socket, errno
+
+def add(a, b):
+    return a + b
+
+def scale(x, k):
+    return x * k
+
+def ids():
+    return [os.getuid(), os.geteuid(), os.getgid(), os.getegid(), os.getcwd()]
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return line.split()[1]
+
+def write(path):
+    try:
+        with open(path, "w") as fh:
+            fh.write("x")
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+
+def connect(host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        return "connected"
+    except OSError as exc:
+        return type(exc).__name__
+
+def interfaces():
+    return sorted(name for _i, name in socket.if_nameindex())
+
+def cpus():
+    return sorted(os.sched_getaffinity(0))
+
+def eat_memory():
+    hog = []
+    while True:
+        hog.append(b"x" * (32 << 20))  # written, so every page is resident
+
+def spin():
+    while True:
+        pass
+
+def flood():
+    import sys
+    line = "y" * 65535 + "\\n"
+    while True:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+"""
+
+
+def test_a_session_calls_a_function_in_a_container(docker_session: Callable[..., Session]) -> None:
+    s = docker_session(PROBE)
+    value, secs = s.call("add", 2, b=3)
+    assert value == 5 and 0 < secs < 1
+    arr, _ = s.call("scale", np.arange(4, dtype=np.float64), 2)
+    assert isinstance(arr, np.ndarray) and arr.tolist() == [0, 2, 4, 6]
+    info = s.close()
+    assert info.returncode == 0, info.output_excerpt
+
+
+def test_b_no_network_inside(docker_session: Callable[..., Session]) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        s = docker_session(PROBE)
+        assert s.call("connect", "127.0.0.1", port)[0] != "connected"  # a host listener we own
+        redis_on_host = False
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
+            redis_on_host = True
+        got = s.call("connect", "127.0.0.1", 6379)[0]
+        assert got != "connected", f"reached the host's port 6379 (Redis there: {redis_on_host})"
+        assert s.call("interfaces")[0] == ["lo"]
+    finally:
+        listener.close()
+
+
+def test_c_runs_as_nobody_on_a_read_only_root(docker_session: Callable[..., Session]) -> None:
+    s = docker_session(PROBE)
+    assert s.call("ids")[0] == [65534, 65534, 65534, 65534, "/tmp/work"]
+    assert int(s.call("status", "CapEff")[0], 16) == 0
+    assert s.call("status", "NoNewPrivs")[0] == "1"
+    runtime = get_settings().runtime_dir
+    for path in ("/probe", "/usr/probe", f"{runtime}/probe", "/sub/probe", "/opt/paragrade/harness/x"):
+        assert s.call("write", path)[0] in ("EROFS", "EACCES"), path
+    assert s.call("write", "/probe")[0] == "EROFS"
+    assert s.call("write", "/tmp/work/probe")[0] == "ok"
+    assert s.call("write", "/tmp/probe")[0] == "ok"
+
+
+def test_d_memory_bomb_is_memory_exceeded(docker_session: Callable[..., Session]) -> None:
+    s = docker_session(PROBE, memory_mb=192)
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("eat_memory")
+    assert err.value.verdict is Verdict.MEMORY_EXCEEDED
+    assert s.exit_info is not None and s.exit_info.oom_killed  # the engine's OOMKilled, read back
+
+
+def test_e_wall_clock_limit_is_timeout(docker_session: Callable[..., Session]) -> None:
+    s = docker_session(PROBE, wall_s=3)
+    t0 = time.monotonic()
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("spin")
+    assert err.value.verdict is Verdict.TIMEOUT
+    assert time.monotonic() - t0 < 15
+
+
+def test_f_output_flood_is_cut(docker_session: Callable[..., Session]) -> None:
+    limit = 1 << 20
+    s = docker_session(PROBE, output_bytes=limit)
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("flood")
+    assert err.value.verdict is Verdict.OUTPUT_EXCEEDED
+    assert s.exit_info is not None and s.exit_info.output_bytes > limit
+    assert len(s.output) < 128 * 1024  # head and tail excerpts only
+
+
+def test_g_cpuset_is_the_allotment(docker_session: Callable[..., Session]) -> None:
+    mine = sorted(os.sched_getaffinity(0))
+    one = (mine[-1],)
+    assert docker_session(PROBE, cpus=one).call("cpus")[0] == list(one)
+    if len(mine) > 1:
+        both = tuple(mine[:2])
+        assert docker_session(PROBE, cpus=both).call("cpus")[0] == list(both)
+
+
+def test_h_a_container_that_cannot_start_is_not_left(engine: Engine, tmp_path: Path) -> None:
+    import docker
+
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = SandboxSpec(argv=["/nonexistent/program"], mounts=[], workdir=Mount(work, "/tmp/work", True),
+                       env={}, limits=Limits(cpus=(0,)))
+    with pytest.raises(docker.errors.APIError):
+        DockerExecutor(image=engine.image, base_url=engine.url).start(spec)
+    with pytest.raises(docker.errors.ImageNotFound):  # not an attempt to pull it
+        DockerExecutor(image="localhost/paragrade/no-such-image:0", base_url=engine.url).start(spec)
+    assert not engine.client.containers.list(all=True, filters={"label": LABEL})
