@@ -1,12 +1,11 @@
 """Figure 1: sandbox start overhead vs a bare process (target ≤ 20 ms).
 
 Runs `true` and `python -c pass` bare and through each backend's full start path (cgroup,
-rlimits, affinity, user drop, namespaces) and prints medians. Usage: python bench/sandbox_overhead.py
+rlimits, affinity, user drop, namespaces) and prints medians. Usage: .venv/bin/python -m bench.sandbox_overhead
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import publish
 from runners.sandbox import Limits, Mount, SandboxSpec, create_executor
 from runners.settings import get_settings
 
@@ -49,15 +49,9 @@ def main() -> None:
                 med = statistics.median(sandboxed(backend, argv, work) for _ in range(N))
                 rows.append({"program": label, "backend": backend, "bare_ms": base * 1e3,
                              "sandboxed_ms": med * 1e3, "overhead_ms": (med - base) * 1e3})
-    print("| program | backend | bare (ms) | sandboxed (ms) | overhead (ms) |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['program']} | {r['backend']} | {r['bare_ms']:.1f} | {r['sandboxed_ms']:.1f} "
-              f"| {r['overhead_ms']:.1f} |")
-    out = Path(__file__).parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "sandbox_overhead.json").write_text(json.dumps(rows, indent=2))
-
+    publish("sandbox_overhead", rows, {
+        "program": "program", "backend": "backend", "bare_ms": "bare (ms) %.1f",
+        "sandboxed_ms": "sandboxed (ms) %.1f", "overhead_ms": "overhead (ms) %.1f"})
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,14 +1,13 @@
 """Figure 3: repeatability: coefficient of variation of the speedup over 10 gradings of the t1
-reference (each grading draws its own inputs). Usage: python bench/speedup_repeatability.py [N]
+reference (each grading draws its own inputs). Usage: .venv/bin/python -m bench.speedup_repeatability [N]
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
-from pathlib import Path
 
+from bench.common import publish
 from runners import grader, package
 from runners.settings import get_settings
 
@@ -32,10 +31,9 @@ def main() -> None:
     cv = statistics.stdev(sp) / statistics.mean(sp)
     print(f"speedup mean {statistics.mean(sp):.3f}, stdev {statistics.stdev(sp):.3f}, CV {cv:.1%}; "
           f"performance points {min(pts):.1f}–{max(pts):.1f} of {a.manifest.scoring.performance_points}")
-    out = Path(__file__).parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "speedup_repeatability.json").write_text(json.dumps({"rows": rows, "cv": cv}, indent=2))
-
+    publish("speedup_repeatability", rows, {
+        "speedup": "speedup %.3f", "ci_low": "CI low %.3f", "ci_high": "CI high %.3f",
+        "points": "performance points %.1f", "reps": "runs per side"}, extra={"cv": cv})
 
 if __name__ == "__main__":
     main()

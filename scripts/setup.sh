@@ -36,13 +36,15 @@ fi
 
 # The sandbox's runtime: Debian's Python (readable by the unprivileged sandbox user, unlike a
 # pyenv under /root), world-readable, never writable by submissions.
-want=$(stamp runners/runtime-requirements.txt)
+reqs=(runners/runtime-requirements.txt)
+command -v nvidia-smi >/dev/null && reqs+=(runners/runtime-requirements-gpu.txt)
+want=$(stamp "${reqs[@]}")
 if [ ! -f "$RUNTIME/.paragrade-stamp" ] || [ "$(cat "$RUNTIME/.paragrade-stamp")" != "$want" ]; then
   echo "setup: building the sandbox runtime in $RUNTIME (numpy, numba, mpi4py+MPICH, torch CPU, pytest)"
   $SUDO mkdir -p "$RUNTIME"
   $SUDO /usr/bin/python3 -m venv "$RUNTIME"
   $SUDO "$RUNTIME/bin/pip" install -q --upgrade pip
-  $SUDO "$RUNTIME/bin/pip" install -q -r runners/runtime-requirements.txt
+  for r in "${reqs[@]}"; do $SUDO "$RUNTIME/bin/pip" install -q -r "$r"; done
   $SUDO chmod -R a+rX "$RUNTIME"
   echo "$want" | $SUDO tee "$RUNTIME/.paragrade-stamp" >/dev/null
 fi
