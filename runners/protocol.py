@@ -9,9 +9,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PROTOCOL_VERSION = 1
+MANIFEST = "assignment.toml"
+SLUG_RE = r"^[a-z0-9][a-z0-9-]{0,62}$"
 
 
 class Frozen(BaseModel):
@@ -167,3 +169,104 @@ class GradeJob(Frozen):
     submission_sha256: str = Field(description="Content hash of the submission archive to fetch")
     queue: Literal["cpu", "mpi", "gpu"]
     time_limit_s: int
+
+
+# --- Assignment package manifest (`assignment.toml`; documented in assignments/README.md) ---
+
+
+class Entry(Frozen):
+    """How the grader reaches the student's code."""
+
+    style: Literal["function", "script"]
+    file: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
+    function: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    workers_arg: str | None = Field(
+        default=None, description="Keyword the grader passes the worker count as"
+    )
+    allowed_files: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _function_named(self) -> Entry:
+        if self.style == "function" and not self.function:
+            raise ValueError("entry.style 'function' needs entry.function")
+        return self
+
+
+class Files(Frozen):
+    """Folders of the package, relative to it."""
+
+    starter: str = "starter"
+    public_tests: str = "public_tests"
+    hidden_tests: str = "hidden"
+    baseline: str = "baseline"
+    reference: str = "reference"
+    data: str | None = None
+
+
+class Resources(Frozen):
+    """What one grading needs from a runner."""
+
+    kind: Literal["cpu", "mpi", "gpu"]
+    cores: int = Field(ge=1, le=1024)
+    ranks: int = Field(default=1, ge=1, le=4096)
+    gpus: int = Field(default=0, ge=0, le=64)
+    memory_mb: int = Field(default=2048, ge=64)
+    wall_seconds: int = Field(default=120, ge=1, le=86400, description="Per sandboxed run")
+    simulate_gpu: bool = Field(
+        default=False, description="Grade correctness under numba's CUDA simulator without a GPU"
+    )
+    image: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Resources:
+        if self.kind == "gpu" and self.gpus < 1:
+            raise ValueError("resources.kind 'gpu' needs resources.gpus >= 1")
+        if self.kind != "gpu" and self.gpus:
+            raise ValueError("resources.gpus is set but resources.kind is not 'gpu'")
+        return self
+
+
+class Launcher(Frozen):
+    kind: Literal["python", "mpirun", "torchrun"] = "python"
+
+
+class Scoring(Frozen):
+    test_points: float = Field(default=60, ge=0)
+    performance_points: float = Field(default=40, ge=0)
+    speedup_min: float = Field(default=1.0, gt=0)
+    speedup_full: float = Field(default=2.0, gt=0)
+    scaling_workers: list[int] = Field(default_factory=list)
+    weights: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _curve(self) -> Scoring:
+        if self.speedup_full <= self.speedup_min:
+            raise ValueError("scoring.speedup_full must be greater than scoring.speedup_min")
+        if any(w < 1 for w in self.scaling_workers):
+            raise ValueError("scoring.scaling_workers must be positive")
+        return self
+
+
+class Timing(Frozen):
+    enabled: bool = True
+    hook: str = Field(default="timing.py", description="Module in the hidden tests folder")
+    budget_s: float = Field(default=30, gt=0, description="Wall time for the timed A/B runs")
+    min_repetitions: int = Field(default=5, ge=3)
+    max_repetitions: int = Field(default=40, ge=3)
+    target_ci_width: float = Field(default=0.10, gt=0, description="Relative CI width to stop")
+
+
+class Manifest(Frozen):
+    """The whole `assignment.toml`."""
+
+    schema_version: int = Field(default=1, alias="schema")
+    slug: str = Field(pattern=SLUG_RE)
+    title: str = Field(min_length=1)
+    version: str = Field(pattern=r"^[0-9]+(\.[0-9]+)*$")
+    statement: str = "statement.md"
+    entry: Entry
+    files: Files = Files()
+    resources: Resources
+    launcher: Launcher = Launcher()
+    scoring: Scoring = Scoring()
+    timing: Timing = Timing()

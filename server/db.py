@@ -1,0 +1,46 @@
+"""Engine and sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+from server.settings import get_settings
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table."""
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(conn, _record):  # type: ignore[no-untyped-def]
+            cur = conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=5000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+@lru_cache
+def get_engine() -> Engine:
+    return make_engine(get_settings().database_url)
+
+
+def session_factory(engine: Engine | None = None) -> sessionmaker[Session]:
+    return sessionmaker(engine or get_engine(), expire_on_commit=False)
+
+
+def get_session() -> Iterator[Session]:
+    """FastAPI dependency: one session per request."""
+    with session_factory()() as session:
+        yield session

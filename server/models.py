@@ -1,0 +1,226 @@
+"""Tables (SQLAlchemy 2.0, typed). Schemas for the API live in server/schemas.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from server.db import Base
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True, index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    password_hash: Mapped[str] = mapped_column(String(255))
+    is_instructor: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class ApiToken(Base):
+    """A bearer token for the CLI; only its hash is stored."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(100), default="cli")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+    user: Mapped[User] = relationship()
+
+
+class Course(Base):
+    __tablename__ = "courses"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    join_code: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class Enrollment(Base):
+    """A user's role in one course."""
+
+    __tablename__ = "enrollments"
+    __table_args__ = (UniqueConstraint("user_id", "course_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(16))  # instructor | student
+    alias: Mapped[str | None] = mapped_column(String(64), default=None)
+
+    user: Mapped[User] = relationship()
+
+
+class Assignment(Base):
+    __tablename__ = "assignments"
+    __table_args__ = (UniqueConstraint("course_id", "slug"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    slug: Mapped[str] = mapped_column(String(64))
+    title: Mapped[str] = mapped_column(String(200))
+    deadline: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    late_policy: Mapped[str] = mapped_column(String(16), default="accept")  # accept|penalty|reject
+    late_penalty: Mapped[float] = mapped_column(Float, default=0.0)
+    quota_count: Mapped[int] = mapped_column(Integer, default=20)
+    quota_window_s: Mapped[int] = mapped_column(Integer, default=3600)
+    current_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("assignment_versions.id", use_alter=True, ondelete="SET NULL"), default=None)
+
+    course: Mapped[Course] = relationship()
+    current_version: Mapped[AssignmentVersion | None] = relationship(
+        foreign_keys=[current_version_id], post_update=True)
+
+
+class AssignmentVersion(Base):
+    """One imported package; changing tests makes a new version."""
+
+    __tablename__ = "assignment_versions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(
+        ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    version: Mapped[str] = mapped_column(String(32))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
+    bundle_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class Artifact(Base):
+    """A content-addressed file on disk (bundles, submission archives)."""
+
+    __tablename__ = "artifacts"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class Submission(Base):
+    """A student's upload and where it is in its life: queued -> running -> graded | error."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    assignment_id: Mapped[int] = mapped_column(
+        ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("assignment_versions.id"))
+    archive_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"))
+    filenames: Mapped[list[str]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    verdict: Mapped[str | None] = mapped_column(String(32), default=None)
+    score: Mapped[float | None] = mapped_column(Float, default=None)
+    late: Mapped[bool] = mapped_column(Boolean, default=False)
+    counts_for_quota: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+    user: Mapped[User] = relationship()
+    assignment: Mapped[Assignment] = relationship()
+    version: Mapped[AssignmentVersion] = relationship()
+
+
+class Job(Base):
+    """A grading job as the dispatcher holds it: claimed by a runner with a per-job token."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[int] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+    queue: Mapped[str] = mapped_column(String(8), index=True)
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    token_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    runner: Mapped[str | None] = mapped_column(String(200), default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class GradeReportRow(Base):
+    """A stored GradeReport: queryable figures plus the full JSON."""
+
+    __tablename__ = "grade_reports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[int] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), unique=True)
+    verdict: Mapped[str] = mapped_column(String(32))
+    score: Mapped[float] = mapped_column(Float)
+    max_score: Mapped[float] = mapped_column(Float)
+    speedup_median: Mapped[float | None] = mapped_column(Float, default=None, index=True)
+    speedup_ci_low: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup_ci_high: Mapped[float | None] = mapped_column(Float, default=None)
+    serial_fraction: Mapped[float | None] = mapped_column(Float, default=None)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class TestResultRow(Base):
+    __tablename__ = "test_results"
+    __test__ = False
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    report_id: Mapped[int] = mapped_column(
+        ForeignKey("grade_reports.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(300))
+    outcome: Mapped[str] = mapped_column(String(16))
+    verdict: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text)
+    hidden: Mapped[bool] = mapped_column(Boolean)
+    weight: Mapped[float] = mapped_column(Float)
+
+
+class ScalingPointRow(Base):
+    __tablename__ = "scaling_points"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    report_id: Mapped[int] = mapped_column(
+        ForeignKey("grade_reports.id", ondelete="CASCADE"), index=True)
+    workers: Mapped[int] = mapped_column(Integer)
+    speedup: Mapped[float] = mapped_column(Float)
+    efficiency: Mapped[float] = mapped_column(Float)
+    ci_low: Mapped[float] = mapped_column(Float)
+    ci_high: Mapped[float] = mapped_column(Float)
+    karp_flatt: Mapped[float | None] = mapped_column(Float, default=None)
+
+
+class AuditLog(Base):
+    """What instructors did."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(200))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
