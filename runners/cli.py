@@ -159,6 +159,31 @@ def test_cmd(
 
 
 @app.command()
+def runner(
+    queues: Annotated[str, typer.Option(help="queues this node serves: cpu,mpi,gpu")] = "cpu,mpi",
+    server: Annotated[str | None, typer.Option(help="server URL (PARAGRADE_RUNNER_SERVER)")] = None,
+    once: Annotated[bool, typer.Option(help="stop when the queue is empty")] = False,
+    name: Annotated[str | None, typer.Option(help="how the fleet lists this runner")] = None,
+) -> None:
+    """Serve grading jobs from a paragrade server (token from PARAGRADE_RUNNER_TOKEN)."""
+    import logging
+    import socket
+
+    from runners import worker
+
+    settings = get_settings()
+    url = server or settings.runner_server
+    if not url or not settings.runner_token:
+        _fail("set --server (or PARAGRADE_RUNNER_SERVER) and PARAGRADE_RUNNER_TOKEN")
+        return
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s runner %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    worker.run(server=url, token=settings.runner_token, once=once,
+               queues=[q.strip() for q in queues.split(",") if q.strip()],
+               name=name or socket.gethostname())
+
+
+@app.command()
 def demo(backend: Backend = None) -> None:
     """Grade the shipped t1 reference and a wrong solution, to see the engine at work."""
     a = _load("treasure-hunt/t1-multiprocessing")

@@ -162,13 +162,30 @@ class GradeJob(Frozen):
     """A grading request as it crosses the queue: ids and data only."""
 
     protocol_version: int = PROTOCOL_VERSION
-    submission_id: str
+    submission_id: int
     assignment: str = Field(description="course/slug")
     assignment_version: str
     bundle_sha256: str = Field(description="Content hash of the assignment bundle to fetch")
     submission_sha256: str = Field(description="Content hash of the submission archive to fetch")
     queue: Literal["cpu", "mpi", "gpu"]
     time_limit_s: int
+    entry_file: str = Field(description="Name the submission's main file is graded under")
+
+
+class JobOffer(Frozen):
+    """What a runner gets when it claims a job: the job and a secret valid for this job only."""
+
+    job_id: int
+    token: str = Field(description="Bearer secret for this job's bundle, archive and result")
+    job: GradeJob
+
+
+class JobOutcome(Frozen):
+    """What a runner posts back: a report, or why the platform could not produce one."""
+
+    report: GradeReport | None = None
+    platform_error: str | None = Field(
+        default=None, description="Set when grading failed for a reason not the student's")
 
 
 # --- Assignment package manifest (`assignment.toml`; documented in assignments/README.md) ---

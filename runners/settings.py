@@ -35,6 +35,8 @@ class RunnerSettings(BaseSettings):
     docker_image: str = "paragrade/runner-cpu:latest"
     apptainer_image: str | None = None
     apptainer_bin: str = "apptainer"
+    runner_server: str | None = Field(default=None, description="Server URL a runner serves")
+    runner_token: str | None = Field(default=None, description="The fleet's runner token")
 
 
 @lru_cache

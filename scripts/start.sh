@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Start paragrade on its embedded defaults. Until the server lands this runs the grading demo:
-# the t1 reference and the unfinished starter graded in the bwrap sandbox.
+# Start paragrade on its embedded defaults: SQLite in var/, schema migrated by Alembic, the shipped
+# course imported (once an instructor exists), the API on :8000 and a local runner (bwrap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/paragrade demo "$@"
+exec .venv/bin/paragrade serve "$@"

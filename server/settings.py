@@ -24,7 +24,9 @@ class ServerSettings(BaseSettings):
     secret_key: str = DEV_SECRET
     runner_token: str = Field(default=DEV_SECRET, description="Shared secret runners present")
     public_url: str = "http://127.0.0.1:8000"
+    assignments_dir: Path = Field(default=REPO_ROOT / "assignments")
     max_upload_bytes: int = 1024 * 1024
+    max_package_bytes: int = 20 * 1024 * 1024
     max_unzipped_bytes: int = 8 * 1024 * 1024
     job_timeout_s: int = 1800
     max_job_attempts: int = 3

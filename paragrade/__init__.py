@@ -1,0 +1,1 @@
+"""The `paragrade` command: engine (runners), server and student client commands together."""

@@ -1,0 +1,14 @@
+"""Entry point: the engine's commands plus the server's and the client's."""
+
+from __future__ import annotations
+
+from paragrade import client
+from runners.cli import app
+from server.cli import admin_app, serve
+
+app.command()(serve)
+app.add_typer(admin_app, name="admin")
+client.register(app)
+
+if __name__ == "__main__":
+    app()

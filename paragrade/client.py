@@ -1,0 +1,157 @@
+"""Student and instructor commands that talk to a paragrade server over HTTP."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from rich.console import Console
+from rich.table import Table
+
+from runners.protocol import GradeReport
+
+console = Console()
+err = Console(stderr=True)
+
+
+class ClientSettings(BaseSettings):
+    """Where the CLI keeps its login (PARAGRADE_CLIENT_*)."""
+
+    model_config = SettingsConfigDict(env_prefix="PARAGRADE_CLIENT_", extra="ignore")
+
+    config: Path = Field(default=Path.home() / ".config" / "paragrade" / "client.json")
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error:[/] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _login_state() -> dict[str, str]:
+    path = ClientSettings().config
+    if not path.is_file():
+        _fail("not logged in: run `paragrade login URL` first")
+    data: dict[str, str] = json.loads(path.read_text())
+    return data
+
+
+def _client() -> httpx.Client:
+    state = _login_state()
+    return httpx.Client(base_url=state["url"], timeout=60,
+                        headers={"Authorization": f"Bearer {state['token']}"})
+
+
+def _check(r: httpx.Response) -> Any:
+    if r.status_code >= 400:
+        try:
+            detail = r.json().get("detail", r.text)
+            problems = r.json().get("problems") or []
+        except ValueError:
+            detail, problems = r.text, []
+        for p in problems:
+            err.print(f"  {p.get('file')}: {p.get('key')}: {p.get('reason')}", highlight=False)
+        _fail(f"{detail} (HTTP {r.status_code})")
+    return r.json() if r.content and r.headers.get("content-type", "").startswith(
+        "application/json") else r.content
+
+
+def _split(ref: str) -> tuple[str, str]:
+    if ref.count("/") != 1:
+        _fail(f"name the assignment as course/slug, e.g. treasure-hunt/t1-multiprocessing "
+              f"(got {ref!r})")
+    course, slug = ref.split("/")
+    return course, slug
+
+
+def login(url: str, email: Annotated[str | None, typer.Option()] = None,
+          password: Annotated[str | None, typer.Option()] = None) -> None:
+    """Log in to a server; the token is kept in ~/.config/paragrade/client.json (mode 600)."""
+    email = email or input("email: ")
+    password = password or getpass.getpass("password: ")
+    try:
+        r = httpx.post(f"{url.rstrip('/')}/api/auth/token",
+                       json={"email": email, "password": password}, timeout=30)
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach {url}: {exc}")
+        return
+    token = _check(r)["token"]
+    path = ClientSettings().config
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"url": url.rstrip("/"), "token": token}, fh)
+    console.print(f"logged in to {url} as {email}")
+
+
+def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
+           files: Annotated[list[Path], typer.Argument(help="solution file(s)")],
+           wait: Annotated[bool, typer.Option(help="wait for the grade")] = True) -> None:
+    """Upload a solution and (unless --no-wait) follow it until it is graded."""
+    course, slug = _split(assignment)
+    for f in files:
+        if not f.is_file():
+            _fail(f"{f}: no such file")
+    with _client() as c:
+        sub = _check(c.post(f"/api/courses/{course}/assignments/{slug}/submissions",
+                            files=[("files", (f.name, f.read_bytes())) for f in files]))
+        console.print(f"submission {sub['id']} {sub['status']}")
+        if not wait:
+            return
+        with console.status("queued") as status:
+            while sub["status"] in ("queued", "running"):
+                time.sleep(1)
+                sub = _check(c.get(f"/api/submissions/{sub['id']}"))
+                pos = sub.get("queue_position")
+                status.update(f"{sub['status']}" + (f" (position {pos})" if pos else ""))
+    _show(sub)
+
+
+def _show(sub: dict[str, Any]) -> None:
+    if sub.get("report"):
+        from runners.report import render
+
+        render(GradeReport.model_validate(sub["report"]), console)
+    else:
+        console.print(f"submission {sub['id']}: {sub['status']} {sub.get('verdict') or ''}")
+
+
+def status(submission: Annotated[int | None, typer.Argument(help="a submission id")] = None) -> None:
+    """Your submissions, or one submission's full report."""
+    with _client() as c:
+        if submission is not None:
+            _show(_check(c.get(f"/api/submissions/{submission}")))
+            return
+        rows = _check(c.get("/api/submissions"))
+    table = Table("id", "assignment", "status", "verdict", "score", "late", "submitted")
+    for s in rows:
+        table.add_row(str(s["id"]), s["assignment"], s["status"], s["verdict"] or "",
+                      "" if s["score"] is None else f"{s['score']:g}", "late" if s["late"] else "",
+                      s["created_at"][:19])
+    console.print(table)
+
+
+def leaderboard(assignment: Annotated[str, typer.Argument(help="course/slug")]) -> None:
+    """The assignment's leaderboard (ties: overlapping 95 % CIs)."""
+    course, slug = _split(assignment)
+    with _client() as c:
+        rows = _check(c.get(f"/api/courses/{course}/assignments/{slug}/leaderboard"))
+    table = Table("rank", "student", "speedup", "95 % CI", "score", title=assignment)
+    for e in rows:
+        ci = f"{e['ci_low']:.2f}–{e['ci_high']:.2f}" if e["ci_low"] is not None else ""
+        table.add_row(f"{e['rank']}{'=' if e['tied'] else ''}",
+                      e["alias"] + (" (you)" if e["you"] else ""),
+                      "" if e["speedup"] is None else f"{e['speedup']:.2f}×", ci, f"{e['score']:g}")
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (login, submit, status, leaderboard):
+        app.command()(fn)

@@ -1,0 +1,113 @@
+"""A runner: claims grading jobs from a server over HTTP, grades them, posts the outcome.
+
+It holds no database credentials: the runner token lets it claim jobs, and each job comes with
+its own secret for that job's bundle, archive and result. Bundles are cached by content hash.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import shutil
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+
+from runners import grader, package
+from runners.protocol import GradeReport, JobOffer, JobOutcome
+from runners.settings import RunnerSettings, get_settings
+
+log = logging.getLogger("paragrade.runner")
+
+
+class BundleCache:
+    """Assignment bundles unpacked once per content hash, as <root>/<sha>/<course>/<slug>."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def folder(self, offer: JobOffer, fetch: bytes | None = None) -> Path | None:
+        """The unpacked package, unpacking `fetch` first if given; None when not cached."""
+        course, slug = offer.job.assignment.split("/", 1)
+        sha_dir = self.root / offer.job.bundle_sha256
+        target = sha_dir / course / slug
+        if target.is_dir() or fetch is None:
+            return target if target.is_dir() else None
+        tmp = Path(tempfile.mkdtemp(dir=self.root))
+        with zipfile.ZipFile(io.BytesIO(fetch)) as zf:
+            for info in zf.infolist():
+                name = Path(info.filename)
+                if name.is_absolute() or ".." in name.parts:
+                    raise ValueError(f"unsafe path in bundle: {info.filename}")
+            zf.extractall(tmp / course / slug)
+        try:
+            os.rename(tmp, sha_dir)  # atomic; another runner may have won the race
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return target
+
+
+def grade_offer(offer: JobOffer, client: httpx.Client, cache: BundleCache,
+                settings: RunnerSettings) -> JobOutcome:
+    """Fetch what the job names and grade it; platform failures become a platform_error."""
+    headers = {"X-Job-Token": offer.token}
+    try:
+        folder = cache.folder(offer)
+        if folder is None:
+            r = client.get(f"/api/runner/jobs/{offer.job_id}/bundle", headers=headers)
+            r.raise_for_status()
+            folder = cache.folder(offer, r.content)
+        assert folder is not None
+        r = client.get(f"/api/runner/jobs/{offer.job_id}/submission", headers=headers)
+        r.raise_for_status()
+        with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
+            files = {n: zf.read(n) for n in zf.namelist()}
+        assignment = package.load(folder)
+        report: GradeReport = grader.grade(assignment, files, settings=settings)
+        return JobOutcome(report=report)
+    except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError) as exc:
+        log.exception("job %s failed on the platform side", offer.job_id)
+        return JobOutcome(platform_error=f"{type(exc).__name__}: {exc}"[:2000])
+
+
+def run(*, server: str, token: str, queues: list[str], name: str, once: bool = False,
+        poll_s: float = 1.0, settings: RunnerSettings | None = None) -> int:
+    """Claim and grade jobs until stopped (or, with `once`, until the queue is empty)."""
+    settings = settings or get_settings()
+    cache = BundleCache((settings.scratch_dir or Path(tempfile.gettempdir())) / "paragrade-bundles")
+    done = 0
+    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {token}"},
+                      timeout=60) as client:
+        while True:
+            try:
+                r = client.post("/api/runner/claim",
+                                params={"runner": name, "queues": ",".join(queues)})
+            except httpx.HTTPError as exc:
+                log.warning("server unreachable: %s", exc)
+                time.sleep(poll_s * 5)
+                continue
+            if r.status_code == 204:
+                if once:
+                    return done
+                time.sleep(poll_s)
+                continue
+            r.raise_for_status()
+            offer = JobOffer.model_validate(r.json())
+            log.info("grading job %s (%s)", offer.job_id, offer.job.assignment)
+            outcome = grade_offer(offer, client, cache, settings)
+            for attempt in range(5):
+                try:
+                    client.post(f"/api/runner/jobs/{offer.job_id}/result",
+                                content=outcome.model_dump_json(),
+                                headers={"X-Job-Token": offer.token,
+                                         "Content-Type": "application/json"}).raise_for_status()
+                    break
+                except httpx.HTTPError as exc:
+                    log.warning("posting job %s's result failed (%s); retrying", offer.job_id, exc)
+                    time.sleep(2 ** attempt)
+            done += 1

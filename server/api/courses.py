@@ -1,0 +1,163 @@
+"""Courses and assignments."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Response, UploadFile, status
+
+from server.deps import CourseDep, CourseInstructorDep, CurrentUser, InstructorUser, SessionDep, SettingsDep
+from server.models import Assignment
+from server.schemas import (
+    AssignmentPublic,
+    AssignmentUpdate,
+    CourseCreate,
+    CoursePublic,
+    ErrorPublic,
+    ImportCreate,
+    JoinCreate,
+    LeaderboardEntryPublic,
+)
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services import leaderboard as leaderboard_service
+from server.services.errors import Invalid
+
+router = APIRouter(prefix="/api/courses", tags=["courses"],
+                   responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
+                              404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
+
+
+def assignment_public(a: Assignment) -> AssignmentPublic:
+    m = assignment_service.manifest_of(a)
+    assert a.current_version is not None
+    return AssignmentPublic(slug=a.slug, title=a.title, version=a.current_version.version,
+                            deadline=a.deadline, late_policy=a.late_policy,
+                            late_penalty=a.late_penalty, quota_count=a.quota_count,
+                            quota_window_s=a.quota_window_s, kind=m.resources.kind,
+                            entry_file=m.entry.file,
+                            allowed_files=sorted(set(m.entry.allowed_files) | {m.entry.file}))
+
+
+@router.post("", response_model=CoursePublic, status_code=status.HTTP_201_CREATED,
+             responses={409: {"model": ErrorPublic}})
+def create_course(body: CourseCreate, session: SessionDep, user: InstructorUser) -> CoursePublic:
+    """Create a course; the response carries its join code."""
+    with session.begin():
+        c = course_service.create(session=session, actor=user, slug=body.slug, title=body.title)
+        return CoursePublic(slug=c.slug, title=c.title, role="instructor", join_code=c.join_code)
+
+
+@router.get("", response_model=list[CoursePublic])
+def my_courses(session: SessionDep, user: CurrentUser) -> list[CoursePublic]:
+    return [CoursePublic(slug=c.slug, title=c.title, role=r,
+                         join_code=c.join_code if r == "instructor" else None)
+            for c, r in course_service.mine(session=session, user=user)]
+
+
+@router.post("/join", response_model=CoursePublic)
+def join(body: JoinCreate, session: SessionDep, user: CurrentUser) -> CoursePublic:
+    """Join another course with its join code."""
+    with session.begin():
+        e = course_service.join(session=session, user=user, join_code=body.join_code,
+                                alias=body.alias)
+        c = course_service.by_slug(session=session, slug=_slug_of(session, e.course_id))
+        return CoursePublic(slug=c.slug, title=c.title, role=e.role)
+
+
+def _slug_of(session: SessionDep, course_id: int) -> str:
+    from server.models import Course
+
+    course = session.get(Course, course_id)
+    assert course is not None
+    return course.slug
+
+
+@router.get("/{course}/assignments", response_model=list[AssignmentPublic])
+def list_assignments(access: CourseDep, session: SessionDep) -> list[AssignmentPublic]:
+    return [assignment_public(a) for a in
+            assignment_service.of_course(session=session, course=access.course)
+            if a.current_version is not None]
+
+
+@router.post("/{course}/assignments/import", response_model=AssignmentPublic,
+             status_code=status.HTTP_201_CREATED)
+def import_folder(body: ImportCreate, access: CourseInstructorDep, session: SessionDep,
+                  settings: SettingsDep) -> AssignmentPublic:
+    """Import a package from the server's assignments folder (every problem is reported)."""
+    root = settings.assignments_dir.resolve()
+    folder = (root / body.path).resolve()
+    if not folder.is_relative_to(root) or not folder.is_dir():
+        raise Invalid(f"no package folder {body.path!r} under the assignments dir")
+    return _import(access, session, settings, assignment_service.read_folder(folder))
+
+
+@router.post("/{course}/assignments/upload", response_model=AssignmentPublic,
+             status_code=status.HTTP_201_CREATED, responses={413: {"model": ErrorPublic}})
+def import_zip(package: Annotated[UploadFile, File(description="zip of the package")],
+               access: CourseInstructorDep, session: SessionDep,
+               settings: SettingsDep) -> AssignmentPublic:
+    """Import a package uploaded as a zip (paths checked, bombs refused)."""
+    data = package.file.read(settings.max_package_bytes + 1)
+    if len(data) > settings.max_package_bytes:
+        from server.services.errors import TooLarge
+
+        raise TooLarge(f"package larger than {settings.max_package_bytes} bytes")
+    files = assignment_service.safe_members(data, max_total=settings.max_package_bytes * 10)
+    return _import(access, session, settings, files)
+
+
+def _import(access: CourseInstructorDep, session: SessionDep, settings: SettingsDep,
+            files: dict[str, bytes]) -> AssignmentPublic:
+    with session.begin():
+        v = assignment_service.import_files(session=session, actor=access.user,
+                                            course=access.course, files=files,
+                                            artifacts_root=settings.artifacts_dir,
+                                            role=access.role)
+        a = session.get(Assignment, v.assignment_id)
+        assert a is not None
+        session.refresh(a)
+        return assignment_public(a)
+
+
+@router.get("/{course}/assignments/{slug}", response_model=AssignmentPublic)
+def get_assignment(slug: str, access: CourseDep, session: SessionDep) -> AssignmentPublic:
+    return assignment_public(assignment_service.get(session=session, course=access.course,
+                                                    slug=slug))
+
+
+@router.patch("/{course}/assignments/{slug}", response_model=AssignmentPublic)
+def update_assignment(slug: str, body: AssignmentUpdate, access: CourseInstructorDep,
+                      session: SessionDep) -> AssignmentPublic:
+    """Deadline, late policy, quotas."""
+    with session.begin():
+        a = assignment_service.get(session=session, course=access.course, slug=slug)
+        assignment_service.update_policy(session=session, actor=access.user, assignment=a,
+                                         role=access.role,
+                                         changes=body.model_dump(exclude_unset=True))
+        return assignment_public(a)
+
+
+@router.get("/{course}/assignments/{slug}/starter",
+            responses={200: {"content": {"application/zip": {}}}})
+def starter(slug: str, access: CourseDep, session: SessionDep, settings: SettingsDep) -> Response:
+    """Statement, starter and public tests as a zip (never the hidden tests)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    data = assignment_service.student_files(assignment=a, artifacts_root=settings.artifacts_dir)
+    return Response(data, media_type="application/zip", headers={
+        "Content-Disposition": f'attachment; filename="{a.slug}-starter.zip"'})
+
+
+@router.get("/{course}/assignments/{slug}/leaderboard",
+            response_model=list[LeaderboardEntryPublic])
+def leaderboard(slug: str, access: CourseDep, session: SessionDep) -> list[LeaderboardEntryPublic]:
+    """Best fully-correct submission per student, by speedup; overlapping CIs are ties."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    out = []
+    for e in leaderboard_service.entries(session=session, assignment=a):
+        mine = e.user_id == access.user.id
+        out.append(LeaderboardEntryPublic(
+            rank=e.rank, tied=e.tied, alias=e.alias, speedup=e.speedup, ci_low=e.ci_low,
+            ci_high=e.ci_high, score=e.score, you=mine,
+            submission_id=e.submission_id if mine or access.role == "instructor" else None))
+    return out

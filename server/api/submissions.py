@@ -1,0 +1,105 @@
+"""Submissions: upload, status, reports, regrades."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Response, UploadFile, status
+
+from server.deps import CourseDep, CourseInstructorDep, CurrentUser, SessionDep, SettingsDep
+from server.models import GradeReportRow, Submission
+from server.schemas import ErrorPublic, SubmissionPublic
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services import jobs as job_service
+from server.services import submissions as submission_service
+
+router = APIRouter(prefix="/api", tags=["submissions"],
+                   responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
+                              404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
+
+
+def public(session: SessionDep, sub: Submission, *, with_report: bool) -> SubmissionPublic:
+    report = None
+    if with_report:
+        row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
+        report = row.report if row else None
+    a = sub.assignment
+    return SubmissionPublic(
+        id=sub.id, assignment=f"{a.course.slug}/{a.slug}", status=sub.status, verdict=sub.verdict,
+        score=sub.score, late=sub.late, filenames=sub.filenames, created_at=sub.created_at,
+        finished_at=sub.finished_at, report=report,
+        queue_position=submission_service.queue_position(session=session, submission=sub)
+        if sub.status == "queued" else None)
+
+
+@router.post("/courses/{course}/assignments/{slug}/submissions", response_model=SubmissionPublic,
+             status_code=status.HTTP_201_CREATED,
+             responses={413: {"model": ErrorPublic}, 429: {"model": ErrorPublic}})
+def submit(slug: str, files: Annotated[list[UploadFile], File(description="solution file(s)")],
+           access: CourseDep, session: SessionDep, settings: SettingsDep) -> SubmissionPublic:
+    """Upload a solution; it is stored, then queued for grading."""
+    uploads = []
+    for f in files:
+        uploads.append((f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)))
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    sub = submission_service.create(session=session, user=access.user, assignment=a,
+                                    role=access.role, uploads=uploads,
+                                    artifacts_root=settings.artifacts_dir,
+                                    max_bytes=settings.max_upload_bytes,
+                                    max_unzipped=settings.max_unzipped_bytes)
+    return public(session, sub, with_report=False)
+
+
+@router.get("/submissions", response_model=list[SubmissionPublic])
+def my_submissions(session: SessionDep, user: CurrentUser) -> list[SubmissionPublic]:
+    return [public(session, s, with_report=False)
+            for s in submission_service.mine(session=session, user=user)]
+
+
+def _visible(session: SessionDep, user: CurrentUser, submission_id: int) -> Submission:
+    roles = {c.id: r for c, r in course_service.mine(session=session, user=user)}
+    return submission_service.get_visible(session=session, user=user,
+                                          submission_id=submission_id, role_in=roles)
+
+
+@router.get("/submissions/{submission_id}", response_model=SubmissionPublic)
+def get_submission(submission_id: int, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
+    """Status and, once graded, the full report (owner or the course's instructors)."""
+    return public(session, _visible(session, user, submission_id), with_report=True)
+
+
+@router.get("/submissions/{submission_id}/files",
+            responses={200: {"content": {"application/zip": {}}}})
+def submission_files(submission_id: int, session: SessionDep, user: CurrentUser,
+                     settings: SettingsDep) -> Response:
+    sub = _visible(session, user, submission_id)
+    return Response(submission_service.files_of(submission=sub,
+                                                artifacts_root=settings.artifacts_dir),
+                    media_type="application/zip")
+
+
+@router.post("/submissions/{submission_id}/regrade", response_model=SubmissionPublic,
+             status_code=status.HTTP_202_ACCEPTED)
+def regrade(submission_id: int, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
+    """Grade again on the assignment's current version (instructors)."""
+    sub = _visible(session, user, submission_id)
+    if course_service.role(session=session, user=user, course=sub.assignment.course) \
+            != "instructor":
+        from server.services.errors import Forbidden
+
+        raise Forbidden("only the course's instructors regrade")
+    job_service.requeue(session=session, submission=sub)
+    session.commit()
+    return public(session, sub, with_report=False)
+
+
+@router.post("/courses/{course}/assignments/{slug}/regrade", status_code=status.HTTP_202_ACCEPTED)
+def regrade_all(slug: str, access: CourseInstructorDep, session: SessionDep) -> dict[str, int]:
+    """Queue every submission of the assignment for regrading."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    subs = submission_service.of_assignment(session=session, assignment=a)
+    for s in subs:
+        job_service.requeue(session=session, submission=s)
+    session.commit()
+    return {"queued": len(subs)}

@@ -1,0 +1,115 @@
+"""Server commands: `paragrade serve`, `paragrade admin create-instructor`."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import signal
+import subprocess
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from sqlalchemy import select
+
+from server import migrate
+from server.db import make_engine, session_factory
+from server.models import Course, User
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services import users as user_service
+from server.services.errors import DomainError
+from server.settings import get_settings
+
+console = Console()
+admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
+
+
+def _prepare() -> None:
+    settings = get_settings()
+    if settings.database_url.startswith("sqlite:///"):
+        from pathlib import Path
+
+        Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True,
+                                                                         exist_ok=True)
+    settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    migrate.upgrade(settings.database_url)
+
+
+def import_shipped_course(course_slug: str = "treasure-hunt") -> list[str]:
+    """Create the shipped course (owned by the first instructor) and import its packages."""
+    settings = get_settings()
+    sessions = session_factory(make_engine(settings.database_url))
+    imported: list[str] = []
+    with sessions() as session, session.begin():
+        owner = session.scalar(select(User).where(User.is_instructor.is_(True)).order_by(User.id))
+        if owner is None:
+            return imported
+        course = session.scalar(select(Course).where(Course.slug == course_slug))
+        if course is None:
+            course = course_service.create(session=session, actor=owner, slug=course_slug,
+                                           title="Treasure hunt: parallel Python")
+        role = course_service.role(session=session, user=owner, course=course)
+        for folder in sorted((settings.assignments_dir / course_slug).glob("*/assignment.toml")):
+            try:
+                assignment_service.import_files(
+                    session=session, actor=owner, course=course,
+                    files=assignment_service.read_folder(folder.parent),
+                    artifacts_root=settings.artifacts_dir, role=role)
+                imported.append(folder.parent.name)
+            except DomainError as exc:
+                console.print(f"[red]{folder.parent.name}: {exc.message}[/]")
+        console.print(f"course [bold]{course_slug}[/]: join code [bold]{course.join_code}[/]")
+    return imported
+
+
+def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
+          port: Annotated[int, typer.Option()] = 8000,
+          runner: Annotated[bool, typer.Option(help="also start a local runner")] = True) -> None:
+    """Start the server (migrating the schema first) and a local runner."""
+    settings = get_settings()
+    _prepare()
+    imported = import_shipped_course()
+    url = f"http://{host}:{port}"
+    console.print(f"paragrade serving on [bold]{url}[/]  (API docs: {url}/docs)")
+    if not imported:
+        console.print("No instructor yet: create one with [bold]paragrade admin create-instructor"
+                      "[/], then restart to import the shipped course.")
+    console.print(f"Log in from a terminal: [bold]paragrade login {url}[/]")
+    procs = []
+    if runner:
+        env = {**os.environ, "PARAGRADE_RUNNER_SERVER": url,
+               "PARAGRADE_RUNNER_TOKEN": settings.runner_token}
+        procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
+                                       "--queues", "cpu,mpi,gpu"], env=env))
+    import uvicorn
+
+    try:
+        uvicorn.run("server.main:create_app", factory=True, host=host, port=port,
+                    log_level="warning")
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
+
+
+@admin_app.command("create-instructor")
+def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instructor",
+                      password: Annotated[str | None, typer.Option(
+                          help="prompted when not given")] = None) -> None:
+    """Create an instructor account (the first one owns the shipped course)."""
+    _prepare()
+    password = password or getpass.getpass("password (≥ 8 characters): ")
+    if len(password) < 8:
+        console.print("[red]error:[/] the password needs at least 8 characters")
+        raise typer.Exit(2)
+    settings = get_settings()
+    with session_factory(make_engine(settings.database_url))() as session, session.begin():
+        try:
+            user_service.create(session=session, email=email, name=name, password=password,
+                                is_instructor=True)
+        except DomainError as exc:
+            console.print(f"[red]error:[/] {exc.message}")
+            raise typer.Exit(2) from exc
+    console.print(f"instructor [bold]{email}[/] created")

@@ -1,0 +1,99 @@
+"""Dependencies as Annotated aliases: sessions, settings, the current user, roles."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from sqlalchemy.orm import Session
+
+from server.models import Course, User
+from server.services import courses as course_service
+from server.services import users as user_service
+from server.services.errors import DomainError, Forbidden
+from server.settings import ServerSettings
+
+
+class Unauthorized(DomainError):
+    status = 401
+
+
+def _session(request: Request) -> Iterator[Session]:
+    with request.app.state.sessions() as session:
+        yield session
+
+
+def _settings(request: Request) -> ServerSettings:
+    settings: ServerSettings = request.app.state.settings
+    return settings
+
+
+SessionDep = Annotated[Session, Depends(_session)]
+SettingsDep = Annotated[ServerSettings, Depends(_settings)]
+
+
+def _bearer(authorization: Annotated[str | None, Header()] = None) -> str:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise Unauthorized("log in first (Authorization: Bearer TOKEN)")
+    return authorization.split(" ", 1)[1].strip()
+
+
+BearerDep = Annotated[str, Depends(_bearer)]
+
+
+def _current_user(session: SessionDep, token: BearerDep) -> User:
+    user = user_service.user_for_token(session=session, raw=token)
+    if user is None:
+        raise Unauthorized("the token is invalid or revoked; log in again")
+    return user
+
+
+CurrentUser = Annotated[User, Depends(_current_user)]
+
+
+def _instructor(user: CurrentUser) -> User:
+    if not user.is_instructor:
+        raise Forbidden("instructors only")
+    return user
+
+
+InstructorUser = Annotated[User, Depends(_instructor)]
+
+
+class CourseAccess:
+    """A course and the current user's role in it (404 when not enrolled)."""
+
+    def __init__(self, course: Course, role: str, user: User) -> None:
+        self.course, self.role, self.user = course, role, user
+
+
+def _course_access(course: str, session: SessionDep, user: CurrentUser) -> CourseAccess:
+    c = course_service.by_slug(session=session, slug=course)
+    role = course_service.role(session=session, user=user, course=c)
+    if role is None:
+        raise Forbidden("you are not enrolled in this course")
+    return CourseAccess(c, role, user)
+
+
+CourseDep = Annotated[CourseAccess, Depends(_course_access)]
+
+
+def _course_instructor(access: CourseDep) -> CourseAccess:
+    if access.role != "instructor":
+        raise Forbidden("only the course's instructors may do this")
+    return access
+
+
+CourseInstructorDep = Annotated[CourseAccess, Depends(_course_instructor)]
+
+
+def _runner(settings: SettingsDep, token: BearerDep) -> str:
+    from server import security
+
+    if not security.same_secret(token, settings.runner_token):
+        raise Unauthorized("not a runner token")
+    return token
+
+
+RunnerDep = Annotated[str, Depends(_runner)]

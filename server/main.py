@@ -1,0 +1,48 @@
+"""The FastAPI application."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine
+
+from server.api import auth, courses, health, runner, submissions
+from server.db import make_engine, session_factory
+from server.metrics import REQUESTS
+from server.services.assignments import PackageInvalid
+from server.services.errors import DomainError
+from server.settings import ServerSettings, get_settings
+
+
+def create_app(settings: ServerSettings | None = None, engine: Engine | None = None) -> FastAPI:
+    """An app over `settings` (and an engine, for tests); the schema must be migrated."""
+    settings = settings or get_settings()
+    app = FastAPI(title="paragrade", version="0.1.0",
+                  description="Autograding for parallel programming with trustworthy speedups.")
+    app.state.settings = settings
+    app.state.sessions = session_factory(engine or make_engine(settings.database_url))
+    for module in (auth, courses, submissions, runner, health):
+        app.include_router(module.router)
+
+    @app.exception_handler(DomainError)
+    def _domain(_: Request, exc: DomainError) -> JSONResponse:
+        body: dict[str, object] = {"detail": exc.message}
+        if isinstance(exc, PackageInvalid):
+            body["problems"] = exc.problems
+        return JSONResponse(body, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, status_code=422)
+
+    @app.middleware("http")
+    async def _count(request: Request, call_next):  # type: ignore[no-untyped-def]
+        response = await call_next(request)
+        route = request.scope.get("route")
+        REQUESTS.labels(request.method, getattr(route, "path", "unmatched"),
+                        str(response.status_code)).inc()
+        return response
+
+    return app

@@ -1,0 +1,118 @@
+"""API models (separate from tables): XCreate / XUpdate / XPublic."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Public(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class ErrorPublic(BaseModel):
+    """Every error: a message a person can act on (and, for packages, each problem)."""
+
+    detail: str
+    problems: list[dict[str, str]] | None = None
+
+
+class UserCreate(BaseModel):
+    email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)
+    name: str = Field(min_length=1, max_length=200)
+    password: str = Field(min_length=8, max_length=200)
+    join_code: str = Field(min_length=4, max_length=32)
+    alias: str | None = Field(default=None, max_length=64, pattern=r"^[\w .-]+$")
+
+
+class TokenCreate(BaseModel):
+    email: str = Field(max_length=320)
+    password: str = Field(max_length=200)
+
+
+class TokenPublic(BaseModel):
+    token: str
+    token_type: Literal["bearer"] = "bearer"
+
+
+class UserPublic(Public):
+    id: int
+    email: str
+    name: str
+    is_instructor: bool
+
+
+class CourseCreate(BaseModel):
+    slug: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    title: str = Field(min_length=1, max_length=200)
+
+
+class CoursePublic(Public):
+    slug: str
+    title: str
+    role: str
+    join_code: str | None = Field(default=None, description="Shown to instructors only")
+
+
+class JoinCreate(BaseModel):
+    join_code: str = Field(min_length=4, max_length=32)
+    alias: str | None = Field(default=None, max_length=64, pattern=r"^[\w .-]+$")
+
+
+class ImportCreate(BaseModel):
+    path: str = Field(description="Package folder relative to the server's assignments dir, "
+                      "e.g. treasure-hunt/t1-multiprocessing", max_length=300)
+
+
+class AssignmentPublic(Public):
+    slug: str
+    title: str
+    version: str
+    deadline: datetime | None
+    late_policy: str
+    late_penalty: float
+    quota_count: int
+    quota_window_s: int
+    kind: str
+    entry_file: str
+    allowed_files: list[str]
+
+
+class AssignmentUpdate(BaseModel):
+    deadline: datetime | None = None
+    late_policy: Literal["accept", "penalty", "reject"] | None = None
+    late_penalty: float | None = Field(default=None, ge=0, le=1)
+    quota_count: int | None = Field(default=None, ge=1, le=10_000)
+    quota_window_s: int | None = Field(default=None, ge=60, le=30 * 86400)
+
+
+class SubmissionPublic(Public):
+    id: int
+    assignment: str
+    status: str
+    verdict: str | None
+    score: float | None
+    late: bool
+    filenames: list[str]
+    created_at: datetime
+    finished_at: datetime | None
+    queue_position: int | None = None
+    report: dict[str, Any] | None = Field(default=None, description="The GradeReport")
+
+
+class LeaderboardEntryPublic(BaseModel):
+    rank: int
+    tied: bool
+    alias: str
+    submission_id: int | None = Field(description="Only for your own entry or for instructors")
+    speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+    score: float
+    you: bool
+
+
+class QueuePublic(BaseModel):
+    depth: dict[str, int]

@@ -1,0 +1,199 @@
+"""Assignment packages on the server: import (folder or zip), versions, starter downloads."""
+
+from __future__ import annotations
+
+import io
+import tomllib
+import zipfile
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runners.protocol import MANIFEST, Manifest
+from server.models import Assignment, AssignmentVersion, AuditLog, Course, User
+from server.services import artifacts
+from server.services.errors import Forbidden, Invalid, NotFound
+
+ZIP_EPOCH = (2000, 1, 1, 0, 0, 0)
+MAX_MEMBERS = 2000
+MAX_RATIO = 200
+
+
+class PackageInvalid(Invalid):
+    """The package has problems; `problems` lists each (file, key, reason)."""
+
+    def __init__(self, problems: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{p['file']}: {p['key']}: {p['reason']}" for p in problems))
+        self.problems = problems
+
+
+def safe_members(data: bytes, *, max_total: int) -> dict[str, bytes]:
+    """A zip's regular files by path, refusing traversal, links and decompression bombs."""
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise Invalid("not a zip archive") from exc
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise Invalid(f"the archive has more than {MAX_MEMBERS} entries")
+    out: dict[str, bytes] = {}
+    total = 0
+    for info in infos:
+        name = info.filename
+        path = PurePosixPath(name)
+        if name.startswith("/") or ".." in path.parts or "\\" in name or ":" in name:
+            raise Invalid(f"unsafe path in the archive: {name!r}")
+        if (info.external_attr >> 16) & 0o170000 == 0o120000:
+            raise Invalid(f"symbolic links are not allowed: {name!r}")
+        if info.is_dir():
+            continue
+        total += info.file_size
+        if total > max_total:
+            raise Invalid(f"the archive unpacks to more than {max_total} bytes")
+        if info.compress_size and info.file_size / info.compress_size > MAX_RATIO:
+            raise Invalid(f"suspicious compression ratio for {name!r} (decompression bomb?)")
+        with zf.open(info) as fh:
+            content = fh.read(max_total + 1)
+        if len(content) != info.file_size:
+            raise Invalid(f"{name!r} does not match its declared size")
+        out[name] = content
+    return out
+
+
+def _strip_common_root(files: dict[str, bytes]) -> dict[str, bytes]:
+    """Accept zips of the package folder itself (one top folder) as well as of its content."""
+    if MANIFEST in files:
+        return files
+    tops = {PurePosixPath(n).parts[0] for n in files}
+    if len(tops) == 1:
+        return {str(PurePosixPath(*PurePosixPath(n).parts[1:])): c for n, c in files.items()
+                if len(PurePosixPath(n).parts) > 1}
+    return files
+
+
+def parse_manifest(files: dict[str, bytes]) -> Manifest:
+    """The manifest, or PackageInvalid naming every problem (file, key, reason)."""
+    if MANIFEST not in files:
+        raise PackageInvalid([{"file": MANIFEST, "key": "", "reason": "missing"}])
+    try:
+        raw = tomllib.loads(files[MANIFEST].decode("utf-8"))
+        manifest = Manifest.model_validate(raw)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PackageInvalid([{"file": MANIFEST, "key": "", "reason": f"not TOML: {exc}"}]) from exc
+    except ValidationError as exc:
+        raise PackageInvalid([{"file": MANIFEST, "key": ".".join(map(str, e["loc"])) or "(top)",
+                               "reason": e["msg"]} for e in exc.errors()]) from exc
+    problems = []
+    f = manifest.files
+    needed = [(manifest.statement, "statement")]
+    for key in ("starter", "baseline", "reference"):
+        needed.append((f"{getattr(f, key)}/{manifest.entry.file}", f"files.{key}"))
+    for path, key in needed:
+        if path not in files:
+            problems.append({"file": path, "key": key, "reason": "missing from the package"})
+    for key in ("public_tests", "hidden_tests"):
+        folder = getattr(f, key)
+        if not any(n.startswith(f"{folder}/") and PurePosixPath(n).name.startswith("test_")
+                   for n in files):
+            problems.append({"file": folder, "key": f"files.{key}", "reason": "no test_*.py files"})
+    if problems:
+        raise PackageInvalid(problems)
+    return manifest
+
+
+def bundle(files: dict[str, bytes]) -> bytes:
+    """A deterministic zip of the package (same files, same bytes, same hash)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, files[name])
+    return buf.getvalue()
+
+
+def read_folder(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")}
+
+
+def import_files(*, session: Session, actor: User, course: Course, files: dict[str, bytes],
+                 artifacts_root: Path, role: str | None) -> AssignmentVersion:
+    """Import a package's files into a course; a new version when its content changed."""
+    if role != "instructor":
+        raise Forbidden("only the course's instructors import assignments")
+    files = _strip_common_root(files)
+    manifest = parse_manifest(files)
+    sha = artifacts.store(session=session, root=artifacts_root, data=bundle(files), kind="bundle")
+    assignment = session.scalar(select(Assignment).where(Assignment.course_id == course.id,
+                                                         Assignment.slug == manifest.slug))
+    if assignment is None:
+        assignment = Assignment(course_id=course.id, slug=manifest.slug, title=manifest.title)
+        session.add(assignment)
+        session.flush()
+    current = assignment.current_version
+    if current is not None and current.bundle_sha256 == sha:
+        return current
+    version = AssignmentVersion(assignment_id=assignment.id, version=manifest.version,
+                                manifest=manifest.model_dump(mode="json", by_alias=True),
+                                bundle_sha256=sha)
+    session.add(version)
+    session.flush()
+    assignment.title = manifest.title
+    assignment.current_version_id = version.id
+    session.add(AuditLog(actor_id=actor.id, action="assignment.import",
+                         target=f"{course.slug}/{manifest.slug}",
+                         detail={"version": manifest.version, "bundle": sha}))
+    session.flush()
+    return version
+
+
+def get(*, session: Session, course: Course, slug: str) -> Assignment:
+    a = session.scalar(select(Assignment).where(Assignment.course_id == course.id,
+                                                Assignment.slug == slug))
+    if a is None or a.current_version is None:
+        raise NotFound(f"no assignment {slug!r} in {course.slug}")
+    return a
+
+
+def of_course(*, session: Session, course: Course) -> list[Assignment]:
+    return list(session.scalars(select(Assignment).where(Assignment.course_id == course.id)
+                                .order_by(Assignment.slug)))
+
+
+def manifest_of(assignment: Assignment) -> Manifest:
+    assert assignment.current_version is not None
+    return Manifest.model_validate(assignment.current_version.manifest)
+
+
+def student_files(*, assignment: Assignment, artifacts_root: Path) -> bytes:
+    """A zip of what students may have: statement, starter, public tests (never hidden ones)."""
+    m = manifest_of(assignment)
+    assert assignment.current_version is not None
+    members = safe_members(artifacts.read(root=artifacts_root,
+                                          sha256=assignment.current_version.bundle_sha256),
+                           max_total=1 << 30)
+    public = (f"{m.files.starter}/", f"{m.files.public_tests}/")
+    keep = {n: c for n, c in members.items() if n == m.statement or n.startswith(public)}
+    return bundle(keep)
+
+
+def update_policy(*, session: Session, actor: User, assignment: Assignment, role: str | None,
+                  changes: dict[str, Any]) -> Assignment:
+    """Deadline, late policy and quotas (instructors only)."""
+    if role != "instructor":
+        raise Forbidden("only the course's instructors change assignments")
+    for key, value in changes.items():
+        if key == "deadline" and isinstance(value, datetime) and value.tzinfo is None:
+            raise Invalid("deadline needs a time zone (e.g. 2026-12-01T23:59:00+01:00)")
+        setattr(assignment, key, value)
+    session.add(AuditLog(actor_id=actor.id, action="assignment.update",
+                         target=f"{assignment.course.slug}/{assignment.slug}",
+                         detail={k: str(v) for k, v in changes.items()}))
+    session.flush()
+    return assignment

@@ -1,0 +1,133 @@
+"""Submissions: upload rules, storage, quota, lateness, and who may read what."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from runners.protocol import Manifest
+from server.models import Assignment, Job, Submission, User, now
+from server.services import artifacts, jobs
+from server.services.assignments import bundle, manifest_of, safe_members
+from server.services.errors import Forbidden, Invalid, NotFound, QuotaExceeded, TooLarge
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def allowed_names(manifest: Manifest) -> set[str]:
+    return set(manifest.entry.allowed_files) | {manifest.entry.file}
+
+
+def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_bytes: int,
+                max_unzipped: int) -> dict[str, bytes]:
+    """The files to grade, by name; every refusal says which file and why."""
+    if not uploads:
+        raise Invalid("no file uploaded")
+    files: dict[str, bytes] = {}
+    total = 0
+    for name, content in uploads:
+        total += len(content)
+        if total > max_bytes:
+            raise TooLarge(f"upload larger than {max_bytes} bytes")
+        if name.lower().endswith(".zip"):
+            files.update(safe_members(content, max_total=max_unzipped))
+        else:
+            files[name] = content
+    allowed = allowed_names(manifest)
+    if len(files) == 1 and len(allowed) == 1:  # one file: graded as the entry file
+        files = {manifest.entry.file: next(iter(files.values()))}
+    for name, content in files.items():
+        base = name.rsplit("/", 1)[-1]
+        if name not in allowed:
+            raise Invalid(f"{base!r} is not a file this assignment takes "
+                          f"(allowed: {', '.join(sorted(allowed))})")
+        if not content.strip():
+            raise Invalid(f"{base!r} is empty")
+        if b"\0" in content:
+            raise Invalid(f"{base!r} is a binary file; upload Python source")
+        try:
+            content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Invalid(f"{base!r} is not UTF-8 text") from exc
+    if manifest.entry.file not in files:
+        raise Invalid(f"the upload must include {manifest.entry.file!r}")
+    return files
+
+
+def create(*, session: Session, user: User, assignment: Assignment, role: str | None,
+           uploads: list[tuple[str, bytes]], artifacts_root: Path, max_bytes: int,
+           max_unzipped: int) -> Submission:
+    """Check, store and queue an upload; a refused upload stores nothing."""
+    if role is None:
+        raise Forbidden("you are not enrolled in this course")
+    manifest = manifest_of(assignment)
+    files = check_files(uploads, manifest=manifest, max_bytes=max_bytes, max_unzipped=max_unzipped)
+    late = assignment.deadline is not None and now() > _aware(assignment.deadline)
+    if late and assignment.late_policy == "reject" and role != "instructor":
+        raise Forbidden("the deadline has passed; this assignment takes no late submissions")
+    window_start = now() - timedelta(seconds=assignment.quota_window_s)
+    used = session.scalar(select(func.count()).select_from(Submission).where(
+        Submission.user_id == user.id, Submission.assignment_id == assignment.id,
+        Submission.counts_for_quota.is_(True), Submission.created_at >= window_start)) or 0
+    if role != "instructor" and used >= assignment.quota_count:
+        raise QuotaExceeded(f"quota reached: {assignment.quota_count} submissions per "
+                            f"{assignment.quota_window_s // 60} minutes")
+    sha = artifacts.store(session=session, root=artifacts_root, data=bundle(files),
+                          kind="submission")
+    assert assignment.current_version_id is not None
+    sub = Submission(user_id=user.id, assignment_id=assignment.id,
+                     version_id=assignment.current_version_id, archive_sha256=sha,
+                     filenames=sorted(files), late=late)
+    session.add(sub)
+    session.commit()  # the submission exists before any job refers to it
+    jobs.enqueue(session=session, submission=sub)
+    session.commit()
+    return sub
+
+
+def get_visible(*, session: Session, user: User, submission_id: int,
+                role_in: dict[int, str]) -> Submission:
+    """A submission its owner or the course's instructors may read; others get 404."""
+    sub = session.get(Submission, submission_id)
+    if sub is None:
+        raise NotFound("no such submission")
+    if sub.user_id != user.id and role_in.get(sub.assignment.course_id) != "instructor":
+        raise NotFound("no such submission")  # not 403: do not confirm it exists
+    return sub
+
+
+def mine(*, session: Session, user: User, assignment: Assignment | None = None) -> list[Submission]:
+    q = select(Submission).where(Submission.user_id == user.id)
+    if assignment is not None:
+        q = q.where(Submission.assignment_id == assignment.id)
+    return list(session.scalars(q.order_by(Submission.id.desc()).limit(200)))
+
+
+def of_assignment(*, session: Session, assignment: Assignment) -> list[Submission]:
+    return list(session.scalars(select(Submission).where(Submission.assignment_id == assignment.id)
+                                .order_by(Submission.id)))
+
+
+def queue_position(*, session: Session, submission: Submission) -> int | None:
+    job = session.scalar(select(Job).where(Job.submission_id == submission.id,
+                                           Job.state == "queued").order_by(Job.id.desc()))
+    if job is None:
+        return None
+    return int(session.scalar(select(func.count()).select_from(Job).where(
+        Job.state == "queued", Job.queue == job.queue, Job.id < job.id)) or 0) + 1
+
+
+def files_of(*, submission: Submission, artifacts_root: Path) -> bytes:
+    return artifacts.read(root=artifacts_root, sha256=submission.archive_sha256)
+
+
+def unpack(archive: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        return {n: zf.read(n) for n in zf.namelist()}
