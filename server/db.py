@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 from sqlalchemy import Engine, create_engine, event
@@ -44,3 +45,14 @@ def get_session() -> Iterator[Session]:
     """FastAPI dependency: one session per request."""
     with session_factory()() as session:
         yield session
+
+
+@contextmanager
+def committing(session: Session) -> Iterator[None]:
+    """Commit what the block did, or roll it all back: a refused request stores nothing."""
+    try:
+        yield
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise

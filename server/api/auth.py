@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
+from server.db import committing
 from server.deps import BearerDep, CurrentUser, SessionDep
 from server.schemas import ErrorPublic, TokenCreate, TokenPublic, UserCreate, UserPublic
 from server.services import courses as course_service
@@ -17,7 +18,7 @@ router = APIRouter(prefix="/api", tags=["auth"],
              responses={404: {"model": ErrorPublic}, 409: {"model": ErrorPublic}})
 def register(body: UserCreate, session: SessionDep) -> object:
     """Create a student account and join the course of the join code."""
-    with session.begin():
+    with committing(session):
         user = user_service.create(session=session, email=body.email, name=body.name,
                                    password=body.password)
         course_service.join(session=session, user=user, join_code=body.join_code,
@@ -28,7 +29,7 @@ def register(body: UserCreate, session: SessionDep) -> object:
 @router.post("/auth/token", response_model=TokenPublic, responses={403: {"model": ErrorPublic}})
 def login(body: TokenCreate, session: SessionDep) -> TokenPublic:
     """Exchange email and password for a bearer token (for the CLI)."""
-    with session.begin():
+    with committing(session):
         user = user_service.authenticate(session=session, email=body.email,
                                          password=body.password)
         return TokenPublic(token=user_service.issue_token(session=session, user=user))
@@ -37,7 +38,7 @@ def login(body: TokenCreate, session: SessionDep) -> TokenPublic:
 @router.delete("/auth/token", status_code=status.HTTP_204_NO_CONTENT)
 def logout(session: SessionDep, user: CurrentUser, token: BearerDep) -> None:
     """Revoke the token used for this request."""
-    with session.begin():
+    with committing(session):
         user_service.revoke_token(session=session, raw=token)
 
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Response, UploadFile, status
 
+from server.db import committing
 from server.deps import CourseDep, CourseInstructorDep, CurrentUser, InstructorUser, SessionDep, SettingsDep
 from server.models import Assignment
 from server.schemas import (
@@ -43,7 +44,7 @@ def assignment_public(a: Assignment) -> AssignmentPublic:
              responses={409: {"model": ErrorPublic}})
 def create_course(body: CourseCreate, session: SessionDep, user: InstructorUser) -> CoursePublic:
     """Create a course; the response carries its join code."""
-    with session.begin():
+    with committing(session):
         c = course_service.create(session=session, actor=user, slug=body.slug, title=body.title)
         return CoursePublic(slug=c.slug, title=c.title, role="instructor", join_code=c.join_code)
 
@@ -58,7 +59,7 @@ def my_courses(session: SessionDep, user: CurrentUser) -> list[CoursePublic]:
 @router.post("/join", response_model=CoursePublic)
 def join(body: JoinCreate, session: SessionDep, user: CurrentUser) -> CoursePublic:
     """Join another course with its join code."""
-    with session.begin():
+    with committing(session):
         e = course_service.join(session=session, user=user, join_code=body.join_code,
                                 alias=body.alias)
         c = course_service.by_slug(session=session, slug=_slug_of(session, e.course_id))
@@ -109,7 +110,7 @@ def import_zip(package: Annotated[UploadFile, File(description="zip of the packa
 
 def _import(access: CourseInstructorDep, session: SessionDep, settings: SettingsDep,
             files: dict[str, bytes]) -> AssignmentPublic:
-    with session.begin():
+    with committing(session):
         v = assignment_service.import_files(session=session, actor=access.user,
                                             course=access.course, files=files,
                                             artifacts_root=settings.artifacts_dir,
@@ -130,7 +131,7 @@ def get_assignment(slug: str, access: CourseDep, session: SessionDep) -> Assignm
 def update_assignment(slug: str, body: AssignmentUpdate, access: CourseInstructorDep,
                       session: SessionDep) -> AssignmentPublic:
     """Deadline, late policy, quotas."""
-    with session.begin():
+    with committing(session):
         a = assignment_service.get(session=session, course=access.course, slug=slug)
         assignment_service.update_policy(session=session, actor=access.user, assignment=a,
                                          role=access.role,

@@ -41,7 +41,8 @@ def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_byt
         else:
             files[name] = content
     allowed = allowed_names(manifest)
-    if len(files) == 1 and len(allowed) == 1:  # one file: graded as the entry file
+    single = len(uploads) == 1 and not uploads[0][0].lower().endswith(".zip")
+    if single and len(allowed) == 1:  # one plain file: graded as the entry file
         files = {manifest.entry.file: next(iter(files.values()))}
     for name, content in files.items():
         base = name.rsplit("/", 1)[-1]

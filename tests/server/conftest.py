@@ -1,0 +1,143 @@
+"""Server fixtures: the app over SQLite or the real PostgreSQL, migrated by Alembic, clean per test."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+
+from server import migrate
+from server.db import Base, make_engine
+from server.main import create_app
+from server.settings import REPO_ROOT, ServerSettings
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+PG_TEST_DB = "paragrade_test"
+
+
+def _pg_url() -> str | None:
+    try:
+        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {PG_TEST_DB} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {PG_TEST_DB}")
+    except psycopg.Error:
+        return None
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{PG_TEST_DB}"
+
+
+@pytest.fixture(scope="session")
+def pg_engine() -> Iterator[Engine | None]:
+    url = _pg_url()
+    if url is None:
+        yield None
+        return
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path,
+           pg_engine: Engine | None) -> Iterator[Engine]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'test.db'}"
+        migrate.upgrade(url)
+        e = make_engine(url)
+        yield e
+        e.dispose()
+        return
+    if pg_engine is None:
+        pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
+    yield pg_engine
+    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    with pg_engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> ServerSettings:
+    return ServerSettings(database_url="sqlite://", artifacts_dir=tmp_path / "artifacts",
+                          assignments_dir=REPO_ROOT / "assignments", runner_token="runner-secret-1234",
+                          max_upload_bytes=64 * 1024)
+
+
+@pytest.fixture
+def client(settings: ServerSettings, engine: Engine) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, engine)) as c:
+        yield c
+
+
+@dataclass
+class World:
+    """An instructor, a course with t1 imported, two students; their tokens."""
+
+    client: TestClient
+    prof: dict[str, str]
+    ada: dict[str, str]
+    bob: dict[str, str]
+    join_code: str
+
+    def post(self, who: dict[str, str], url: str, **kw: object):  # type: ignore[no-untyped-def]
+        return self.client.post(url, headers=who, **kw)  # type: ignore[arg-type]
+
+    def get(self, who: dict[str, str], url: str, **kw: object):  # type: ignore[no-untyped-def]
+        return self.client.get(url, headers=who, **kw)  # type: ignore[arg-type]
+
+    def submit(self, who: dict[str, str], content: bytes, name: str = "solution.py",
+               slug: str = "t1-multiprocessing"):  # type: ignore[no-untyped-def]
+        return self.post(who, f"/api/courses/th/assignments/{slug}/submissions",
+                         files=[("files", (name, content))])
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def login(client: TestClient, email: str, password: str) -> dict[str, str]:
+    r = client.post("/api/auth/token", json={"email": email, "password": password})
+    assert r.status_code == 200, r.text
+    return bearer(r.json()["token"])
+
+
+@pytest.fixture
+def world(client: TestClient, engine: Engine) -> World:
+    from server.db import session_factory
+    from server.services import users
+
+    with session_factory(engine)() as s, s.begin():
+        users.create(session=s, email="prof@uni.edu", name="Prof", password="profpass123",
+                     is_instructor=True)
+    prof = login(client, "prof@uni.edu", "profpass123")
+    r = client.post("/api/courses", json={"slug": "th", "title": "Treasure hunt"}, headers=prof)
+    assert r.status_code == 201, r.text
+    code = r.json()["join_code"]
+    r = client.post("/api/courses/th/assignments/import",
+                    json={"path": "treasure-hunt/t1-multiprocessing"}, headers=prof)
+    assert r.status_code == 201, r.text
+    for email, alias in (("ada@uni.edu", "ada"), ("bob@uni.edu", "bob")):
+        r = client.post("/api/auth/register", json={"email": email, "name": alias,
+                                                    "password": "studentpass1",
+                                                    "join_code": code, "alias": alias})
+        assert r.status_code == 201, r.text
+    return World(client, prof, login(client, "ada@uni.edu", "studentpass1"),
+                 login(client, "bob@uni.edu", "studentpass1"), code)
+
+
+def zip_of(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, content in files.items():
+            zf.writestr(name, content)
+    return buf.getvalue()
+
+
+REFERENCE = (REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing/reference/solution.py"
+             ).read_bytes()

@@ -1,0 +1,271 @@
+"""The API as users meet it, on SQLite and PostgreSQL: accounts, import, uploads, access, runners."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, func, select
+
+from runners.protocol import JobOutcome
+from server.db import session_factory
+from server.models import Artifact, Submission
+from tests.server.conftest import REFERENCE, World, bearer, login, zip_of
+
+RUNNER = bearer("runner-secret-1234")
+
+
+def count(engine: Engine, model: type) -> int:
+    with session_factory(engine)() as s:
+        return int(s.scalar(select(func.count()).select_from(model)) or 0)
+
+
+# accounts -----------------------------------------------------------------------------------
+def test_register_login_and_revoke(world: World) -> None:
+    c = world.client
+    assert c.get("/api/me", headers=world.ada).json()["email"] == "ada@uni.edu"
+    assert c.delete("/api/auth/token", headers=world.ada).status_code == 204
+    r = c.get("/api/me", headers=world.ada)
+    assert r.status_code == 401 and "revoked" in r.json()["detail"]
+
+
+def test_bad_credentials_and_duplicates(world: World) -> None:
+    c = world.client
+    r = c.post("/api/auth/token", json={"email": "ada@uni.edu", "password": "wrong-password"})
+    assert r.status_code == 403 and r.json()["detail"] == "wrong email or password"
+    r = c.post("/api/auth/register", json={"email": "ADA@uni.edu", "name": "x",
+                                           "password": "whatever12", "join_code": world.join_code})
+    assert r.status_code == 409
+    r = c.post("/api/auth/register", json={"email": "eve@uni.edu", "name": "eve",
+                                           "password": "whatever12", "join_code": "nope-nope"})
+    assert r.status_code == 404 and "join code" in r.json()["detail"]
+    r = c.post("/api/auth/register", json={"email": "not-an-email", "name": "x",
+                                           "password": "short", "join_code": world.join_code})
+    assert r.status_code == 422 and "password" in r.json()["detail"]
+
+
+def test_no_token_no_entry(world: World) -> None:
+    r = world.client.get("/api/courses")
+    assert r.status_code == 401 and "log in" in r.json()["detail"]
+
+
+def test_passwords_are_argon2_hashes(world: World, engine: Engine) -> None:
+    from server.models import User
+
+    with session_factory(engine)() as s:
+        hashes = s.scalars(select(User.password_hash)).all()
+    assert all(h.startswith("$argon2") for h in hashes)
+
+
+# courses and import ------------------------------------------------------------------------
+def test_students_cannot_create_courses_or_import(world: World) -> None:
+    assert world.post(world.ada, "/api/courses", json={"slug": "x", "title": "x"}).status_code == 403
+    r = world.post(world.ada, "/api/courses/th/assignments/import",
+                   json={"path": "treasure-hunt/t2-mpi"})
+    assert r.status_code == 403
+
+
+def test_join_code_only_for_instructors(world: World) -> None:
+    mine = world.get(world.ada, "/api/courses").json()
+    assert mine == [{"slug": "th", "title": "Treasure hunt", "role": "student", "join_code": None}]
+    assert world.get(world.prof, "/api/courses").json()[0]["join_code"] == world.join_code
+
+
+def test_import_reports_every_problem(world: World) -> None:
+    bad = zip_of({"assignment.toml": b'slug = "Bad Slug"\nversion = "x"\n'})
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("p.zip", bad)})
+    assert r.status_code == 422
+    keys = {p["key"] for p in r.json()["problems"]}
+    assert {"slug", "version", "title", "entry", "resources"} <= keys
+
+
+def test_import_refuses_traversal_and_bombs(world: World) -> None:
+    evil = zip_of({"../../etc/passwd": b"x"})
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("p.zip", evil)})
+    assert r.status_code == 422 and "unsafe path" in r.json()["detail"]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("big.txt", b"\0" * (50 * 1024 * 1024))
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("p.zip", buf.getvalue())})
+    assert r.status_code == 422 and ("bomb" in r.json()["detail"] or "unpacks" in r.json()["detail"])
+    r = world.post(world.prof, "/api/courses/th/assignments/import", json={"path": "../../etc"})
+    assert r.status_code == 422
+
+
+def test_reimport_same_content_keeps_the_version(world: World) -> None:
+    r = world.post(world.prof, "/api/courses/th/assignments/import",
+                   json={"path": "treasure-hunt/t1-multiprocessing"})
+    assert r.status_code == 201 and r.json()["version"] == "1.0.0"
+    assert len(world.get(world.ada, "/api/courses/th/assignments").json()) == 1
+
+
+def test_starter_download_has_no_hidden_tests(world: World) -> None:
+    r = world.get(world.ada, "/api/courses/th/assignments/t1-multiprocessing/starter")
+    assert r.status_code == 200
+    names = zipfile.ZipFile(io.BytesIO(r.content)).namelist()
+    assert "starter/solution.py" in names and "statement.md" in names
+    assert not any(n.startswith(("hidden/", "reference/", "baseline/")) for n in names)
+
+
+# uploads -----------------------------------------------------------------------------------
+def test_upload_rules_and_nothing_stored_when_refused(world: World, engine: Engine) -> None:
+    before = (count(engine, Submission), count(engine, Artifact))
+    cases = [
+        (b"", "solution.py", 422, "empty"),
+        (b"\0\1\2", "solution.py", 422, "binary"),
+        (b"\xff\xfe bad", "solution.py", 422, "UTF-8"),
+        (b"x" * (65 * 1024), "solution.py", 413, "larger"),
+        (zip_of({"../evil.py": b"x"}), "s.zip", 422, "unsafe"),
+        (zip_of({"other.py": b"x = 1"}), "s.zip", 422, "not a file this assignment takes"),
+    ]
+    for content, name, code, words in cases:
+        r = world.submit(world.ada, content, name)
+        assert r.status_code == code and words in r.json()["detail"], (name, r.text)
+    assert (count(engine, Submission), count(engine, Artifact)) == before
+
+
+def test_single_file_is_taken_as_the_entry_file(world: World) -> None:
+    r = world.submit(world.ada, REFERENCE, "my_solution.py")
+    assert r.status_code == 201
+    assert r.json()["filenames"] == ["solution.py"] and r.json()["status"] == "queued"
+    assert r.json()["queue_position"] == 1
+
+
+def test_quota_is_per_student_and_window(world: World, engine: Engine) -> None:
+    r = world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
+                           json={"quota_count": 2}, headers=world.prof)
+    assert r.status_code == 200
+    assert world.submit(world.ada, REFERENCE).status_code == 201
+    assert world.submit(world.ada, REFERENCE).status_code == 201
+    r = world.submit(world.ada, REFERENCE)
+    assert r.status_code == 429 and "quota" in r.json()["detail"]
+    assert count(engine, Submission) == 2
+    assert world.submit(world.bob, REFERENCE).status_code == 201  # bob has his own
+
+
+def test_late_policy(world: World) -> None:
+    past = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    url = "/api/courses/th/assignments/t1-multiprocessing"
+    world.client.patch(url, json={"deadline": past, "late_policy": "reject"}, headers=world.prof)
+    r = world.submit(world.ada, REFERENCE)
+    assert r.status_code == 403 and "deadline" in r.json()["detail"]
+    world.client.patch(url, json={"late_policy": "penalty", "late_penalty": 0.5},
+                       headers=world.prof)
+    r = world.submit(world.ada, REFERENCE)
+    assert r.status_code == 201 and r.json()["late"] is True
+    r = world.client.patch(url, json={"late_policy": "sometimes"}, headers=world.prof)
+    assert r.status_code == 422
+    assert world.client.patch(url, json={"quota_count": 5}, headers=world.ada).status_code == 403
+
+
+# access ------------------------------------------------------------------------------------
+def test_students_cannot_read_each_other(world: World) -> None:
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    for url in (f"/api/submissions/{sid}", f"/api/submissions/{sid}/files"):
+        assert world.get(world.bob, url).status_code == 404
+        assert world.get(world.ada, url).status_code == 200
+        assert world.get(world.prof, url).status_code == 200
+    assert world.get(world.bob, "/api/submissions").json() == []
+    assert world.post(world.ada, f"/api/submissions/{sid}/regrade").status_code == 403
+
+
+def test_outsiders_see_no_course(world: World) -> None:
+    c = world.client
+    c.post("/api/auth/register", json={"email": "eve@x.org", "name": "eve",
+                                       "password": "evepass123", "join_code": world.join_code})
+    # eve is enrolled; a stranger course is not visible to her
+    eve = login(c, "eve@x.org", "evepass123")
+    assert c.get("/api/courses/other/assignments", headers=eve).status_code == 404
+
+
+# runners -----------------------------------------------------------------------------------
+def _graded_report(passed: bool = True) -> dict:  # type: ignore[type-arg]
+    from tests.server.reports import sample_report
+
+    return sample_report(passed=passed)
+
+
+def test_runner_claims_fetches_and_records_once(world: World) -> None:
+    c = world.client
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    assert c.post("/api/runner/claim", headers=world.ada).status_code == 401
+    offer = c.post("/api/runner/claim", params={"queues": "cpu"}, headers=RUNNER).json()
+    assert offer["job"]["submission_id"] == sid and offer["job"]["queue"] == "cpu"
+    assert c.post("/api/runner/claim", headers=RUNNER).status_code == 204  # nothing left
+    jid, tok = offer["job_id"], {"X-Job-Token": offer["token"]}
+    assert c.get(f"/api/runner/jobs/{jid}/bundle", headers={**RUNNER, "X-Job-Token": "x"}
+                 ).status_code == 403
+    bundle = c.get(f"/api/runner/jobs/{jid}/bundle", headers={**RUNNER, **tok})
+    assert "hidden/test_hidden.py" in zipfile.ZipFile(io.BytesIO(bundle.content)).namelist()
+    sub = c.get(f"/api/runner/jobs/{jid}/submission", headers={**RUNNER, **tok})
+    assert zipfile.ZipFile(io.BytesIO(sub.content)).read("solution.py") == REFERENCE
+    assert world.get(world.ada, f"/api/submissions/{sid}").json()["status"] == "running"
+    outcome = JobOutcome.model_validate({"report": _graded_report()}).model_dump_json()
+    for _ in range(2):  # a redelivered result changes nothing
+        r = c.post(f"/api/runner/jobs/{jid}/result", content=outcome,
+                   headers={**RUNNER, **tok, "Content-Type": "application/json"})
+        assert r.status_code in (204, 403)
+    got = world.get(world.ada, f"/api/submissions/{sid}").json()
+    assert got["status"] == "graded" and got["verdict"] == "passed"
+    assert got["report"]["speedup"]["median"] == 1.8
+    board = world.get(world.bob, "/api/courses/th/assignments/t1-multiprocessing/leaderboard")
+    assert [(e["alias"], e["submission_id"], e["you"]) for e in board.json()] == \
+        [("ada", None, False)]
+
+
+def test_platform_error_requeues_and_is_not_charged(world: World, engine: Engine) -> None:
+    c = world.client
+    world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
+                       json={"quota_count": 1}, headers=world.prof)
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    offer = c.post("/api/runner/claim", headers=RUNNER).json()
+    outcome = JobOutcome(platform_error="disk full").model_dump_json()
+    r = c.post(f"/api/runner/jobs/{offer['job_id']}/result", content=outcome,
+               headers={**RUNNER, "X-Job-Token": offer["token"],
+                        "Content-Type": "application/json"})
+    assert r.status_code == 204
+    assert world.get(world.ada, f"/api/submissions/{sid}").json()["status"] == "queued"
+    assert world.submit(world.ada, REFERENCE).status_code == 201  # quota not charged
+
+
+def test_leaderboard_ties_on_overlapping_intervals(world: World, engine: Engine) -> None:
+    from runners.protocol import GradeReport
+    from server.services import jobs
+    from tests.server.reports import sample_report
+
+    c = world.client
+    figures = {"ada": (2.0, 1.9, 2.1), "bob": (1.95, 1.8, 2.05)}
+    for who, token in (("ada", world.ada), ("bob", world.bob)):
+        sid = world.submit(token, REFERENCE).json()["id"]
+        with session_factory(engine)() as s:
+            sub = s.get(Submission, sid)
+            assert sub is not None
+            med, lo, hi = figures[who]
+            jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
+                sample_report(median=med, lo=lo, hi=hi)))
+            s.commit()
+    board = c.get("/api/courses/th/assignments/t1-multiprocessing/leaderboard",
+                  headers=world.ada).json()
+    assert [(e["alias"], e["rank"], e["tied"]) for e in board] == [("ada", 1, True),
+                                                                   ("bob", 1, True)]
+    assert board[0]["you"] and board[0]["submission_id"] is not None
+
+
+def test_health_ready_metrics(world: World) -> None:
+    c = world.client
+    assert c.get("/healthz").json() == {"status": "ok"}
+    assert c.get("/readyz").json() == {"status": "ready"}
+    world.submit(world.ada, REFERENCE)
+    text = c.get("/metrics").text
+    assert 'paragrade_queue_depth{queue="cpu"} 1.0' in text
+    assert "paragrade_http_requests_total" in text
+
+
+def test_openapi_has_error_models(world: World) -> None:
+    spec = world.client.get("/openapi.json").json()
+    submit = spec["paths"]["/api/courses/{course}/assignments/{slug}/submissions"]["post"]
+    assert {"201", "401", "403", "404", "413", "422", "429"} <= set(submit["responses"])
