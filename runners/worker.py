@@ -25,7 +25,7 @@ log = logging.getLogger("paragrade.runner")
 
 
 class BundleCache:
-    """Assignment bundles unpacked once per content hash, as <root>/<sha>/<course>/<slug>."""
+    """Assignment bundles unpacked once per content hash, as <root>/<sha>-<course>-<slug>/…"""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -34,7 +34,8 @@ class BundleCache:
     def folder(self, offer: JobOffer, fetch: bytes | None = None) -> Path | None:
         """The unpacked package, unpacking `fetch` first if given; None when not cached."""
         course, slug = offer.job.assignment.split("/", 1)
-        sha_dir = self.root / offer.job.bundle_sha256
+        # The course name is part of the package's identity on disk (course/slug), so of the key.
+        sha_dir = self.root / f"{offer.job.bundle_sha256}-{course}-{slug}"
         target = sha_dir / course / slug
         if target.is_dir() or fetch is None:
             return target if target.is_dir() else None
