@@ -74,8 +74,9 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     url = f"http://{host}:{port}"
     console.print(f"paragrade serving on [bold]{url}[/]  (API docs: {url}/docs)")
     if not imported:
-        console.print("No instructor yet: create one with [bold]paragrade admin create-instructor"
-                      "[/], then restart to import the shipped course.")
+        console.print("No instructor yet: create one (in another terminal) with [bold]"
+                      ".venv/bin/paragrade admin create-instructor EMAIL[/]; that imports the "
+                      "shipped course and prints its join code.")
     console.print(f"Log in from a terminal: [bold]paragrade login {url}[/]")
     procs = []
     if runner:
@@ -113,3 +114,4 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
             console.print(f"[red]error:[/] {exc.message}")
             raise typer.Exit(2) from exc
     console.print(f"instructor [bold]{email}[/] created")
+    import_shipped_course()  # the first instructor owns the shipped course
