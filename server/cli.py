@@ -86,10 +86,15 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                                        "--queues", "cpu,mpi,gpu"], env=env))
     import uvicorn
 
+    from server import reaper
+
+    stop = reaper.start(session_factory(make_engine(settings.database_url)),
+                        timeout_s=settings.job_timeout_s, max_attempts=settings.max_job_attempts)
     try:
         uvicorn.run("server.main:create_app", factory=True, host=host, port=port,
                     log_level="warning")
     finally:
+        stop.set()
         for p in procs:
             p.send_signal(signal.SIGTERM)
             p.wait(10)

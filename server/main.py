@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
 
-from server.api import auth, courses, health, runner, submissions
+from server.api import auth, courses, exports, health, runner, submissions
 from server.db import make_engine, session_factory
 from server.metrics import REQUESTS
 from server.services.assignments import PackageInvalid
@@ -22,7 +22,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                   description="Autograding for parallel programming with trustworthy speedups.")
     app.state.settings = settings
     app.state.sessions = session_factory(engine or make_engine(settings.database_url))
-    for module in (auth, courses, submissions, runner, health):
+    for module in (auth, courses, submissions, exports, runner, health):
         app.include_router(module.router)
 
     @app.exception_handler(DomainError)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Response, UploadFile, status
 
 from server.deps import CourseDep, CourseInstructorDep, CurrentUser, SessionDep, SettingsDep
-from server.models import GradeReportRow, Submission
+from server.models import AuditLog, GradeReportRow, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
@@ -90,6 +90,7 @@ def regrade(submission_id: int, session: SessionDep, user: CurrentUser) -> Submi
 
         raise Forbidden("only the course's instructors regrade")
     job_service.requeue(session=session, submission=sub)
+    session.add(AuditLog(actor_id=user.id, action="submission.regrade", target=str(sub.id)))
     session.commit()
     return public(session, sub, with_report=False)
 
@@ -101,5 +102,7 @@ def regrade_all(slug: str, access: CourseInstructorDep, session: SessionDep) -> 
     subs = submission_service.of_assignment(session=session, assignment=a)
     for s in subs:
         job_service.requeue(session=session, submission=s)
+    session.add(AuditLog(actor_id=access.user.id, action="assignment.regrade_all",
+                         target=f"{access.course.slug}/{a.slug}", detail={"queued": len(subs)}))
     session.commit()
     return {"queued": len(subs)}

@@ -157,7 +157,14 @@ def reap(*, session: Session, timeout_s: int, max_attempts: int) -> int:
 
 
 def requeue(*, session: Session, submission: Submission) -> Job:
-    """A new job for an existing submission (regrade onto the assignment's current version)."""
+    """A new job for an existing submission (regrade onto the assignment's current version).
+
+    Its pending jobs are superseded first: their tokens stop working, so a runner still busy with
+    one cannot record a second grade.
+    """
+    session.execute(update(Job).where(Job.submission_id == submission.id,
+                                      Job.state.in_(("queued", "claimed")))
+                    .values(state="superseded", token_hash=None))
     current = submission.assignment.current_version
     if current is not None:
         submission.version_id = current.id

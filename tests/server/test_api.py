@@ -269,3 +269,82 @@ def test_openapi_has_error_models(world: World) -> None:
     spec = world.client.get("/openapi.json").json()
     submit = spec["paths"]["/api/courses/{course}/assignments/{slug}/submissions"]["post"]
     assert {"201", "401", "403", "404", "413", "422", "429"} <= set(submit["responses"])
+
+
+def test_reaper_requeues_then_fails_without_charging(world: World, engine: Engine) -> None:
+    from server.models import Job
+    from server.services import jobs
+
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    for attempt in (1, 2):
+        offer = world.client.post("/api/runner/claim", headers=RUNNER).json()
+        assert offer["job"]["submission_id"] == sid
+        with session_factory(engine)() as s:
+            job = s.get(Job, offer["job_id"])
+            assert job is not None
+            job.claimed_at = datetime.now(UTC) - timedelta(hours=2)
+            s.commit()
+            assert jobs.reap(session=s, timeout_s=3600, max_attempts=2) == 1
+            s.commit()
+        got = world.get(world.ada, f"/api/submissions/{sid}").json()
+        assert got["status"] == ("queued" if attempt == 1 else "error")
+    assert got["verdict"] == "platform_error"
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None and sub.counts_for_quota is False
+
+
+def test_exports(world: World, engine: Engine) -> None:
+    import csv
+
+    from runners.protocol import GradeReport
+    from server.services import jobs
+    from tests.server.reports import sample_report
+
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(sample_report()))
+        s.commit()
+    url = "/api/courses/th/assignments/t1-multiprocessing/grades.csv"
+    assert world.get(world.ada, url).status_code == 403
+    rows = list(csv.DictReader(io.StringIO(world.get(world.prof, url).text)))
+    by = {r["email"]: r for r in rows}
+    assert by["ada@uni.edu"]["best_score"] == "90.0" and by["ada@uni.edu"]["attempts"] == "1"
+    assert by["bob@uni.edu"]["attempts"] == "0" and by["bob@uni.edu"]["best_score"] == ""
+    assert world.get(world.ada, f"/api/submissions/{sid}/gradescope.json").status_code == 403
+    gs = world.get(world.prof, f"/api/submissions/{sid}/gradescope.json").json()
+    assert gs["score"] == 90.0 and gs["leaderboard"][0]["value"] == 1.8
+    assert sum(t["max_score"] for t in gs["tests"]) == 100
+    assert gs["tests"][0]["visibility"] == "after_published"
+
+
+def test_regrade_is_audited_and_requeued(world: World, engine: Engine) -> None:
+    from server.models import AuditLog
+
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    r = world.post(world.prof, f"/api/submissions/{sid}/regrade")
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    r = world.post(world.prof, "/api/courses/th/assignments/t1-multiprocessing/regrade")
+    assert r.json() == {"queued": 1}
+    assert world.post(world.ada, "/api/courses/th/assignments/t1-multiprocessing/regrade"
+                      ).status_code == 403
+    with session_factory(engine)() as s:
+        actions = [a.action for a in s.scalars(select(AuditLog).order_by(AuditLog.id))]
+    assert actions[-2:] == ["submission.regrade", "assignment.regrade_all"]
+
+
+def test_regrade_supersedes_a_pending_job(world: World) -> None:
+    c = world.client
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    first = c.post("/api/runner/claim", headers=RUNNER).json()
+    world.post(world.prof, f"/api/submissions/{sid}/regrade")
+    outcome = JobOutcome.model_validate({"report": _graded_report()}).model_dump_json()
+    r = c.post(f"/api/runner/jobs/{first['job_id']}/result", content=outcome,
+               headers={**RUNNER, "X-Job-Token": first["token"],
+                        "Content-Type": "application/json"})
+    assert r.status_code == 403  # the superseded job's token no longer counts
+    second = c.post("/api/runner/claim", headers=RUNNER).json()
+    assert second["job"]["submission_id"] == sid
+    assert c.post("/api/runner/claim", headers=RUNNER).status_code == 204  # exactly one job

@@ -1,0 +1,46 @@
+"""Grade exports for instructors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from runners.protocol import Manifest
+from server.deps import CourseInstructorDep, CurrentUser, SessionDep
+from server.models import GradeReportRow, Submission
+from server.schemas import ErrorPublic
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services import exports as export_service
+from server.services.errors import Forbidden, NotFound
+
+router = APIRouter(prefix="/api", tags=["exports"],
+                   responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
+                              404: {"model": ErrorPublic}})
+
+
+@router.get("/courses/{course}/assignments/{slug}/grades.csv",
+            responses={200: {"content": {"text/csv": {}}}})
+def grades_csv(slug: str, access: CourseInstructorDep, session: SessionDep) -> Response:
+    """Best score per student (CSV)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    return Response(export_service.assignment_csv(session=session, assignment=a),
+                    media_type="text/csv", headers={
+                        "Content-Disposition": f'attachment; filename="{a.slug}-grades.csv"'})
+
+
+@router.get("/submissions/{submission_id}/gradescope.json")
+def gradescope(submission_id: int, session: SessionDep, user: CurrentUser) -> dict[str, Any]:
+    """Gradescope-compatible results.json of a graded submission (instructors)."""
+    sub = session.get(Submission, submission_id)
+    if sub is None:
+        raise NotFound("no such submission")
+    if course_service.role(session=session, user=user, course=sub.assignment.course) \
+            != "instructor":
+        raise Forbidden("instructors only")
+    row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
+    if row is None:
+        raise NotFound("this submission has no report yet")
+    return export_service.gradescope(report=row.report, score=row.score,
+                                     manifest=Manifest.model_validate(sub.version.manifest))

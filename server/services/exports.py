@@ -1,0 +1,76 @@
+"""Grade exports: a CSV per assignment, Gradescope's results.json per submission."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runners.protocol import Manifest
+from server.models import Assignment, Enrollment, GradeReportRow, Submission, User
+
+
+def assignment_csv(*, session: Session, assignment: Assignment) -> str:
+    """One row per enrolled student: best score, its verdict and speedup, attempts."""
+    rows = session.execute(
+        select(User.email, User.name, Enrollment.alias, Submission.id, Submission.score,
+               Submission.verdict, Submission.late, Submission.created_at,
+               GradeReportRow.speedup_median)
+        .join(Enrollment, (Enrollment.user_id == User.id)
+              & (Enrollment.course_id == assignment.course_id))
+        .outerjoin(Submission, (Submission.user_id == User.id)
+                   & (Submission.assignment_id == assignment.id))
+        .outerjoin(GradeReportRow, GradeReportRow.submission_id == Submission.id)
+        .where(Enrollment.role == "student").order_by(User.email, Submission.id))
+    best: dict[str, dict[str, Any]] = {}
+    for email, name, alias, sid, score, verdict, late, created, speedup in rows:
+        entry = best.setdefault(email, {"email": email, "name": name, "alias": alias or "",
+                                        "attempts": 0, "best_score": "", "verdict": "",
+                                        "speedup": "", "late": "", "submission_id": "",
+                                        "submitted_at": ""})
+        if sid is None:
+            continue
+        entry["attempts"] += 1
+        if score is not None and (entry["best_score"] == "" or score > entry["best_score"]):
+            entry.update(best_score=score, verdict=verdict or "", submission_id=sid,
+                         speedup="" if speedup is None else speedup, late="yes" if late else "",
+                         submitted_at=created.isoformat())
+    out = io.StringIO()
+    fields = ["email", "name", "alias", "best_score", "verdict", "speedup", "late", "attempts",
+              "submission_id", "submitted_at"]
+    writer = csv.DictWriter(out, fieldnames=fields)
+    writer.writeheader()
+    for email in sorted(best):
+        writer.writerow(best[email])
+    return out.getvalue()
+
+
+def gradescope(*, report: dict[str, Any], score: float, manifest: Manifest) -> dict[str, Any]:
+    """A Gradescope autograder results.json for one graded submission."""
+    tests = report.get("tests", [])
+    weights = sum(t["weight"] for t in tests) or 1.0
+    test_max = manifest.scoring.test_points
+    perf_max = manifest.scoring.performance_points
+    results: list[dict[str, Any]] = []
+    for t in tests:
+        share = round(test_max * t["weight"] / weights, 2)
+        results.append({"name": t["name"], "max_score": share,
+                        "score": share if t["outcome"] == "passed" else 0.0,
+                        "status": "passed" if t["outcome"] == "passed" else "failed",
+                        "output": t["message"],
+                        "visibility": "after_published" if t["hidden"] else "visible"})
+    sp = report.get("speedup")
+    results.append({"name": "performance (speedup)", "max_score": perf_max,
+                    "score": report.get("performance_points", 0.0),
+                    "status": "passed" if sp else "failed",
+                    "output": f"{sp['median']:.2f}× (95 % CI {sp['ci_low']:.2f}–{sp['ci_high']:.2f})"
+                    if sp else "not measured"})
+    out: dict[str, Any] = {"score": score, "output": report.get("summary", ""),
+                           "execution_time": round(report.get("wall_time_s", 0)),
+                           "tests": results}
+    if sp:
+        out["leaderboard"] = [{"name": "speedup", "value": sp["median"], "order": "desc"}]
+    return out
