@@ -1,7 +1,8 @@
 """Figure 1: sandbox start overhead vs a bare process (target ≤ 20 ms).
 
 Runs `true` and `python -c pass` bare and through each backend's full start path (cgroup,
-rlimits, affinity, user drop, namespaces) and prints medians. Usage: .venv/bin/python -m bench.sandbox_overhead
+rlimits, affinity, user drop, namespaces) and prints medians.
+Usage: .venv/bin/python -m bench.sandbox_overhead
 """
 
 from __future__ import annotations

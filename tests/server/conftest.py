@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from server.main import create_app
 from server.settings import REPO_ROOT, ServerSettings
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-PG_TEST_DB = "paragrade_test"
+PG_TEST_DB = f"paragrade_test_{os.getpid()}"  # concurrent test runs never share a database
 
 
 def _pg_url() -> str | None:
@@ -42,6 +43,8 @@ def pg_engine() -> Iterator[Engine | None]:
     engine = make_engine(url)
     yield engine
     engine.dispose()
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {PG_TEST_DB} WITH (FORCE)")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
