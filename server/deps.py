@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
 
+from server import security
 from server.models import Course, User
 from server.services import courses as course_service
 from server.services import users as user_service
@@ -42,7 +43,29 @@ def _bearer(authorization: Annotated[str | None, Header()] = None) -> str:
 BearerDep = Annotated[str, Depends(_bearer)]
 
 
-def _current_user(session: SessionDep, token: BearerDep) -> User:
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+def _credential(request: Request,
+                authorization: Annotated[str | None, Header()] = None) -> str:
+    """A bearer token (CLI) or the browser session's token; cookie writes need the CSRF token."""
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization.split(" ", 1)[1].strip()
+    token = request.session.get("token") if "session" in request.scope else None
+    if not token:
+        raise Unauthorized("log in first (Authorization: Bearer TOKEN, or a browser session)")
+    if request.method not in SAFE_METHODS:
+        sent = request.headers.get("X-CSRF-Token", "")
+        expected = str(request.session.get("csrf", ""))
+        if not expected or not security.same_secret(sent, expected):
+            raise Forbidden("missing or wrong CSRF token (send X-CSRF-Token)")
+    return str(token)
+
+
+CredentialDep = Annotated[str, Depends(_credential)]
+
+
+def _current_user(session: SessionDep, token: CredentialDep) -> User:
     user = user_service.user_for_token(session=session, raw=token)
     if user is None:
         raise Unauthorized("the token is invalid or revoked; log in again")
@@ -89,8 +112,6 @@ CourseInstructorDep = Annotated[CourseAccess, Depends(_course_instructor)]
 
 
 def _runner(settings: SettingsDep, token: BearerDep) -> str:
-    from server import security
-
     if not security.same_secret(token, settings.runner_token):
         raise Unauthorized("not a runner token")
     return token

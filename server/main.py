@@ -6,6 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
+from starlette.middleware.sessions import SessionMiddleware
 
 from server.api import auth, courses, exports, health, runner, submissions
 from server.db import make_engine, session_factory
@@ -22,6 +23,10 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                   description="Autograding for parallel programming with trustworthy speedups.")
     app.state.settings = settings
     app.state.sessions = session_factory(engine or make_engine(settings.database_url))
+    # Browser sessions: a signed, HttpOnly, SameSite=Lax cookie (Secure outside development).
+    app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
+                       session_cookie="paragrade_session", same_site="lax",
+                       https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, submissions, exports, runner, health):
         app.include_router(module.router)
 

@@ -44,6 +44,13 @@ class UserPublic(Public):
     is_instructor: bool
 
 
+class SessionPublic(BaseModel):
+    """A browser session: send csrf_token as X-CSRF-Token with every write."""
+
+    csrf_token: str
+    user: UserPublic
+
+
 class CourseCreate(BaseModel):
     slug: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     title: str = Field(min_length=1, max_length=200)

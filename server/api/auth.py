@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 
+from server import security
 from server.db import committing
-from server.deps import BearerDep, CurrentUser, SessionDep
-from server.schemas import ErrorPublic, TokenCreate, TokenPublic, UserCreate, UserPublic
+from server.deps import CredentialDep, CurrentUser, SessionDep
+from server.schemas import (
+    ErrorPublic,
+    SessionPublic,
+    TokenCreate,
+    TokenPublic,
+    UserCreate,
+    UserPublic,
+)
 from server.services import courses as course_service
 from server.services import users as user_service
 
@@ -35,8 +43,29 @@ def login(body: TokenCreate, session: SessionDep) -> TokenPublic:
         return TokenPublic(token=user_service.issue_token(session=session, user=user))
 
 
+@router.post("/auth/session", response_model=SessionPublic, responses={403: {"model": ErrorPublic}})
+def browser_login(body: TokenCreate, request: Request, session: SessionDep) -> SessionPublic:
+    """Log a browser in: a signed HttpOnly cookie, and a CSRF token for its writes."""
+    with committing(session):
+        user = user_service.authenticate(session=session, email=body.email,
+                                         password=body.password)
+        raw = user_service.issue_token(session=session, user=user, name="browser")
+    csrf = security.new_token()
+    request.session.update(token=raw, csrf=csrf)
+    return SessionPublic(csrf_token=csrf, user=UserPublic.model_validate(user))
+
+
+@router.delete("/auth/session", status_code=status.HTTP_204_NO_CONTENT)
+def browser_logout(request: Request, session: SessionDep, user: CurrentUser,
+                   token: CredentialDep) -> None:
+    """End the browser session (its token is revoked)."""
+    with committing(session):
+        user_service.revoke_token(session=session, raw=token)
+    request.session.clear()
+
+
 @router.delete("/auth/token", status_code=status.HTTP_204_NO_CONTENT)
-def logout(session: SessionDep, user: CurrentUser, token: BearerDep) -> None:
+def logout(session: SessionDep, user: CurrentUser, token: CredentialDep) -> None:
     """Revoke the token used for this request."""
     with committing(session):
         user_service.revoke_token(session=session, raw=token)

@@ -348,3 +348,26 @@ def test_regrade_supersedes_a_pending_job(world: World) -> None:
     second = c.post("/api/runner/claim", headers=RUNNER).json()
     assert second["job"]["submission_id"] == sid
     assert c.post("/api/runner/claim", headers=RUNNER).status_code == 204  # exactly one job
+
+
+def test_browser_session_cookie_and_csrf(world: World) -> None:
+    from fastapi.testclient import TestClient
+
+    browser = TestClient(world.client.app)
+    r = browser.post("/api/auth/session", json={"email": "ada@uni.edu",
+                                                "password": "studentpass1"})
+    assert r.status_code == 200
+    cookie = r.headers["set-cookie"].lower()
+    assert "paragrade_session=" in cookie and "httponly" in cookie and "samesite=lax" in cookie
+    csrf = r.json()["csrf_token"]
+    assert browser.get("/api/me").json()["email"] == "ada@uni.edu"
+    url = "/api/courses/th/assignments/t1-multiprocessing/submissions"
+    files = [("files", ("solution.py", REFERENCE))]
+    r = browser.post(url, files=files)
+    assert r.status_code == 403 and "CSRF" in r.json()["detail"]
+    r = browser.post(url, files=files, headers={"X-CSRF-Token": "forged"})
+    assert r.status_code == 403
+    assert browser.post(url, files=files, headers={"X-CSRF-Token": csrf}).status_code == 201
+    assert browser.request("DELETE", "/api/auth/session",
+                           headers={"X-CSRF-Token": csrf}).status_code == 204
+    assert browser.get("/api/me").status_code == 401
