@@ -9,8 +9,12 @@ server with uvicorn in a subprocess on a free port and drives it with httpx clie
 * upload latency (`POST .../submissions`, multipart), one client;
 * upload throughput: CLIENTS clients uploading for --seconds; submissions accepted per minute.
 
-Every upload is distinct (a comment with a counter), so each one writes a new artifact. No runner
-runs: uploads stay queued. The database is dropped at the end (unless --keep).
+"per minute" is responses with the expected status (200, or 201 = submission accepted) per minute
+of the phase; "server CPU/req" is the uvicorn process's user+system CPU time per request (the
+database's CPU is not in it). Every upload is distinct (a comment with a counter), so each one
+writes a new artifact. No runner runs: uploads stay queued. The clients, the server and PostgreSQL
+share the machine's cores, so the figures are for the whole box. The database is dropped at the
+end (unless --keep). Takes about 2 minutes (seeding ~35 s).
 
 Usage: .venv/bin/python -m bench.server_throughput [--seconds 60] [--clients 8]
 """
@@ -18,6 +22,7 @@ Usage: .venv/bin/python -m bench.server_throughput [--seconds 60] [--clients 8]
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import shutil
@@ -212,13 +217,20 @@ def start_server(artifacts: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 # load ------------------------------------------------------------------------------------------
-Request = Callable[[httpx.Client, int], httpx.Response]
+Request = Callable[[httpx.Client, int, int], httpx.Response]  # (client, worker, i)
 
 
-def drive(base: str, request: Request, *, clients: int, expect: int, count: int | None = None,
-          seconds: float | None = None) -> dict[str, Any]:
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drive(base: str, request: Request, *, clients: int, expect: int, server_pid: int,
+          count: int | None = None, seconds: float | None = None) -> dict[str, Any]:
     """`clients` threads, each with its own keep-alive connection, sending `request` until
-    `count` requests each or `seconds` have passed; latencies of the expected responses."""
+    `count` requests each or `seconds` have passed; latencies of the expected responses and
+    the server process's CPU time per request."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
     barrier = threading.Barrier(clients + 1)
@@ -231,7 +243,7 @@ def drive(base: str, request: Request, *, clients: int, expect: int, count: int 
             while (count is None or i < count) and (seconds is None
                                                     or time.perf_counter() < stop_at[0]):
                 t = time.perf_counter()
-                r = request(c, w * 1_000_000 + i)
+                r = request(c, w, i)
                 dt = time.perf_counter() - t
                 if r.status_code == expect:
                     latencies[w].append(dt)
@@ -244,17 +256,19 @@ def drive(base: str, request: Request, *, clients: int, expect: int, count: int 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(clients)]
     for t in threads:
         t.start()
-    t0 = time.perf_counter()
+    cpu0, t0 = cpu_s(server_pid), time.perf_counter()
     stop_at[0] = t0 + (seconds or 0)
     barrier.wait()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
+    cpu = cpu_s(server_pid) - cpu0
     lat = np.array([x for per in latencies for x in per]) * 1e3
     return {"clients": clients, "requests": int(lat.size), "errors": sum(errors),
             "seconds": elapsed, "per_min": lat.size / elapsed * 60,
             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
-            "mean_ms": float(lat.mean())}
+            "mean_ms": float(lat.mean()),
+            "server_cpu_ms": cpu / (lat.size + sum(errors)) * 1e3}
 
 
 def main() -> None:
@@ -262,7 +276,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60, help="upload throughput phase length")
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients")
     ap.add_argument("--requests", type=int, default=300, help="requests per latency phase")
-    ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    ap.add_argument("--keep", action="store_true", help="keep the database afterwards (not the artifacts)")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--artifacts", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -270,6 +284,7 @@ def main() -> None:
         serve(args.serve, args.artifacts)
         return
 
+    started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="paragrade-bench-"))
     artifacts = tmp / "artifacts"
     proc = None
@@ -288,37 +303,46 @@ def main() -> None:
         students = [{"Authorization": f"Bearer {tok}"} for tok in world["students"]]
         reference: bytes = world["reference"]
 
-        def board(c: httpx.Client, i: int) -> httpx.Response:
-            return c.get(f"{assignment}/leaderboard", headers=students[i % STUDENTS])
+        uploads, clients = itertools.count(), int(args.clients)
 
-        def upload(c: httpx.Client, i: int) -> httpx.Response:
-            body = reference + f"\n# upload {i}\n".encode()  # each one distinct
-            return c.post(f"{assignment}/submissions", headers=students[i % STUDENTS],
+        def student(w: int, i: int) -> dict[str, str]:  # workers spread over the students
+            return students[(i + w * STUDENTS // clients) % STUDENTS]
+
+        def board(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            return c.get(f"{assignment}/leaderboard", headers=student(w, i))
+
+        def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            body = reference + f"\n# upload {next(uploads)}\n".encode()  # each one distinct
+            return c.post(f"{assignment}/submissions", headers=student(w, i),
                           files=[("files", ("solution.py", body))])
 
-        n = args.requests
+        n, pid = args.requests, proc.pid
         with httpx.Client(base_url=base) as c:
-            entries = len(board(c, 0).json())
-        drive(base, board, clients=1, expect=200, count=20)  # warm-up
-        rows = [{"endpoint": "leaderboard", **drive(base, board, clients=1, expect=200, count=n)},
+            entries = len(board(c, 0, 0).json())
+        drive(base, board, clients=1, expect=200, count=20, server_pid=pid)  # warm-up
+        rows = [{"endpoint": "leaderboard",
+                 **drive(base, board, clients=1, expect=200, count=n, server_pid=pid)},
                 {"endpoint": "leaderboard",
                  **drive(base, board, clients=args.clients, expect=200,
-                         count=max(1, n // args.clients))},
-                {"endpoint": "upload", **drive(base, upload, clients=1, expect=201, count=n)},
-                {"endpoint": "upload", **drive(base, upload, clients=args.clients, expect=201,
-                                               seconds=args.seconds)}]
+                         count=max(1, n // args.clients), server_pid=pid)},
+                {"endpoint": "upload",
+                 **drive(base, upload, clients=1, expect=201, count=n, server_pid=pid)},
+                {"endpoint": "upload",
+                 **drive(base, upload, clients=args.clients, expect=201, seconds=args.seconds,
+                         server_pid=pid)}]
         extra = {"students": STUDENTS, "stored_submissions": STORED,
                  "graded_share": GRADED_SHARE, "passed_share": PASSED_SHARE,
                  "leaderboard_entries": entries, "seed_s": seed_s,
                  "database": f"PostgreSQL {pg_version()}", "server": "uvicorn, 1 process",
-                 "cores": len(os.sched_getaffinity(0))}
+                 "cores": len(os.sched_getaffinity(0)),
+                 "total_s": time.perf_counter() - started}
         print(f"{STORED} stored submissions ({int(STORED * GRADED_SHARE)} graded), {STUDENTS} "
               f"students, leaderboard of {entries}; PostgreSQL, uvicorn (1 process), "
               f"{extra['cores']} cores")
         publish("server_throughput", rows, {
             "endpoint": "endpoint", "clients": "clients", "requests": "requests",
             "errors": "errors", "per_min": "per minute %.0f", "p50_ms": "p50 (ms) %.1f",
-            "p99_ms": "p99 (ms) %.1f"}, extra=extra)
+            "p99_ms": "p99 (ms) %.1f", "server_cpu_ms": "server CPU/req (ms) %.1f"}, extra=extra)
     finally:
         if proc is not None:
             proc.terminate()

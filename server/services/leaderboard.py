@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.models import Assignment, Enrollment, GradeReportRow, Submission
@@ -24,21 +24,33 @@ class Entry:
 
 
 def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
-    """Ranked entries; an entry whose CI overlaps the one above shares its rank."""
-    rows = session.execute(
-        select(Submission.user_id, Submission.id, GradeReportRow.score,
-               GradeReportRow.speedup_median, GradeReportRow.speedup_ci_low,
-               GradeReportRow.speedup_ci_high, Enrollment.alias)
+    """Ranked entries; an entry whose CI overlaps the one above shares its rank.
+
+    Each student's best passed submission (highest speedup, then score, then the earliest) is
+    picked in the database with a window function, so only one row per student comes back,
+    however many graded submissions the assignment holds.
+    """
+    speedup = func.coalesce(GradeReportRow.speedup_median, -1.0)
+    ranked = (
+        select(Submission.user_id, Submission.id.label("submission_id"), GradeReportRow.score,
+               speedup.label("speed"), GradeReportRow.speedup_ci_low, GradeReportRow.speedup_ci_high,
+               Enrollment.alias,
+               func.row_number().over(partition_by=Submission.user_id,
+                                      order_by=(speedup.desc(), GradeReportRow.score.desc(),
+                                                Submission.id)).label("nth"))
         .join(GradeReportRow, GradeReportRow.submission_id == Submission.id)
         .join(Enrollment, (Enrollment.user_id == Submission.user_id)
               & (Enrollment.course_id == assignment.course_id))
         .where(Submission.assignment_id == assignment.id, GradeReportRow.verdict == "passed",
-               Enrollment.role == "student"))
-    best: dict[int, tuple[float, float, int, float | None, float | None, str | None]] = {}
-    for user_id, sub_id, score, sp, lo, hi, alias in rows:
-        key = (sp if sp is not None else -1.0, score)
-        if user_id not in best or key > best[user_id][:2]:
-            best[user_id] = (key[0], score, sub_id, lo, hi, alias)
+               Enrollment.role == "student")
+        .subquery())
+    rows = session.execute(
+        select(ranked.c.user_id, ranked.c.submission_id, ranked.c.score, ranked.c.speed,
+               ranked.c.speedup_ci_low, ranked.c.speedup_ci_high, ranked.c.alias)
+        .where(ranked.c.nth == 1))
+    best: dict[int, tuple[float, float, int, float | None, float | None, str | None]] = {
+        user_id: (float(sp), score, sub_id, lo, hi, alias)
+        for user_id, sub_id, score, sp, lo, hi, alias in rows}
     ordered = sorted(best.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[1][2]))
     out: list[Entry] = []
     for i, (user_id, (sp, score, sub_id, lo, hi, alias)) in enumerate(ordered):
