@@ -75,7 +75,8 @@ class TestResult(Frozen):
 
     __test__ = False
 
-    name: str = Field(description="Test name (file::function), stable across gradings")
+    name: str = Field(max_length=300,
+                      description="Test name (file::function), stable across gradings")
     outcome: TestOutcome
     verdict: Verdict = Field(description="What this test's outcome means, from the closed set")
     message: str = Field(
@@ -100,7 +101,7 @@ class SpeedupFigure(Frozen):
 class ScalingPoint(Frozen):
     """Strong-scaling result at one worker count."""
 
-    workers: int
+    workers: int = Field(ge=1, le=1 << 16)
     speedup: float
     efficiency: float = Field(description="speedup / workers")
     ci_low: float

@@ -5,12 +5,14 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from sqlalchemy import Engine
 from starlette.middleware.sessions import SessionMiddleware
 
 from server.api import auth, courses, exports, health, runner, submissions
 from server.db import make_engine, session_factory
 from server.metrics import REQUESTS
+from server.schemas import ErrorPublic
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings
@@ -28,6 +30,11 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, submissions, exports, runner, health):
+        for route in module.router.routes:
+            # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
+            if isinstance(route, APIRoute) and route.body_field is not None:
+                route.responses.setdefault(400, {"model": ErrorPublic,
+                                                 "description": "The body could not be parsed"})
         app.include_router(module.router)
 
     @app.exception_handler(DomainError)

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite keeps no UTC offset (every stored time is UTC): a naive time read back is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+"""A time in a response: always with its offset (RFC 3339 `date-time`), in UTC."""
+
+
+class Input(BaseModel):
+    """A request body: no text may hold a NUL character (PostgreSQL text cannot store one)."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        return value
 
 
 class Public(BaseModel):
@@ -19,7 +39,7 @@ class ErrorPublic(BaseModel):
     problems: list[dict[str, str]] | None = None
 
 
-class UserCreate(BaseModel):
+class UserCreate(Input):
     email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)
     name: str = Field(min_length=1, max_length=200)
     password: str = Field(min_length=8, max_length=200)
@@ -27,7 +47,7 @@ class UserCreate(BaseModel):
     alias: str | None = Field(default=None, max_length=64, pattern=r"^[\w .-]+$")
 
 
-class TokenCreate(BaseModel):
+class TokenCreate(Input):
     email: str = Field(max_length=320)
     password: str = Field(max_length=200)
 
@@ -51,7 +71,7 @@ class SessionPublic(BaseModel):
     user: UserPublic
 
 
-class CourseCreate(BaseModel):
+class CourseCreate(Input):
     slug: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     title: str = Field(min_length=1, max_length=200)
 
@@ -63,12 +83,12 @@ class CoursePublic(Public):
     join_code: str | None = Field(default=None, description="Shown to instructors only")
 
 
-class JoinCreate(BaseModel):
+class JoinCreate(Input):
     join_code: str = Field(min_length=4, max_length=32)
     alias: str | None = Field(default=None, max_length=64, pattern=r"^[\w .-]+$")
 
 
-class ImportCreate(BaseModel):
+class ImportCreate(Input):
     path: str = Field(description="Package folder relative to the server's assignments dir, "
                       "e.g. treasure-hunt/t1-multiprocessing", max_length=300)
 
@@ -77,7 +97,7 @@ class AssignmentPublic(Public):
     slug: str
     title: str
     version: str
-    deadline: datetime | None
+    deadline: UtcDatetime | None
     late_policy: str
     late_penalty: float
     quota_count: int
@@ -87,7 +107,7 @@ class AssignmentPublic(Public):
     allowed_files: list[str]
 
 
-class AssignmentUpdate(BaseModel):
+class AssignmentUpdate(Input):
     deadline: datetime | None = None
     late_policy: Literal["accept", "penalty", "reject"] | None = None
     late_penalty: float | None = Field(default=None, ge=0, le=1)
@@ -103,8 +123,8 @@ class SubmissionPublic(Public):
     score: float | None
     late: bool
     filenames: list[str]
-    created_at: datetime
-    finished_at: datetime | None
+    created_at: UtcDatetime
+    finished_at: UtcDatetime | None
     queue_position: int | None = None
     report: dict[str, Any] | None = Field(default=None, description="The GradeReport")
 

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from runners.protocol import Manifest
+from server.api import RowId
 from server.deps import CourseInstructorDep, CurrentUser, SessionDep
 from server.models import GradeReportRow, Submission
 from server.schemas import ErrorPublic
@@ -17,7 +18,7 @@ from server.services.errors import Forbidden, NotFound
 
 router = APIRouter(prefix="/api", tags=["exports"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
-                              404: {"model": ErrorPublic}})
+                              404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 
 
 @router.get("/courses/{course}/assignments/{slug}/grades.csv",
@@ -31,7 +32,7 @@ def grades_csv(slug: str, access: CourseInstructorDep, session: SessionDep) -> R
 
 
 @router.get("/submissions/{submission_id}/gradescope.json")
-def gradescope(submission_id: int, session: SessionDep, user: CurrentUser) -> dict[str, Any]:
+def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> dict[str, Any]:
     """Gradescope-compatible results.json of a graded submission (instructors)."""
     sub = session.get(Submission, submission_id)
     if sub is None:

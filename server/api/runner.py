@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response, status
+from fastapi import APIRouter, Header, Query, Response, status
 
 from runners.protocol import JobOffer, JobOutcome
+from server.api import RowId
 from server.deps import RunnerDep, SessionDep, SettingsDep
 from server.models import Submission
 from server.schemas import ErrorPublic
@@ -15,14 +16,16 @@ from server.services import jobs as job_service
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
-                              404: {"model": ErrorPublic}})
+                              404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 JobToken = Annotated[str, Header(alias="X-Job-Token", description="The job's own secret")]
 
 
 @router.post("/claim", response_model=JobOffer | None,
              responses={204: {"description": "nothing to do"}})
-def claim(_: RunnerDep, session: SessionDep, runner: str = "runner",
-          queues: str = "cpu,mpi") -> object:
+def claim(_: RunnerDep, session: SessionDep,
+          runner: Annotated[str, Query(pattern=NO_NUL)] = "runner",
+          queues: Annotated[str, Query(pattern=NO_NUL)] = "cpu,mpi") -> object:
     """The oldest queued job of these queues (comma-separated), or 204."""
     offer = job_service.claim(session=session, runner=runner[:200],
                               queues=[q for q in queues.split(",") if q])
@@ -42,19 +45,19 @@ def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: st
 
 
 @router.get("/jobs/{job_id}/bundle", responses={200: {"content": {"application/zip": {}}}})
-def bundle(job_id: int, _: RunnerDep, token: JobToken, session: SessionDep,
+def bundle(job_id: RowId, _: RunnerDep, token: JobToken, session: SessionDep,
            settings: SettingsDep) -> Response:
     return _artifact(session, settings, job_id, token, "bundle")
 
 
 @router.get("/jobs/{job_id}/submission", responses={200: {"content": {"application/zip": {}}}})
-def submission(job_id: int, _: RunnerDep, token: JobToken, session: SessionDep,
+def submission(job_id: RowId, _: RunnerDep, token: JobToken, session: SessionDep,
                settings: SettingsDep) -> Response:
     return _artifact(session, settings, job_id, token, "submission")
 
 
 @router.post("/jobs/{job_id}/result", status_code=status.HTTP_204_NO_CONTENT)
-def result(job_id: int, outcome: JobOutcome, _: RunnerDep, token: JobToken,
+def result(job_id: RowId, outcome: JobOutcome, _: RunnerDep, token: JobToken,
            session: SessionDep, settings: SettingsDep) -> None:
     """Record the outcome once (a redelivery changes nothing)."""
     job = job_service.authorize(session=session, job_id=job_id, token=token)

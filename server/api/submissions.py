@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Response, UploadFile, status
 
+from server.api import RowId
 from server.deps import CourseDep, CourseInstructorDep, CurrentUser, SessionDep, SettingsDep
 from server.models import AuditLog, GradeReportRow, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
@@ -64,14 +65,14 @@ def _visible(session: SessionDep, user: CurrentUser, submission_id: int) -> Subm
 
 
 @router.get("/submissions/{submission_id}", response_model=SubmissionPublic)
-def get_submission(submission_id: int, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
+def get_submission(submission_id: RowId, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
     """Status and, once graded, the full report (owner or the course's instructors)."""
     return public(session, _visible(session, user, submission_id), with_report=True)
 
 
 @router.get("/submissions/{submission_id}/files",
             responses={200: {"content": {"application/zip": {}}}})
-def submission_files(submission_id: int, session: SessionDep, user: CurrentUser,
+def submission_files(submission_id: RowId, session: SessionDep, user: CurrentUser,
                      settings: SettingsDep) -> Response:
     sub = _visible(session, user, submission_id)
     return Response(submission_service.files_of(submission=sub,
@@ -81,7 +82,7 @@ def submission_files(submission_id: int, session: SessionDep, user: CurrentUser,
 
 @router.post("/submissions/{submission_id}/regrade", response_model=SubmissionPublic,
              status_code=status.HTTP_202_ACCEPTED)
-def regrade(submission_id: int, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
+def regrade(submission_id: RowId, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
     """Grade again on the assignment's current version (instructors)."""
     sub = _visible(session, user, submission_id)
     if course_service.role(session=session, user=user, course=sub.assignment.course) \

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import io
+import re
 import tomllib
 import zipfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import MANIFEST, Manifest
+from runners.protocol import MANIFEST, SLUG_RE, Manifest
 from server.models import Assignment, AssignmentVersion, AuditLog, Course, User
 from server.services import artifacts
 from server.services.errors import Forbidden, Invalid, NotFound
@@ -154,8 +155,10 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
 
 
 def get(*, session: Session, course: Course, slug: str) -> Assignment:
+    # Not a slug, not an assignment; and never a query (PostgreSQL refuses text with NUL in it).
     a = session.scalar(select(Assignment).where(Assignment.course_id == course.id,
-                                                Assignment.slug == slug))
+                                                Assignment.slug == slug)) \
+        if re.fullmatch(SLUG_RE, slug) else None
     if a is None or a.current_version is None:
         raise NotFound(f"no assignment {slug!r} in {course.slug}")
     return a
@@ -189,8 +192,12 @@ def update_policy(*, session: Session, actor: User, assignment: Assignment, role
     if role != "instructor":
         raise Forbidden("only the course's instructors change assignments")
     for key, value in changes.items():
-        if key == "deadline" and isinstance(value, datetime) and value.tzinfo is None:
-            raise Invalid("deadline needs a time zone (e.g. 2026-12-01T23:59:00+01:00)")
+        if value is None and key != "deadline":  # only the deadline can be cleared
+            raise Invalid(f"{key} cannot be null (leave it out to keep its value)")
+        if key == "deadline" and isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise Invalid("deadline needs a time zone (e.g. 2026-12-01T23:59:00+01:00)")
+            value = value.astimezone(UTC)  # SQLite drops the offset: store every time in UTC
         setattr(assignment, key, value)
     session.add(AuditLog(actor_id=actor.id, action="assignment.update",
                          target=f"{assignment.course.slug}/{assignment.slug}",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from runners.protocol import SLUG_RE
 from server import security
 from server.models import AuditLog, Course, Enrollment, User
 from server.services.errors import Conflict, Forbidden, NotFound
@@ -26,7 +29,9 @@ def create(*, session: Session, actor: User, slug: str, title: str) -> Course:
 
 
 def by_slug(*, session: Session, slug: str) -> Course:
-    course = session.scalar(select(Course).where(Course.slug == slug))
+    # Not a slug, not a course; and never a query (PostgreSQL refuses text with NUL in it).
+    course = session.scalar(select(Course).where(Course.slug == slug)) \
+        if re.fullmatch(SLUG_RE, slug) else None
     if course is None:
         raise NotFound(f"no course {slug!r}")
     return course

@@ -128,9 +128,10 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
         serial_fraction=report.serial_fraction, report=report.model_dump(mode="json"))
     session.add(row)
     session.flush()
-    session.add_all([TestResultRow(report_id=row.id, name=t.name, outcome=t.outcome.value,
-                                   verdict=t.verdict.value, message=t.message, hidden=t.hidden,
-                                   weight=t.weight) for t in report.tests])
+    session.add_all([TestResultRow(report_id=row.id, name=_text(t.name)[:300],
+                                   outcome=t.outcome.value, verdict=t.verdict.value,
+                                   message=_text(t.message), hidden=t.hidden, weight=t.weight)
+                     for t in report.tests])
     session.add_all([ScalingPointRow(report_id=row.id, workers=p.workers, speedup=p.speedup,
                                      efficiency=p.efficiency, ci_low=p.ci_low, ci_high=p.ci_high,
                                      karp_flatt=p.karp_flatt) for p in report.scaling])
@@ -140,6 +141,11 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     if fault != "student":
         sub.counts_for_quota = False
     return row
+
+
+def _text(value: str) -> str:
+    """Text a database column can hold: PostgreSQL refuses NUL (program output can carry one)."""
+    return value.replace("\x00", "\ufffd")
 
 
 def reap(*, session: Session, timeout_s: int, max_attempts: int) -> int:

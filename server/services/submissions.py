@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import Manifest
 from server.models import Assignment, Job, Submission, User, now
-from server.services import artifacts, jobs
+from server.services import MAX_ROW_ID, artifacts, jobs
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import Forbidden, Invalid, NotFound, QuotaExceeded, TooLarge
 
@@ -96,6 +96,8 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
 def get_visible(*, session: Session, user: User, submission_id: int,
                 role_in: dict[int, str]) -> Submission:
     """A submission its owner or the course's instructors may read; others get 404."""
+    if not 0 < submission_id <= MAX_ROW_ID:  # no such row, and the database would refuse the id
+        raise NotFound("no such submission")
     sub = session.get(Submission, submission_id)
     if sub is None:
         raise NotFound("no such submission")

@@ -371,3 +371,20 @@ def test_browser_session_cookie_and_csrf(world: World) -> None:
     assert browser.request("DELETE", "/api/auth/session",
                            headers={"X-CSRF-Token": csrf}).status_code == 204
     assert browser.get("/api/me").status_code == 401
+
+
+def test_result_with_nul_in_output_is_stored(world: World) -> None:
+    c = world.client
+    world.submit(world.ada, REFERENCE)
+    offer = c.post("/api/runner/claim", headers=RUNNER).json()
+    report = _graded_report()
+    report["tests"][0]["message"] = "printed \x00 a NUL"
+    r = c.post(f"/api/runner/jobs/{offer['job_id']}/result",
+               content=JobOutcome.model_validate({"report": report}).model_dump_json(),
+               headers={**RUNNER, "X-Job-Token": offer["token"],
+                        "Content-Type": "application/json"})
+    assert r.status_code == 204
+    report["scaling"][0]["workers"] = 1 << 40
+    r = c.post("/api/runner/jobs/1/result", json={"report": report},
+               headers={**RUNNER, "X-Job-Token": offer["token"]})
+    assert r.status_code == 422
