@@ -8,7 +8,7 @@ from server.cli import admin_app, serve
 
 app.command()(serve)
 app.add_typer(admin_app, name="admin")
-client.register(app)
+client.add_commands(app)
 
 if __name__ == "__main__":
     app()

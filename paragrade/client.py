@@ -71,6 +71,27 @@ def _split(ref: str) -> tuple[str, str]:
     return course, slug
 
 
+def register(url: str, join_code: Annotated[str, typer.Option(help="the course's join code")],
+             email: Annotated[str | None, typer.Option()] = None,
+             name: Annotated[str | None, typer.Option()] = None,
+             alias: Annotated[str | None, typer.Option(help="name shown on leaderboards")] = None,
+             password: Annotated[str | None, typer.Option()] = None) -> None:
+    """Create a student account with a course's join code, then log in."""
+    email = email or input("email: ")
+    name = name or input("name: ")
+    password = password or getpass.getpass("password (≥ 8 characters): ")
+    body = {"email": email, "name": name, "password": password, "join_code": join_code,
+            "alias": alias}
+    try:
+        r = httpx.post(f"{url.rstrip('/')}/api/auth/register", json=body, timeout=30)
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach {url}: {exc}")
+        return
+    _check(r)
+    console.print(f"account {email} created")
+    login(url, email=email, password=password)
+
+
 def login(url: str, email: Annotated[str | None, typer.Option()] = None,
           password: Annotated[str | None, typer.Option()] = None) -> None:
     """Log in to a server; the token is kept in ~/.config/paragrade/client.json (mode 600)."""
@@ -152,6 +173,6 @@ def leaderboard(assignment: Annotated[str, typer.Argument(help="course/slug")]) 
     console.print(table)
 
 
-def register(app: typer.Typer) -> None:
-    for fn in (login, submit, status, leaderboard):
+def add_commands(app: typer.Typer) -> None:
+    for fn in (register, login, submit, status, leaderboard):
         app.command()(fn)
