@@ -173,18 +173,39 @@ class GradeJob(Frozen):
     entry_file: str = Field(description="Name the submission's main file is graded under")
 
 
+class ValidateJob(Frozen):
+    """Validate an imported package on a runner (reference passes, starter fails, …)."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    version_id: int
+    assignment: str = Field(description="course/slug")
+    bundle_sha256: str
+    queue: Literal["cpu", "mpi", "gpu"]
+
+
+class ValidationCheck(Frozen):
+    """One check of `paragrade assignments validate`."""
+
+    name: str = Field(max_length=200)
+    ok: bool
+    problems: list[str] = Field(default_factory=list)
+    skipped: str | None = None
+
+
 class JobOffer(Frozen):
     """What a runner gets when it claims a job: the job and a secret valid for this job only."""
 
     job_id: int
     token: str = Field(description="Bearer secret for this job's bundle, archive and result")
-    job: GradeJob
+    job: GradeJob | None = Field(default=None, description="A grading (or else `validate`)")
+    validate_job: ValidateJob | None = Field(default=None, description="A package validation")
 
 
 class JobOutcome(Frozen):
-    """What a runner posts back: a report, or why the platform could not produce one."""
+    """What a runner posts back: a report or checks, or why the platform could not produce one."""
 
     report: GradeReport | None = None
+    checks: list[ValidationCheck] | None = Field(default=None, description="For validate jobs")
     platform_error: str | None = Field(
         default=None, description="Set when grading failed for a reason not the student's")
 

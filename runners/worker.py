@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from runners import grader, package
-from runners.protocol import GradeReport, JobOffer, JobOutcome
+from runners import grader, package, validate
+from runners.protocol import GradeReport, JobOffer, JobOutcome, ValidationCheck
 from runners.settings import RunnerSettings, get_settings
 
 log = logging.getLogger("paragrade.runner")
@@ -31,11 +31,11 @@ class BundleCache:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
 
-    def folder(self, offer: JobOffer, fetch: bytes | None = None) -> Path | None:
+    def folder(self, assignment: str, sha256: str, fetch: bytes | None = None) -> Path | None:
         """The unpacked package, unpacking `fetch` first if given; None when not cached."""
-        course, slug = offer.job.assignment.split("/", 1)
+        course, slug = assignment.split("/", 1)
         # The course name is part of the package's identity on disk (course/slug), so of the key.
-        sha_dir = self.root / f"{offer.job.bundle_sha256}-{course}-{slug}"
+        sha_dir = self.root / f"{sha256}-{course}-{slug}"
         target = sha_dir / course / slug
         if target.is_dir() or fetch is None:
             return target if target.is_dir() else None
@@ -53,23 +53,34 @@ class BundleCache:
         return target
 
 
-def grade_offer(offer: JobOffer, client: httpx.Client, cache: BundleCache,
-                settings: RunnerSettings) -> JobOutcome:
-    """Fetch what the job names and grade it; platform failures become a platform_error."""
-    headers = {"X-Job-Token": offer.token}
+def _package(offer: JobOffer, client: httpx.Client, cache: BundleCache) -> Path:
+    what = offer.job or offer.validate_job
+    assert what is not None
+    folder = cache.folder(what.assignment, what.bundle_sha256)
+    if folder is None:
+        r = client.get(f"/api/runner/jobs/{offer.job_id}/bundle",
+                       headers={"X-Job-Token": offer.token})
+        r.raise_for_status()
+        folder = cache.folder(what.assignment, what.bundle_sha256, r.content)
+    assert folder is not None
+    return folder
+
+
+def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
+           settings: RunnerSettings) -> JobOutcome:
+    """Grade or validate what the offer names; platform failures become a platform_error."""
     try:
-        folder = cache.folder(offer)
-        if folder is None:
-            r = client.get(f"/api/runner/jobs/{offer.job_id}/bundle", headers=headers)
-            r.raise_for_status()
-            folder = cache.folder(offer, r.content)
-        assert folder is not None
-        r = client.get(f"/api/runner/jobs/{offer.job_id}/submission", headers=headers)
+        folder = _package(offer, client, cache)
+        if offer.validate_job is not None:
+            checks = validate.validate(folder, settings=settings)
+            return JobOutcome(checks=[ValidationCheck(name=c.name, ok=c.ok, problems=c.problems,
+                                                      skipped=c.skipped) for c in checks])
+        r = client.get(f"/api/runner/jobs/{offer.job_id}/submission",
+                       headers={"X-Job-Token": offer.token})
         r.raise_for_status()
         with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
             files = {n: zf.read(n) for n in zf.namelist()}
-        assignment = package.load(folder)
-        report: GradeReport = grader.grade(assignment, files, settings=settings)
+        report: GradeReport = grader.grade(package.load(folder), files, settings=settings)
         return JobOutcome(report=report)
     except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError) as exc:
         log.exception("job %s failed on the platform side", offer.job_id)
@@ -99,8 +110,10 @@ def run(*, server: str, token: str, queues: list[str], name: str, once: bool = F
                 continue
             r.raise_for_status()
             offer = JobOffer.model_validate(r.json())
-            log.info("grading job %s (%s)", offer.job_id, offer.job.assignment)
-            outcome = grade_offer(offer, client, cache, settings)
+            log.info("job %s: %s %s", offer.job_id,
+                     "validate" if offer.validate_job else "grade",
+                     (offer.job or offer.validate_job).assignment)  # type: ignore[union-attr]
+            outcome = handle(offer, client, cache, settings)
             for attempt in range(5):
                 try:
                     client.post(f"/api/runner/jobs/{offer.job_id}/result",

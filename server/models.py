@@ -108,7 +108,11 @@ class AssignmentVersion(Base):
     version: Mapped[str] = mapped_column(String(32))
     manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
     bundle_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"))
+    status: Mapped[str] = mapped_column(String(16), default="validating")  # |ready|invalid
+    checks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+    assignment: Mapped[Assignment] = relationship(foreign_keys=[assignment_id])
 
 
 class Artifact(Base):
@@ -154,8 +158,11 @@ class Job(Base):
     __tablename__ = "jobs"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    submission_id: Mapped[int] = mapped_column(
-        ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16), default="grade")  # grade | validate
+    submission_id: Mapped[int | None] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), index=True, default=None)
+    version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("assignment_versions.id", ondelete="CASCADE"), default=None)
     queue: Mapped[str] = mapped_column(String(8), index=True)
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     token_hash: Mapped[str | None] = mapped_column(String(64), default=None)

@@ -105,6 +105,9 @@ class AssignmentPublic(Public):
     kind: str
     entry_file: str
     allowed_files: list[str]
+    validation: str = Field(description="validating | ready | invalid | error (runner-side checks)")
+    checks: list[dict[str, Any]] | None = Field(
+        default=None, description="Each validation check and its problems (instructors only)")
 
 
 class AssignmentUpdate(Input):

@@ -29,15 +29,18 @@ router = APIRouter(prefix="/api/courses", tags=["courses"],
                               404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 
 
-def assignment_public(a: Assignment) -> AssignmentPublic:
+def assignment_public(a: Assignment, role: str = "student") -> AssignmentPublic:
     m = assignment_service.manifest_of(a)
     assert a.current_version is not None
+    v = a.current_version
     return AssignmentPublic(slug=a.slug, title=a.title, version=a.current_version.version,
                             deadline=a.deadline, late_policy=a.late_policy,
                             late_penalty=a.late_penalty, quota_count=a.quota_count,
                             quota_window_s=a.quota_window_s, kind=m.resources.kind,
                             entry_file=m.entry.file,
-                            allowed_files=sorted(set(m.entry.allowed_files) | {m.entry.file}))
+                            allowed_files=sorted(set(m.entry.allowed_files) | {m.entry.file}),
+                            validation=v.status,
+                            checks=v.checks if role == "instructor" else None)
 
 
 @router.post("", response_model=CoursePublic, status_code=status.HTTP_201_CREATED,
@@ -76,7 +79,7 @@ def _slug_of(session: SessionDep, course_id: int) -> str:
 
 @router.get("/{course}/assignments", response_model=list[AssignmentPublic])
 def list_assignments(access: CourseDep, session: SessionDep) -> list[AssignmentPublic]:
-    return [assignment_public(a) for a in
+    return [assignment_public(a, access.role) for a in
             assignment_service.of_course(session=session, course=access.course)
             if a.current_version is not None]
 
@@ -118,13 +121,13 @@ def _import(access: CourseInstructorDep, session: SessionDep, settings: Settings
         a = session.get(Assignment, v.assignment_id)
         assert a is not None
         session.refresh(a)
-        return assignment_public(a)
+        return assignment_public(a, access.role)
 
 
 @router.get("/{course}/assignments/{slug}", response_model=AssignmentPublic)
 def get_assignment(slug: str, access: CourseDep, session: SessionDep) -> AssignmentPublic:
     return assignment_public(assignment_service.get(session=session, course=access.course,
-                                                    slug=slug))
+                                                    slug=slug), access.role)
 
 
 @router.patch("/{course}/assignments/{slug}", response_model=AssignmentPublic)
@@ -136,7 +139,7 @@ def update_assignment(slug: str, body: AssignmentUpdate, access: CourseInstructo
         assignment_service.update_policy(session=session, actor=access.user, assignment=a,
                                          role=access.role,
                                          changes=body.model_dump(exclude_unset=True))
-        return assignment_public(a)
+        return assignment_public(a, access.role)
 
 
 @router.get("/{course}/assignments/{slug}/starter",

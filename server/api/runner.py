@@ -9,10 +9,11 @@ from fastapi import APIRouter, Header, Query, Response, status
 from runners.protocol import JobOffer, JobOutcome
 from server.api import RowId
 from server.deps import RunnerDep, SessionDep, SettingsDep
-from server.models import Submission
+from server.models import AssignmentVersion, Submission
 from server.schemas import ErrorPublic
 from server.services import artifacts
 from server.services import jobs as job_service
+from server.services.errors import NotFound
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
@@ -37,9 +38,15 @@ def claim(_: RunnerDep, session: SessionDep,
 def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str,
               which: str) -> Response:
     job = job_service.authorize(session=session, job_id=job_id, token=token)
-    sub = session.get(Submission, job.submission_id)
-    assert sub is not None
-    sha = sub.version.bundle_sha256 if which == "bundle" else sub.archive_sha256
+    if job.kind == "validate":
+        version = session.get(AssignmentVersion, job.version_id)
+        if version is None or which != "bundle":
+            raise NotFound("a validation job has only a bundle")
+        sha = version.bundle_sha256
+    else:
+        sub = session.get(Submission, job.submission_id)
+        assert sub is not None
+        sha = sub.version.bundle_sha256 if which == "bundle" else sub.archive_sha256
     return Response(artifacts.read(root=settings.artifacts_dir, sha256=sha),
                     media_type="application/zip")
 

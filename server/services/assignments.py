@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import MANIFEST, SLUG_RE, Manifest
 from server.models import Assignment, AssignmentVersion, AuditLog, Course, User
-from server.services import artifacts
+from server.services import artifacts, jobs
 from server.services.errors import Forbidden, Invalid, NotFound
 
 ZIP_EPOCH = (2000, 1, 1, 0, 0, 0)
@@ -145,6 +145,7 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
                                 bundle_sha256=sha)
     session.add(version)
     session.flush()
+    jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.kind)
     assignment.title = manifest.title
     assignment.current_version_id = version.id
     session.add(AuditLog(actor_id=actor.id, action="assignment.import",

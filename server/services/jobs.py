@@ -12,9 +12,17 @@ from datetime import timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from runners.protocol import GradeJob, GradeReport, JobOffer, JobOutcome, Manifest
+from runners.protocol import (
+    GradeJob,
+    GradeReport,
+    JobOffer,
+    JobOutcome,
+    Manifest,
+    ValidateJob,
+)
 from server import security
 from server.models import (
+    AssignmentVersion,
     GradeReportRow,
     Job,
     ScalingPointRow,
@@ -31,6 +39,14 @@ def enqueue(*, session: Session, submission: Submission) -> Job:
     """A queued job for a committed submission (routed by the assignment's resources)."""
     manifest = Manifest.model_validate(submission.version.manifest)
     job = Job(submission_id=submission.id, queue=manifest.resources.kind)
+    session.add(job)
+    session.flush()
+    return job
+
+
+def enqueue_validation(*, session: Session, version: AssignmentVersion, queue: str) -> Job:
+    """A job that runs the engine's validate on a runner serving the package's queue."""
+    job = Job(kind="validate", version_id=version.id, queue=queue)
     session.add(job)
     session.flush()
     return job
@@ -61,6 +77,14 @@ def claim(*, session: Session, runner: str, queues: list[str]) -> JobOffer | Non
             job = session.get(Job, job_id)
             assert job is not None
             session.refresh(job)
+            if job.kind == "validate":
+                version = session.get(AssignmentVersion, job.version_id)
+                assert version is not None
+                session.commit()
+                a = version.assignment
+                return JobOffer(job_id=job.id, token=token, validate_job=ValidateJob(
+                    version_id=version.id, assignment=f"{a.course.slug}/{a.slug}",
+                    bundle_sha256=version.bundle_sha256, queue=job.queue))  # type: ignore[arg-type]
             sub = session.get(Submission, job.submission_id)
             assert sub is not None
             sub.status, sub.started_at = "running", now()
@@ -81,20 +105,41 @@ def authorize(*, session: Session, job_id: int, token: str) -> Job:
     return job
 
 
-def record(*, session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> Submission:
+def record(*, session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> None:
     """Store a runner's outcome once; a redelivered result changes nothing."""
+    if job.state == "done":
+        return
+    if job.kind == "validate":
+        _record_validation(session=session, job=job, outcome=outcome, max_attempts=max_attempts)
+        return
     sub = session.get(Submission, job.submission_id)
     assert sub is not None
-    if job.state == "done":
-        return sub
     if outcome.report is None:
         _platform_failure(session=session, job=job, sub=sub, max_attempts=max_attempts,
                           reason=outcome.platform_error or "no report")
-        return sub
+        return
     store_report(session=session, sub=sub, report=outcome.report)
     job.state, job.token_hash = "done", None
     session.flush()
-    return sub
+
+
+def _record_validation(*, session: Session, job: Job, outcome: JobOutcome,
+                       max_attempts: int) -> None:
+    version = session.get(AssignmentVersion, job.version_id)
+    assert version is not None
+    if outcome.checks is None:
+        if job.attempts < max_attempts:
+            job.state, job.token_hash, job.runner = "queued", None, None
+            return
+        version.status = "error"
+        version.checks = [{"name": "platform", "ok": False, "skipped": None,
+                           "problems": [_text(outcome.platform_error or "no result")]}]
+    else:
+        version.status = "ready" if all(c.ok for c in outcome.checks) else "invalid"
+        version.checks = [{**c.model_dump(), "problems": [_text(p) for p in c.problems]}
+                          for c in outcome.checks]
+    job.state, job.token_hash = "done", None
+    session.flush()
 
 
 def _platform_failure(*, session: Session, job: Job, sub: Submission, max_attempts: int,
@@ -154,10 +199,14 @@ def reap(*, session: Session, timeout_s: int, max_attempts: int) -> int:
     stuck = session.scalars(select(Job).where(Job.state == "claimed", Job.claimed_at < cutoff))
     n = 0
     for job in stuck:
-        sub = session.get(Submission, job.submission_id)
-        assert sub is not None
-        _platform_failure(session=session, job=job, sub=sub, max_attempts=max_attempts,
-                          reason="runner timed out")
+        if job.kind == "validate":
+            _record_validation(session=session, job=job, max_attempts=max_attempts,
+                               outcome=JobOutcome(platform_error="the runner timed out"))
+        else:
+            sub = session.get(Submission, job.submission_id)
+            assert sub is not None
+            _platform_failure(session=session, job=job, sub=sub, max_attempts=max_attempts,
+                              reason="runner timed out")
         n += 1
     return n
 

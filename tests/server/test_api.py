@@ -96,6 +96,25 @@ def test_import_refuses_traversal_and_bombs(world: World) -> None:
     assert r.status_code == 422
 
 
+def test_import_is_validated_on_a_runner(world: World) -> None:
+    from tests.server.conftest import finish_validation
+
+    r = world.post(world.prof, "/api/courses/th/assignments/import",
+                   json={"path": "treasure-hunt/t2-mpi"})
+    assert r.status_code == 201 and r.json()["validation"] == "validating"
+    offer = finish_validation(world.client, ok=False)
+    assert offer["validate_job"]["queue"] == "mpi" and offer["job"] is None
+    assert world.client.get(f"/api/runner/jobs/{offer['job_id']}/submission",
+                            headers={**RUNNER, "X-Job-Token": offer["token"]}).status_code == 403
+    mine = world.get(world.prof, "/api/courses/th/assignments/t2-mpi").json()
+    assert mine["validation"] == "invalid"
+    assert mine["checks"][0]["problems"] == ["hidden/test_hidden.py::test_x: failed: expected 3"]
+    theirs = world.get(world.ada, "/api/courses/th/assignments/t2-mpi").json()
+    assert theirs["validation"] == "invalid" and theirs["checks"] is None
+    t1 = world.get(world.prof, "/api/courses/th/assignments/t1-multiprocessing").json()
+    assert t1["validation"] == "ready"
+
+
 def test_reimport_same_content_keeps_the_version(world: World) -> None:
     r = world.post(world.prof, "/api/courses/th/assignments/import",
                    json={"path": "treasure-hunt/t1-multiprocessing"})

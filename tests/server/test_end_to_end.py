@@ -67,7 +67,9 @@ def test_submit_reference_and_wrong_then_ranked(live_server: tuple[str, ServerSe
 
     graded = worker.run(server=base, token=settings.runner_token, queues=["cpu"], name="t",
                         once=True)
-    assert graded == 2
+    assert graded == 3  # the import's validation, then the two gradings
+    t1 = c.get("/api/courses/th/assignments/t1-multiprocessing", headers=prof).json()
+    assert t1["validation"] == "ready", t1["checks"]
 
     g = c.get(f"/api/submissions/{good}", headers=ada).json()
     b = c.get(f"/api/submissions/{bad}", headers=ada).json()
