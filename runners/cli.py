@@ -144,7 +144,7 @@ def test_cmd(
             _fail("this assignment needs a GPU runner")
         tests, output = grader.run_tests(
             a, stage.add_code("submission", content), backend=executor.name, seed=0,
-            gpu_mode=gpu_mode, cpus=cpus, include_public=True, reveal=True, public_only=True)
+            gpu_mode=gpu_mode, cpus=cpus, reveal=True, public_only=True)
     except BackendUnavailable as exc:
         _fail(str(exc))
     finally:

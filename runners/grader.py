@@ -144,8 +144,8 @@ def code_of(assignment: Assignment, role: str) -> dict[str, bytes]:
 
 
 def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
-              cpus: list[int], include_public: bool = True, reveal: bool = False,
-              public_only: bool = False, timeout: float | None = None) -> tuple[list[TestResult], str]:
+              cpus: list[int], reveal: bool = False, public_only: bool = False,
+              timeout: float | None = None) -> tuple[list[TestResult], str]:
     """Run the package's tests (trusted pytest process) against the code in `code_dir`."""
     with tempfile.TemporaryDirectory(prefix="paragrade-tests-") as tmp:
         results = Path(tmp) / "results.json"
@@ -154,9 +154,9 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
                       hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal)
         ctx_path = Path(tmp) / "context.json"
         ctx_path.write_text(json.dumps(ctx.__dict__))
-        targets = [] if public_only else [str(assignment.hidden_dir)]
-        if include_public or public_only:
-            targets.insert(0, str(assignment.public_dir))
+        targets = [str(assignment.public_dir)]
+        if not public_only:
+            targets.append(str(assignment.hidden_dir))
         ini = Path(tmp) / "pytest.ini"  # the package's tests never pick up a project's config
         ini.write_text("[pytest]\npython_files = test_*.py\n")
         cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "-p", "runners.pytest_plugin",

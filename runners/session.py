@@ -116,6 +116,12 @@ class RunConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
+def _frame(obj: dict[str, Any]) -> bytes:
+    """One length-prefixed JSON message of the harness protocol."""
+    data = json.dumps(obj).encode()
+    return struct.pack(">I", len(data)) + data
+
+
 def failure_from_exit(info: ExitInfo, wall_s: float) -> SubmissionFailure:
     """Name what ended a run, from what the trusted side observed."""
     out = info.output_excerpt
@@ -312,11 +318,10 @@ class Session:
 
     def _send(self, obj: dict[str, Any]) -> None:
         assert self._sock is not None
-        data = json.dumps(obj).encode()
         # A send may take long for big arguments; it is bounded by the run's deadline only.
         self._sock.settimeout(max(0.5, self._deadline - time.monotonic()))
         try:
-            self._sock.sendall(struct.pack(">I", len(data)) + data)
+            self._sock.sendall(_frame(obj))
         except TimeoutError:
             self._run.proc.info.timed_out = True
             self._run.proc.kill()
@@ -346,8 +351,7 @@ class Session:
         if staged.get("ok") is not True or self._readable():
             raise ProtocolViolation("the arguments were not acknowledged as sent")
         self._next_id += 1
-        payload = json.dumps({"id": self._next_id, "op": "call", "function": function}).encode()
-        frame = struct.pack(">I", len(payload)) + payload
+        frame = _frame({"id": self._next_id, "op": "call", "function": function})
         self._sock.settimeout(max(0.5, self._deadline - time.monotonic()))
         t0 = time.perf_counter_ns()
         self._sock.sendall(frame)
@@ -371,9 +375,8 @@ class Session:
         """Ask the harness to exit, then make sure nothing of the run is left."""
         if self._sock is not None:
             with contextlib.suppress(OSError):
-                payload = json.dumps({"op": "exit"}).encode()
                 self._sock.settimeout(1.0)
-                self._sock.sendall(struct.pack(">I", len(payload)) + payload)
+                self._sock.sendall(_frame({"op": "exit"}))
             self._sock.close()
             self._sock = None
         if self.exit_info is None and self._run.running is not None:

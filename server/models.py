@@ -74,6 +74,7 @@ class Enrollment(Base):
     alias: Mapped[str | None] = mapped_column(String(64), default=None)
 
     user: Mapped[User] = relationship()
+    course: Mapped[Course] = relationship()
 
 
 class Assignment(Base):

@@ -65,16 +65,7 @@ def join(body: JoinCreate, session: SessionDep, user: CurrentUser) -> CoursePubl
     with committing(session):
         e = course_service.join(session=session, user=user, join_code=body.join_code,
                                 alias=body.alias)
-        c = course_service.by_slug(session=session, slug=_slug_of(session, e.course_id))
-        return CoursePublic(slug=c.slug, title=c.title, role=e.role)
-
-
-def _slug_of(session: SessionDep, course_id: int) -> str:
-    from server.models import Course
-
-    course = session.get(Course, course_id)
-    assert course is not None
-    return course.slug
+        return CoursePublic(slug=e.course.slug, title=e.course.title, role=e.role)
 
 
 @router.get("/{course}/assignments", response_model=list[AssignmentPublic])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -61,7 +61,7 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
                 and out[-1].ci_low is not None and hi is not None and hi >= out[-1].ci_low:
             tied, rank = True, out[-1].rank
             if not out[-1].tied:
-                out[-1] = Entry(**{**out[-1].__dict__, "tied": True})
+                out[-1] = replace(out[-1], tied=True)
         out.append(Entry(rank=rank, tied=tied, user_id=user_id,
                          alias=alias or f"student-{user_id}", submission_id=sub_id,
                          speedup=speed, ci_low=lo, ci_high=hi, score=score))

@@ -407,3 +407,14 @@ def test_result_with_nul_in_output_is_stored(world: World) -> None:
     r = c.post("/api/runner/jobs/1/result", json={"report": report},
                headers={**RUNNER, "X-Job-Token": offer["token"]})
     assert r.status_code == 422
+
+
+def test_joining_a_second_course_with_its_code(world: World) -> None:
+    code = world.post(world.prof, "/api/courses", json={"slug": "hpc", "title": "HPC"}
+                      ).json()["join_code"]
+    r = world.post(world.ada, "/api/courses/join", json={"join_code": code, "alias": "ada"})
+    assert r.status_code == 200
+    assert r.json() == {"slug": "hpc", "title": "HPC", "role": "student", "join_code": None}
+    assert {c["slug"] for c in world.get(world.ada, "/api/courses").json()} == {"th", "hpc"}
+    assert world.post(world.ada, "/api/courses/join", json={"join_code": "zzzzzz"}
+                      ).status_code == 404
