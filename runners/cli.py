@@ -162,25 +162,38 @@ def test_cmd(
 def runner(
     queues: Annotated[str, typer.Option(help="queues this node serves: cpu,mpi,gpu")] = "cpu,mpi",
     server: Annotated[str | None, typer.Option(help="server URL (PARAGRADE_RUNNER_SERVER)")] = None,
-    once: Annotated[bool, typer.Option(help="stop when the queue is empty")] = False,
+    broker: Annotated[str | None, typer.Option(
+        help="Celery broker URL (PARAGRADE_BROKER_URL), e.g. redis://HOST:6379/0")] = None,
+    backend: Backend = None,
     name: Annotated[str | None, typer.Option(help="how the fleet lists this runner")] = None,
 ) -> None:
-    """Serve grading jobs from a paragrade server (token from PARAGRADE_RUNNER_TOKEN)."""
+    """Serve grading jobs from a paragrade server's queues (token from PARAGRADE_RUNNER_TOKEN)."""
     import logging
-    import socket
 
     from runners import worker
+    from runners.protocol import QUEUES
+    from runners.sandbox import BackendUnavailable
 
     settings = get_settings()
-    url = server or settings.runner_server
-    if not url or not settings.runner_token:
-        _fail("set --server (or PARAGRADE_RUNNER_SERVER) and PARAGRADE_RUNNER_TOKEN")
+    if backend is not None:
+        settings = settings.model_copy(update={"backend": backend})
+    url, broker_url = server or settings.runner_server, broker or settings.broker_url
+    if not url or not settings.runner_token or not broker_url:
+        _fail("set --server and --broker (or PARAGRADE_RUNNER_SERVER, PARAGRADE_BROKER_URL) "
+              "and PARAGRADE_RUNNER_TOKEN")
+        return
+    wanted = [q.strip() for q in queues.split(",") if q.strip()]
+    unknown = sorted(set(wanted) - set(QUEUES))
+    if unknown or not wanted:
+        _fail(f"unknown queue(s) {', '.join(unknown) or '(none given)'}: use {', '.join(QUEUES)}")
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s runner %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    worker.run(server=url, token=settings.runner_token, once=once,
-               queues=[q.strip() for q in queues.split(",") if q.strip()],
-               name=name or socket.gethostname())
+    try:
+        worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
+                     queues=wanted, name=name, settings=settings)  # type: ignore[arg-type]
+    except BackendUnavailable as exc:
+        _fail(str(exc))
 
 
 @app.command()

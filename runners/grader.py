@@ -64,6 +64,11 @@ def gpu_present() -> str | None:
     return None
 
 
+def gpu_count() -> int:
+    """How many NVIDIA GPUs this node shows."""
+    return len(list(Path("/dev").glob("nvidia[0-9]*")))
+
+
 def decide_gpu_mode(assignment: Assignment, settings: RunnerSettings) -> str:
     """'none' for CPU work; 'real' with a GPU; 'simulated' where allowed; 'unavailable' otherwise."""
     if assignment.manifest.resources.kind != "gpu":

@@ -13,6 +13,27 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PROTOCOL_VERSION = 1
 MANIFEST = "assignment.toml"
+QUEUES = ("cpu", "mpi", "gpu")
+Queue = Literal["cpu", "mpi", "gpu"]
+TASK_NAME = "paragrade.run_job"
+"""The one Celery task: its only argument is a job id; the runner claims the job over HTTP."""
+LOWEST_PRIORITY = 9
+"""Broker priorities run 0 (first) to 9 (last); regrade-all uses the last."""
+
+
+def broker_options(url: str, key_prefix: str = "") -> dict[str, object]:
+    """Celery transport options both ends of the broker must agree on.
+
+    Redis gets ten priority lists (0 served first) and an optional key prefix that keeps several
+    deployments (or test runs) apart on one Redis. The embedded SQLite broker has neither.
+    """
+    if not url.startswith(("redis://", "rediss://")):
+        return {}
+    options: dict[str, object] = {"priority_steps": list(range(LOWEST_PRIORITY + 1)), "sep": ":",
+                                  "queue_order_strategy": "priority"}
+    if key_prefix:
+        options["global_keyprefix"] = key_prefix
+    return options
 SLUG_RE = r"^[a-z0-9][a-z0-9-]{0,62}$"
 
 
@@ -168,7 +189,7 @@ class GradeJob(Frozen):
     assignment_version: str
     bundle_sha256: str = Field(description="Content hash of the assignment bundle to fetch")
     submission_sha256: str = Field(description="Content hash of the submission archive to fetch")
-    queue: Literal["cpu", "mpi", "gpu"]
+    queue: Queue
     time_limit_s: int
     entry_file: str = Field(description="Name the submission's main file is graded under")
 
@@ -180,7 +201,7 @@ class ValidateJob(Frozen):
     version_id: int
     assignment: str = Field(description="course/slug")
     bundle_sha256: str
-    queue: Literal["cpu", "mpi", "gpu"]
+    queue: Queue
 
 
 class ValidationCheck(Frozen):
@@ -199,6 +220,24 @@ class JobOffer(Frozen):
     token: str = Field(description="Bearer secret for this job's bundle, archive and result")
     job: GradeJob | None = Field(default=None, description="A grading (or else `validate`)")
     validate_job: ValidateJob | None = Field(default=None, description="A package validation")
+
+
+class RunnerHello(Frozen):
+    """What a runner announces when it joins the fleet (and repeats with each heartbeat)."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")
+    queues: list[Queue] = Field(min_length=1)
+    backend: str = Field(max_length=40, description="bwrap | docker | apptainer | slurm | process")
+    cores: int = Field(ge=1, le=1 << 20)
+    memory_mb: int = Field(ge=0, le=1 << 40)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    gpu_model: str | None = Field(default=None, max_length=200, pattern=r"^[^\x00]*$")
+    mpi: str | None = Field(default=None, max_length=200, pattern=r"^[^\x00]*$",
+                            description="The MPI the sandbox runtime ships, if any")
+    image: str | None = Field(default=None, max_length=300, pattern=r"^[^\x00]*$",
+                              description="Container image (and digest) the backend runs")
+    current_job: int | None = Field(default=None, description="The job it is grading now")
 
 
 class JobOutcome(Frozen):

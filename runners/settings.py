@@ -37,6 +37,10 @@ class RunnerSettings(BaseSettings):
     apptainer_bin: str = "apptainer"
     runner_server: str | None = Field(default=None, description="Server URL a runner serves")
     runner_token: str | None = Field(default=None, description="The fleet's runner token")
+    broker_url: str | None = Field(default=None, description="Celery broker the runner consumes "
+                                   "(redis://… or the server's embedded sqla+sqlite:///…)")
+    broker_key_prefix: str = Field(default="", description="Redis key prefix of the deployment")
+    heartbeat_s: float = Field(default=10.0, gt=0, description="How often a runner reports")
 
 
 @lru_cache

@@ -1,7 +1,10 @@
-"""A runner: claims grading jobs from a server over HTTP, grades them, posts the outcome.
+"""A runner: a Celery worker that takes job ids from its queues and grades each job.
 
-It holds no database credentials: the runner token lets it claim jobs, and each job comes with
-its own secret for that job's bundle, archive and result. Bundles are cached by content hash.
+The broker message carries only a job id. The runner claims the job over HTTP with the fleet's
+token (a job already done, claimed, superseded or cancelled is refused, so a redelivered message
+grades nothing twice), then uses the job's own secret to fetch the bundle and the submission,
+to renew the job's lease while it grades, and to post the outcome. It holds no database
+credentials. Bundles are cached by content hash.
 """
 
 from __future__ import annotations
@@ -10,15 +13,33 @@ import io
 import logging
 import os
 import shutil
+import signal
+import socket
 import tempfile
+import threading
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import httpx
+from celery.exceptions import SoftTimeLimitExceeded
 
 from runners import grader, package, validate
-from runners.protocol import GradeReport, JobOffer, JobOutcome, ValidationCheck
+from runners.broker import consumer_app
+from runners.protocol import (
+    PROTOCOL_VERSION,
+    TASK_NAME,
+    GradeReport,
+    JobOffer,
+    JobOutcome,
+    Queue,
+    RunnerHello,
+    ValidationCheck,
+)
 from runners.settings import RunnerSettings, get_settings
 
 log = logging.getLogger("paragrade.runner")
@@ -53,6 +74,35 @@ class BundleCache:
         return target
 
 
+class JobCancelled(BaseException):
+    """The server voided this job (cancelled or superseded): stop grading it.
+
+    A BaseException, so that no `except Exception` on the way up swallows it.
+    """
+
+
+@dataclass
+class Runner:
+    """What one runner process knows: who it is, where its server is, its cache."""
+
+    name: str
+    queues: list[Queue]
+    server: str
+    token: str
+    settings: RunnerSettings
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.server, timeout=60,
+                            headers={"Authorization": f"Bearer {self.token}"})
+
+    def cache(self) -> BundleCache:
+        return BundleCache((self.settings.scratch_dir or Path(tempfile.gettempdir()))
+                           / "paragrade-bundles")
+
+
+_runner: Runner | None = None  # set in the worker's main process, inherited by its pool child
+
+
 def _package(offer: JobOffer, client: httpx.Client, cache: BundleCache) -> Path:
     what = offer.job or offer.validate_job
     assert what is not None
@@ -82,46 +132,139 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
             files = {n: zf.read(n) for n in zf.namelist()}
         report: GradeReport = grader.grade(package.load(folder), files, settings=settings)
         return JobOutcome(report=report)
+    except SoftTimeLimitExceeded:
+        return JobOutcome(platform_error="the job ran past its time limit on the runner")
     except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError) as exc:
         log.exception("job %s failed on the platform side", offer.job_id)
         return JobOutcome(platform_error=f"{type(exc).__name__}: {exc}"[:2000])
 
 
-def run(*, server: str, token: str, queues: list[str], name: str, once: bool = False,
-        poll_s: float = 1.0, settings: RunnerSettings | None = None) -> int:
-    """Claim and grade jobs until stopped (or, with `once`, until the queue is empty)."""
-    settings = settings or get_settings()
-    cache = BundleCache((settings.scratch_dir or Path(tempfile.gettempdir())) / "paragrade-bundles")
-    done = 0
-    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {token}"},
-                      timeout=60) as client:
+@contextmanager
+def lease(client: httpx.Client, offer: JobOffer, every_s: float) -> Iterator[None]:
+    """Renew the job's lease while the block runs; raise JobCancelled in it if the job is voided.
+
+    Runs in the task's main thread (Celery's pool child), so SIGUSR2 interrupts whatever the
+    grading waits on; its cleanups still run on the way out.
+    """
+    stop = threading.Event()
+    main = threading.get_ident()
+
+    def cancelled(_signum: int, _frame: FrameType | None) -> None:
+        raise JobCancelled(f"job {offer.job_id} was cancelled")
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            try:
+                r = client.post(f"/api/runner/jobs/{offer.job_id}/heartbeat",
+                                headers={"X-Job-Token": offer.token})
+            except httpx.HTTPError as exc:
+                log.warning("heartbeat for job %s failed: %s", offer.job_id, exc)
+                continue
+            if r.status_code == 403 and not stop.is_set():
+                log.warning("job %s was voided on the server; stopping it", offer.job_id)
+                signal.pthread_kill(main, signal.SIGUSR2)
+                return
+
+    previous = signal.signal(signal.SIGUSR2, cancelled)
+    thread = threading.Thread(target=beat, name=f"lease-{offer.job_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        signal.signal(signal.SIGUSR2, previous)
+
+
+def post_outcome(client: httpx.Client, offer: JobOffer, outcome: JobOutcome) -> bool:
+    """Post the outcome, retrying while the server is unreachable; False if it was refused."""
+    for attempt in range(8):
+        try:
+            r = client.post(f"/api/runner/jobs/{offer.job_id}/result",
+                            content=outcome.model_dump_json(),
+                            headers={"X-Job-Token": offer.token,
+                                     "Content-Type": "application/json"})
+        except httpx.TransportError as exc:
+            log.warning("posting job %s's result failed (%s); retrying", offer.job_id, exc)
+            time.sleep(min(30, 2 ** attempt))
+            continue
+        if r.status_code == 403:  # voided meanwhile: someone else owns the job now
+            log.warning("job %s's result was refused: %s", offer.job_id, r.text)
+            return False
+        r.raise_for_status()
+        return True
+    return False
+
+
+def run_job(job_id: int) -> str:
+    """The Celery task: claim the job, grade it, post the outcome. Returns what happened."""
+    runner = _runner
+    if runner is None:
+        raise RuntimeError("this process is not a paragrade runner")
+    with runner.client() as client:
+        r = client.post(f"/api/runner/jobs/{job_id}/claim", params={"runner": runner.name})
+        if r.status_code in (404, 409):  # done, running elsewhere, superseded, cancelled
+            log.info("job %s not claimable (%s): dropped", job_id, r.json().get("detail"))
+            return "dropped"
+        r.raise_for_status()
+        offer = JobOffer.model_validate(r.json())
+        what = offer.job or offer.validate_job
+        assert what is not None
+        log.info("job %s: %s %s", job_id, "validate" if offer.validate_job else "grade",
+                 what.assignment)
+        try:
+            with lease(client, offer, runner.settings.heartbeat_s):
+                outcome = handle(offer, client, runner.cache(), runner.settings)
+        except JobCancelled:
+            log.info("job %s cancelled while it ran", job_id)
+            return "cancelled"
+        return "recorded" if post_outcome(client, offer, outcome) else "refused"
+
+
+def capabilities(settings: RunnerSettings, name: str, queues: list[Queue]) -> RunnerHello:
+    """What this node offers, as the fleet lists it."""
+    from runners.sandbox import create_executor
+
+    executor = create_executor(settings)  # fails here, at start, if the backend cannot run
+    model = grader.gpu_present()
+    mpiexec = settings.runtime_dir / "bin" / "mpiexec"
+    return RunnerHello(name=name, queues=queues, backend=executor.name,
+                       cores=len(grader.host_cpus()),
+                       memory_mb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
+                       gpus=grader.gpu_count() if model else 0, gpu_model=model,
+                       mpi="mpich" if mpiexec.exists() else None, image=executor.image())
+
+
+def announce(runner: Runner, stop: threading.Event) -> None:
+    """Say hello, then again every heartbeat (the fleet shows who is live)."""
+    hello = capabilities(runner.settings, runner.name, runner.queues)
+    with runner.client() as client:
         while True:
             try:
-                r = client.post("/api/runner/claim",
-                                params={"runner": name, "queues": ",".join(queues)})
+                client.post("/api/runner/hello",
+                            content=hello.model_dump_json(),
+                            headers={"Content-Type": "application/json"}).raise_for_status()
             except httpx.HTTPError as exc:
-                log.warning("server unreachable: %s", exc)
-                time.sleep(poll_s * 5)
-                continue
-            if r.status_code == 204:
-                if once:
-                    return done
-                time.sleep(poll_s)
-                continue
-            r.raise_for_status()
-            offer = JobOffer.model_validate(r.json())
-            log.info("job %s: %s %s", offer.job_id,
-                     "validate" if offer.validate_job else "grade",
-                     (offer.job or offer.validate_job).assignment)  # type: ignore[union-attr]
-            outcome = handle(offer, client, cache, settings)
-            for attempt in range(5):
-                try:
-                    client.post(f"/api/runner/jobs/{offer.job_id}/result",
-                                content=outcome.model_dump_json(),
-                                headers={"X-Job-Token": offer.token,
-                                         "Content-Type": "application/json"}).raise_for_status()
-                    break
-                except httpx.HTTPError as exc:
-                    log.warning("posting job %s's result failed (%s); retrying", offer.job_id, exc)
-                    time.sleep(2 ** attempt)
-            done += 1
+                log.warning("the server did not take our heartbeat: %s", exc)
+            if stop.wait(runner.settings.heartbeat_s):
+                return
+
+
+def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
+          name: str | None = None, settings: RunnerSettings | None = None) -> None:
+    """Run a Celery worker on `queues` until stopped (one job at a time)."""
+    global _runner
+    settings = settings or get_settings()
+    name = name or f"{socket.gethostname()}-{os.getpid()}"
+    _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
+    app = consumer_app(broker_url, settings.broker_key_prefix)
+    app.task(name=TASK_NAME, ignore_result=True)(run_job)
+    stop = threading.Event()
+    threading.Thread(target=announce, args=(_runner, stop), name="announce", daemon=True).start()
+    log.info("runner %s (protocol %d) serving %s", name, PROTOCOL_VERSION, ",".join(queues))
+    try:
+        app.worker_main(["worker", "--queues", ",".join(queues), "--concurrency", "1",
+                         "--pool", "prefork", "--hostname", f"{name}@%h", "--loglevel", "INFO",
+                         "--without-gossip", "--without-mingle", "--without-heartbeat"])
+    finally:
+        stop.set()

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from server import migrate
 from server.db import make_engine, session_factory
+from server.dispatch import publishing_sessions
 from server.models import Course, User
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
@@ -40,7 +41,7 @@ def _prepare() -> None:
 def import_shipped_course(course_slug: str = "treasure-hunt") -> list[str]:
     """Create the shipped course (owned by the first instructor) and import its packages."""
     settings = get_settings()
-    sessions = session_factory(make_engine(settings.database_url))
+    sessions, _ = publishing_sessions(settings)
     imported: list[str] = []
     with sessions() as session, session.begin():
         owner = session.scalar(select(User).where(User.is_instructor.is_(True)).order_by(User.id))
@@ -80,16 +81,16 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     console.print(f"Log in from a terminal: [bold]paragrade login {url}[/]")
     procs = []
     if runner:
-        env = {**os.environ, "PARAGRADE_RUNNER_SERVER": url,
-               "PARAGRADE_RUNNER_TOKEN": settings.runner_token}
+        env = {**os.environ, "PARAGRADE_RUNNER_SERVER": url, "PARAGRADE_BROKER_URL":
+               settings.broker_url, "PARAGRADE_RUNNER_TOKEN": settings.runner_token}
         procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
-                                       "--queues", "cpu,mpi,gpu"], env=env))
+                                       "--queues", "cpu,mpi,gpu", "--name", "local"], env=env))
     import uvicorn
 
     from server import reaper
 
-    stop = reaper.start(session_factory(make_engine(settings.database_url)),
-                        timeout_s=settings.job_timeout_s, max_attempts=settings.max_job_attempts)
+    stop = reaper.start(*publishing_sessions(settings), lease_s=settings.job_lease_s,
+                        max_attempts=settings.max_job_attempts)
     try:
         uvicorn.run("server.main:create_app", factory=True, host=host, port=port,
                     log_level="warning")

@@ -9,6 +9,7 @@ from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
 
 from server import security
+from server.dispatch import Dispatcher
 from server.models import Course, User
 from server.services import courses as course_service
 from server.services import users as user_service
@@ -30,8 +31,14 @@ def _settings(request: Request) -> ServerSettings:
     return settings
 
 
+def _dispatcher(request: Request) -> Dispatcher:
+    dispatcher: Dispatcher = request.app.state.dispatcher
+    return dispatcher
+
+
 SessionDep = Annotated[Session, Depends(_session)]
 SettingsDep = Annotated[ServerSettings, Depends(_settings)]
+DispatcherDep = Annotated[Dispatcher, Depends(_dispatcher)]
 
 
 def _bearer(authorization: Annotated[str | None, Header()] = None) -> str:

@@ -9,8 +9,8 @@ from fastapi.routing import APIRoute
 from sqlalchemy import Engine
 from starlette.middleware.sessions import SessionMiddleware
 
-from server.api import auth, courses, exports, health, runner, submissions
-from server.db import make_engine, session_factory
+from server.api import auth, courses, exports, fleet, health, runner, submissions
+from server.dispatch import publishing_sessions
 from server.metrics import REQUESTS
 from server.schemas import ErrorPublic
 from server.services.assignments import PackageInvalid
@@ -24,12 +24,12 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app = FastAPI(title="paragrade", version="0.1.0",
                   description="Autograding for parallel programming with trustworthy speedups.")
     app.state.settings = settings
-    app.state.sessions = session_factory(engine or make_engine(settings.database_url))
+    app.state.sessions, app.state.dispatcher = publishing_sessions(settings, engine)
     # Browser sessions: a signed, HttpOnly, SameSite=Lax cookie (Secure outside development).
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
-    for module in (auth, courses, submissions, exports, runner, health):
+    for module in (auth, courses, submissions, exports, fleet, runner, health):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:

@@ -96,6 +96,9 @@ class Assignment(Base):
     course: Mapped[Course] = relationship()
     current_version: Mapped[AssignmentVersion | None] = relationship(
         foreign_keys=[current_version_id], post_update=True)
+    versions: Mapped[list[AssignmentVersion]] = relationship(
+        foreign_keys="AssignmentVersion.assignment_id", order_by="AssignmentVersion.id",
+        viewonly=True)
 
 
 class AssignmentVersion(Base):
@@ -154,7 +157,10 @@ class Submission(Base):
 
 
 class Job(Base):
-    """A grading job as the dispatcher holds it: claimed by a runner with a per-job token."""
+    """A job as the database holds it (the truth); the broker only carries its id to a runner.
+
+    state: queued → claimed → done, or superseded (a regrade replaced it) or cancelled.
+    """
 
     __tablename__ = "jobs"
 
@@ -171,6 +177,23 @@ class Job(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    priority: Mapped[int] = mapped_column(Integer, default=0)  # 0 first … 9 last (regrade-all)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    time_limit_s: Mapped[int] = mapped_column(Integer, default=1800)
+
+
+class Runner(Base):
+    """A runner of the fleet as it last announced itself."""
+
+    __tablename__ = "runners"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    queues: Mapped[list[str]] = mapped_column(JSON)
+    capabilities: Mapped[dict[str, Any]] = mapped_column(JSON)
+    current_job_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
 
 class GradeReportRow(Base):

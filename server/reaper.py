@@ -1,4 +1,4 @@
-"""Re-queues (or fails) jobs whose runner went silent past the time limit."""
+"""The reaper: re-queues jobs whose runner went silent, publishes again what the broker lost."""
 
 from __future__ import annotations
 
@@ -7,26 +7,43 @@ import threading
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.dispatch import Dispatcher
 from server.services import jobs as job_service
 
 log = logging.getLogger("paragrade.reaper")
 
 
-def start(sessions: sessionmaker[Session], *, timeout_s: int, max_attempts: int,
-          every_s: float = 30.0) -> threading.Event:
+def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
+          max_attempts: int, grace_s: float) -> tuple[int, int]:
+    """One pass: (jobs re-queued or failed, jobs published again)."""
+    with sessions() as session:
+        reaped = job_service.reap(session=session, lease_s=lease_s, max_attempts=max_attempts)
+        session.commit()
+    republished = 0
+    depth = dispatcher.depth()
+    if depth is not None:
+        with sessions() as session:
+            republished = job_service.unpublished(session=session, broker_depth=depth,
+                                                  grace_s=grace_s)
+            session.commit()
+    return reaped, republished
+
+
+def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
+          max_attempts: int, every_s: float | None = None) -> threading.Event:
     """Run the reaper in a daemon thread; set the returned event to stop it."""
     stop = threading.Event()
+    every = every_s or max(1.0, min(15.0, lease_s / 3))
 
     def loop() -> None:
-        while not stop.wait(every_s):
+        while not stop.wait(every):
             try:
-                with sessions() as session:
-                    n = job_service.reap(session=session, timeout_s=timeout_s,
-                                         max_attempts=max_attempts)
-                    session.commit()
-                if n:
-                    log.warning("re-queued or failed %d stuck job(s)", n)
-            except Exception:  # the reaper must outlive a database hiccup
+                reaped, republished = sweep(sessions, dispatcher, lease_s=lease_s,
+                                            max_attempts=max_attempts, grace_s=2 * every)
+                if reaped or republished:
+                    log.warning("re-queued or failed %d job(s); published %d again",
+                                reaped, republished)
+            except Exception:  # the reaper must outlive a database or broker hiccup
                 log.exception("reaper pass failed")
 
     threading.Thread(target=loop, name="paragrade-reaper", daemon=True).start()

@@ -93,6 +93,12 @@ class ImportCreate(Input):
                       "e.g. treasure-hunt/t1-multiprocessing", max_length=300)
 
 
+class VersionPublic(Public):
+    version: str
+    validation: str = Field(description="validating | ready | invalid | error")
+    checks: list[dict[str, Any]] | None
+
+
 class AssignmentPublic(Public):
     slug: str
     title: str
@@ -108,6 +114,9 @@ class AssignmentPublic(Public):
     validation: str = Field(description="validating | ready | invalid | error (runner-side checks)")
     checks: list[dict[str, Any]] | None = Field(
         default=None, description="Each validation check and its problems (instructors only)")
+    candidate: VersionPublic | None = Field(
+        default=None, description="The newest import when students are not getting it yet "
+                                  "(validating, or failed its checks); instructors only")
 
 
 class AssignmentUpdate(Input):
@@ -129,7 +138,33 @@ class SubmissionPublic(Public):
     created_at: UtcDatetime
     finished_at: UtcDatetime | None
     queue_position: int | None = None
+    waiting_for: str | None = Field(
+        default=None, description="Why a queued submission is not moving (no live runner serves "
+                                  "its queue), e.g. 'waiting for a GPU runner'")
     report: dict[str, Any] | None = Field(default=None, description="The GradeReport")
+
+
+class RunnerPublic(Public):
+    name: str
+    queues: list[str]
+    capabilities: dict[str, Any] = Field(description="cores, memory_mb, gpus, gpu_model, mpi, "
+                                                     "backend, image, protocol_version")
+    current_job_id: int | None
+    first_seen: UtcDatetime
+    last_seen: UtcDatetime
+    live: bool
+
+
+class QueuePublic(Public):
+    queued: int = Field(description="Jobs waiting (database)")
+    running: int = Field(description="Jobs claimed by a runner")
+    in_broker: int | None = Field(description="Messages in the broker; null if unreachable")
+    live_runners: int
+
+
+class FleetPublic(Public):
+    runners: list[RunnerPublic]
+    queues: dict[str, QueuePublic]
 
 
 class LeaderboardEntryPublic(BaseModel):
@@ -143,6 +178,3 @@ class LeaderboardEntryPublic(BaseModel):
     score: float
     you: bool
 
-
-class QueuePublic(BaseModel):
-    depth: dict[str, int]

@@ -30,6 +30,15 @@ class ServerSettings(BaseSettings):
     max_unzipped_bytes: int = 8 * 1024 * 1024
     job_timeout_s: int = 1800
     max_job_attempts: int = 3
+    broker_url: str = Field(
+        default=f"sqla+sqlite:///{REPO_ROOT / 'var' / 'broker.sqlite'}",
+        description="Celery broker: redis://HOST:6379/0 in production; the default is an "
+                    "embedded SQLite broker (no server) for one machine")
+    broker_key_prefix: str = Field(default="", description="Redis key prefix (one per deployment)")
+    job_lease_s: int = Field(default=60, ge=3, description="A claimed job whose runner has not "
+                             "reported for this long is re-queued")
+    runner_live_s: int = Field(default=45, ge=3, description="A runner counts as live this long "
+                               "after its last heartbeat")
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> ServerSettings:

@@ -14,9 +14,12 @@ class ApptainerExecutor(Executor):
     name = "apptainer"
 
     def __init__(self, *, image: str, binary: str = "apptainer", sandbox_uid: int = 65534) -> None:
-        self.image = image
+        self.image_path = image
         self.binary = binary
         self.sandbox_uid = sandbox_uid
+
+    def image(self) -> str | None:
+        return self.image_path
 
     @staticmethod
     def available(binary: str = "apptainer") -> bool:
@@ -37,7 +40,7 @@ class ApptainerExecutor(Executor):
         args += ["--pwd", spec.workdir.inside]
         for key, value in spec.env.items():
             args += ["--env", f"{key}={value}"]
-        return [*args, self.image, *spec.argv]
+        return [*args, self.image_path, *spec.argv]
 
     def start(self, spec: SandboxSpec) -> Running:
         limits = spec.limits

@@ -163,6 +163,10 @@ class Executor(abc.ABC):
         """The kinds of isolation this backend provides on this host."""
         return []
 
+    def image(self) -> str | None:
+        """The container image this backend runs (with its digest where known)."""
+        return None
+
 
 def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | None) -> list[str]:
     """Commands that confine a host process before it execs the sandbox: cgroup, rlimits, user."""

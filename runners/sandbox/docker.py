@@ -23,7 +23,7 @@ class DockerExecutor(Executor):
     name = "docker"
 
     def __init__(self, *, image: str, base_url: str | None = None, sandbox_uid: int = 65534) -> None:
-        self.image = image
+        self.image_name = image
         self.base_url = base_url
         self.sandbox_uid = sandbox_uid
         self._client: Any = None
@@ -36,6 +36,12 @@ class DockerExecutor(Executor):
             self._client = (docker.DockerClient(base_url=self.base_url) if self.base_url
                             else docker.from_env())
         return self._client
+
+    def image(self) -> str | None:
+        try:
+            return f"{self.image_name}@{self.client.images.get(self.image_name).id}"
+        except Exception:  # no engine or no such image: the name is all we can tell
+            return self.image_name
 
     def isolation(self) -> list[str]:
         return ["container: network none, caps dropped, read-only root, no-new-privileges",
@@ -50,7 +56,7 @@ class DockerExecutor(Executor):
         volumes = {str(m.host): {"bind": m.inside, "mode": "rw" if m.writable else "ro"}
                    for m in [*spec.mounts, spec.workdir]}
         kwargs: dict[str, Any] = dict(
-            image=self.image, command=spec.argv, detach=True, environment=dict(spec.env),
+            image=self.image_name, command=spec.argv, detach=True, environment=dict(spec.env),
             working_dir=spec.workdir.inside, user=f"{self.sandbox_uid}:{self.sandbox_uid}",
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
             read_only=True, mem_limit=mem, memswap_limit=mem, pids_limit=lim.pids,

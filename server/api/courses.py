@@ -18,6 +18,7 @@ from server.schemas import (
     ImportCreate,
     JoinCreate,
     LeaderboardEntryPublic,
+    VersionPublic,
 )
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
@@ -32,7 +33,11 @@ router = APIRouter(prefix="/api/courses", tags=["courses"],
 def assignment_public(a: Assignment, role: str = "student") -> AssignmentPublic:
     m = assignment_service.manifest_of(a)
     assert a.current_version is not None
-    v = a.current_version
+    v, newest = a.current_version, a.versions[-1]
+    candidate = None
+    if role == "instructor" and newest.id != v.id:
+        candidate = VersionPublic(version=newest.version, validation=newest.status,
+                                  checks=newest.checks)
     return AssignmentPublic(slug=a.slug, title=a.title, version=a.current_version.version,
                             deadline=a.deadline, late_policy=a.late_policy,
                             late_penalty=a.late_penalty, quota_count=a.quota_count,
@@ -40,7 +45,8 @@ def assignment_public(a: Assignment, role: str = "student") -> AssignmentPublic:
                             entry_file=m.entry.file,
                             allowed_files=sorted(set(m.entry.allowed_files) | {m.entry.file}),
                             validation=v.status,
-                            checks=v.checks if role == "instructor" else None)
+                            checks=v.checks if role == "instructor" else None,
+                            candidate=candidate)
 
 
 @router.post("", response_model=CoursePublic, status_code=status.HTTP_201_CREATED,

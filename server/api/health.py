@@ -32,6 +32,6 @@ def ready(session: SessionDep, response: Response) -> dict[str, str]:
 
 @router.get("/metrics", response_class=Response)
 def metrics(session: SessionDep) -> Response:
-    for queue, n in {"cpu": 0, "mpi": 0, "gpu": 0, **job_service.depth(session=session)}.items():
-        QUEUE_DEPTH.labels(queue=queue).set(n)
+    for queue, n in job_service.depth(session=session).items():
+        QUEUE_DEPTH.labels(queue=queue).set(n["queued"])
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

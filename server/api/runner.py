@@ -1,4 +1,4 @@
-"""The runner side: claim a job, fetch its bundle and archive, post its outcome."""
+"""The runner side: announce itself, claim a job, fetch its bundle and archive, post its outcome."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from runners.protocol import JobOffer, JobOutcome
+from runners.protocol import JobOffer, JobOutcome, RunnerHello
 from server.api import RowId
 from server.deps import RunnerDep, SessionDep, SettingsDep
 from server.models import AssignmentVersion, Submission
@@ -22,17 +22,29 @@ NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 JobToken = Annotated[str, Header(alias="X-Job-Token", description="The job's own secret")]
 
 
-@router.post("/claim", response_model=JobOffer | None,
-             responses={204: {"description": "nothing to do"}})
-def claim(_: RunnerDep, session: SessionDep,
-          runner: Annotated[str, Query(pattern=NO_NUL)] = "runner",
-          queues: Annotated[str, Query(pattern=NO_NUL)] = "cpu,mpi") -> object:
-    """The oldest queued job of these queues (comma-separated), or 204."""
-    offer = job_service.claim(session=session, runner=runner[:200],
-                              queues=[q for q in queues.split(",") if q])
-    if offer is None:
-        return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return offer
+@router.post("/hello", status_code=status.HTTP_204_NO_CONTENT)
+def hello(body: RunnerHello, _: RunnerDep, session: SessionDep) -> None:
+    """A runner joins the fleet or says it is still alive (its capabilities, its current job)."""
+    job_service.hello(session=session, runner=body)
+    session.commit()
+
+
+@router.post("/jobs/{job_id}/claim", response_model=JobOffer,
+             responses={409: {"model": ErrorPublic, "description": "not queued (done, "
+                              "claimed, superseded or cancelled): drop the message"}})
+def claim(job_id: RowId, _: RunnerDep, session: SessionDep,
+          runner: Annotated[str, Query(pattern=NO_NUL, min_length=1, max_length=200)]
+          ) -> JobOffer:
+    """Claim the job a broker message named; a job is claimed once per attempt."""
+    return job_service.claim(session=session, job_id=job_id, runner=runner)
+
+
+@router.post("/jobs/{job_id}/heartbeat", status_code=status.HTTP_204_NO_CONTENT)
+def heartbeat(job_id: RowId, _: RunnerDep, token: JobToken, session: SessionDep) -> None:
+    """Still grading: extends the job's lease. 403 once the job was cancelled or superseded."""
+    job = job_service.authorize(session=session, job_id=job_id, token=token)
+    job_service.heartbeat(session=session, job=job)
+    session.commit()
 
 
 def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str,

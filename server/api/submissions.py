@@ -7,31 +7,39 @@ from typing import Annotated
 from fastapi import APIRouter, File, Response, UploadFile, status
 
 from server.api import RowId
+from server.db import committing
 from server.deps import CourseDep, CourseInstructorDep, CurrentUser, SessionDep, SettingsDep
-from server.models import AuditLog, GradeReportRow, Submission
+from server.models import GradeReportRow, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import jobs as job_service
 from server.services import submissions as submission_service
+from server.settings import ServerSettings
 
 router = APIRouter(prefix="/api", tags=["submissions"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
                               404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 
 
-def public(session: SessionDep, sub: Submission, *, with_report: bool) -> SubmissionPublic:
+def public(session: SessionDep, sub: Submission, *, with_report: bool,
+           settings: ServerSettings) -> SubmissionPublic:
     report = None
     if with_report:
         row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
         report = row.report if row else None
     a = sub.assignment
-    return SubmissionPublic(
+    out = SubmissionPublic(
         id=sub.id, assignment=f"{a.course.slug}/{a.slug}", status=sub.status, verdict=sub.verdict,
         score=sub.score, late=sub.late, filenames=sub.filenames, created_at=sub.created_at,
-        finished_at=sub.finished_at, report=report,
-        queue_position=submission_service.queue_position(session=session, submission=sub)
-        if sub.status == "queued" else None)
+        finished_at=sub.finished_at, report=report)
+    job = submission_service.pending_job(session=session, submission=sub) \
+        if sub.status == "queued" else None
+    if job is not None:
+        out.queue_position = submission_service.queue_position(session=session, job=job)
+        out.waiting_for = job_service.waiting_for(session=session, queue=job.queue,
+                                                  live_s=settings.runner_live_s)
+    return out
 
 
 @router.post("/courses/{course}/assignments/{slug}/submissions", response_model=SubmissionPublic,
@@ -49,12 +57,13 @@ def submit(slug: str, files: Annotated[list[UploadFile], File(description="solut
                                     artifacts_root=settings.artifacts_dir,
                                     max_bytes=settings.max_upload_bytes,
                                     max_unzipped=settings.max_unzipped_bytes)
-    return public(session, sub, with_report=False)
+    return public(session, sub, with_report=False, settings=settings)
 
 
 @router.get("/submissions", response_model=list[SubmissionPublic])
-def my_submissions(session: SessionDep, user: CurrentUser) -> list[SubmissionPublic]:
-    return [public(session, s, with_report=False)
+def my_submissions(session: SessionDep, user: CurrentUser,
+                   settings: SettingsDep) -> list[SubmissionPublic]:
+    return [public(session, s, with_report=False, settings=settings)
             for s in submission_service.mine(session=session, user=user)]
 
 
@@ -65,9 +74,11 @@ def _visible(session: SessionDep, user: CurrentUser, submission_id: int) -> Subm
 
 
 @router.get("/submissions/{submission_id}", response_model=SubmissionPublic)
-def get_submission(submission_id: RowId, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
+def get_submission(submission_id: RowId, session: SessionDep, user: CurrentUser,
+                   settings: SettingsDep) -> SubmissionPublic:
     """Status and, once graded, the full report (owner or the course's instructors)."""
-    return public(session, _visible(session, user, submission_id), with_report=True)
+    return public(session, _visible(session, user, submission_id), with_report=True,
+                  settings=settings)
 
 
 @router.get("/submissions/{submission_id}/files",
@@ -80,30 +91,39 @@ def submission_files(submission_id: RowId, session: SessionDep, user: CurrentUse
                     media_type="application/zip")
 
 
+def _role(session: SessionDep, user: CurrentUser, sub: Submission) -> str | None:
+    return course_service.role(session=session, user=user, course=sub.assignment.course)
+
+
 @router.post("/submissions/{submission_id}/regrade", response_model=SubmissionPublic,
              status_code=status.HTTP_202_ACCEPTED)
-def regrade(submission_id: RowId, session: SessionDep, user: CurrentUser) -> SubmissionPublic:
+def regrade(submission_id: RowId, session: SessionDep, user: CurrentUser,
+            settings: SettingsDep) -> SubmissionPublic:
     """Grade again on the assignment's current version (instructors)."""
     sub = _visible(session, user, submission_id)
-    if course_service.role(session=session, user=user, course=sub.assignment.course) \
-            != "instructor":
-        from server.services.errors import Forbidden
+    with committing(session):
+        submission_service.regrade(session=session, actor=user, submission=sub,
+                                   role=_role(session, user, sub))
+    return public(session, sub, with_report=False, settings=settings)
 
-        raise Forbidden("only the course's instructors regrade")
-    job_service.requeue(session=session, submission=sub)
-    session.add(AuditLog(actor_id=user.id, action="submission.regrade", target=str(sub.id)))
-    session.commit()
-    return public(session, sub, with_report=False)
+
+@router.post("/submissions/{submission_id}/cancel", response_model=SubmissionPublic,
+             responses={409: {"model": ErrorPublic}})
+def cancel(submission_id: RowId, session: SessionDep, user: CurrentUser,
+           settings: SettingsDep) -> SubmissionPublic:
+    """Stop a queued or running submission (its owner or the course's instructors)."""
+    sub = _visible(session, user, submission_id)
+    with committing(session):
+        submission_service.cancel(session=session, actor=user, submission=sub,
+                                  role=_role(session, user, sub))
+    return public(session, sub, with_report=False, settings=settings)
 
 
 @router.post("/courses/{course}/assignments/{slug}/regrade", status_code=status.HTTP_202_ACCEPTED)
 def regrade_all(slug: str, access: CourseInstructorDep, session: SessionDep) -> dict[str, int]:
-    """Queue every submission of the assignment for regrading."""
+    """Queue every submission of the assignment for regrading, at the lowest priority."""
     a = assignment_service.get(session=session, course=access.course, slug=slug)
-    subs = submission_service.of_assignment(session=session, assignment=a)
-    for s in subs:
-        job_service.requeue(session=session, submission=s)
-    session.add(AuditLog(actor_id=access.user.id, action="assignment.regrade_all",
-                         target=f"{access.course.slug}/{a.slug}", detail={"queued": len(subs)}))
-    session.commit()
-    return {"queued": len(subs)}
+    with committing(session):
+        n = submission_service.regrade_all(session=session, actor=access.user, assignment=a,
+                                           role=access.role)
+    return {"queued": n}

@@ -146,8 +146,10 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
     session.add(version)
     session.flush()
     jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.kind)
-    assignment.title = manifest.title
-    assignment.current_version_id = version.id
+    if current is None or current.status != "ready":
+        # A ready version keeps serving students until its successor validates (jobs.record).
+        assignment.title = manifest.title
+        assignment.current_version_id = version.id
     session.add(AuditLog(actor_id=actor.id, action="assignment.import",
                          target=f"{course.slug}/{manifest.slug}",
                          detail={"version": manifest.version, "bundle": sha}))

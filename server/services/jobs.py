@@ -1,97 +1,127 @@
-"""The dispatcher: grading jobs held in the database, claimed by runners over HTTP.
+"""Jobs as the database holds them: enqueue, claim, lease, record, re-queue, cancel, sweep.
 
-A job is ids and data (protocol.GradeJob). A runner claims one with the fleet's runner token and
-gets a per-job secret for the job's bundle, archive and result; recording a result is idempotent.
-The queue issue replaces claiming with Celery; these functions keep their meaning.
+A job is ids and data (protocol.GradeJob). Enqueueing puts a message (the job id) in the
+session's outbox; the dispatcher publishes it once the transaction commits. A runner that gets
+the message claims the job over HTTP with the fleet's token (compare-and-set, so a redelivered
+message is refused) and receives a per-job secret for the job's bundle, archive, heartbeats and
+result. Recording a result is idempotent; the database, not the broker, says what is done.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from runners.protocol import (
+    LOWEST_PRIORITY,
+    QUEUES,
     GradeJob,
     GradeReport,
     JobOffer,
     JobOutcome,
     Manifest,
+    RunnerHello,
     ValidateJob,
 )
 from server import security
+from server.dispatch import Message, outbox
 from server.models import (
     AssignmentVersion,
     GradeReportRow,
     Job,
+    Runner,
     ScalingPointRow,
     Submission,
     TestResultRow,
     now,
 )
-from server.services.errors import Forbidden, NotFound
+from server.services.errors import Conflict, Forbidden, NotFound
 
 PLATFORM_ERROR = "platform_error"
 
 
-def enqueue(*, session: Session, submission: Submission) -> Job:
+def _publish(session: Session, job: Job) -> None:
+    job.published_at = now()
+    outbox(session).append(Message(job_id=job.id, queue=job.queue, priority=job.priority,
+                                   time_limit_s=job.time_limit_s))
+
+
+def fair_priority(*, session: Session, user_id: int) -> int:
+    """0 for a student with nothing pending, one step later for each job they already have waiting.
+
+    At a deadline, a student who submits ten times does not push everyone else's first
+    submission back: the broker serves lower numbers first.
+    """
+    pending = session.scalar(select(func.count()).select_from(Job).join(
+        Submission, Job.submission_id == Submission.id).where(
+        Submission.user_id == user_id, Job.state.in_(("queued", "claimed")))) or 0
+    return min(int(pending), LOWEST_PRIORITY - 1)
+
+
+def enqueue(*, session: Session, submission: Submission, priority: int | None = None) -> Job:
     """A queued job for a committed submission (routed by the assignment's resources)."""
     manifest = Manifest.model_validate(submission.version.manifest)
-    job = Job(submission_id=submission.id, queue=manifest.resources.kind)
+    if priority is None:
+        priority = fair_priority(session=session, user_id=submission.user_id)
+    job = Job(submission_id=submission.id, queue=manifest.resources.kind, priority=priority,
+              time_limit_s=manifest.resources.wall_seconds * 40)
     session.add(job)
     session.flush()
+    _publish(session, job)
     return job
 
 
 def enqueue_validation(*, session: Session, version: AssignmentVersion, queue: str) -> Job:
     """A job that runs the engine's validate on a runner serving the package's queue."""
-    job = Job(kind="validate", version_id=version.id, queue=queue)
+    manifest = Manifest.model_validate(version.manifest)
+    job = Job(kind="validate", version_id=version.id, queue=queue,
+              time_limit_s=manifest.resources.wall_seconds * 100)
     session.add(job)
     session.flush()
+    _publish(session, job)
     return job
 
 
-def grade_job(submission: Submission, manifest: Manifest) -> GradeJob:
+def grade_job(submission: Submission, job: Job) -> GradeJob:
     a = submission.assignment
+    manifest = Manifest.model_validate(submission.version.manifest)
     return GradeJob(submission_id=submission.id, assignment=f"{a.course.slug}/{a.slug}",
                     assignment_version=submission.version.version,
                     bundle_sha256=submission.version.bundle_sha256,
                     submission_sha256=submission.archive_sha256, queue=manifest.resources.kind,
-                    time_limit_s=manifest.resources.wall_seconds * 40,
-                    entry_file=manifest.entry.file)
+                    time_limit_s=job.time_limit_s, entry_file=manifest.entry.file)
 
 
-def claim(*, session: Session, runner: str, queues: list[str]) -> JobOffer | None:
-    """The oldest queued job of these queues, claimed atomically (compare-and-set)."""
-    candidates = session.scalars(select(Job.id).where(Job.state == "queued",
-                                                      Job.queue.in_(queues))
-                                 .order_by(Job.id).limit(10)).all()
-    for job_id in candidates:
-        token = security.new_token()
-        won = session.execute(
-            update(Job).where(Job.id == job_id, Job.state == "queued")
-            .values(state="claimed", token_hash=security.token_hash(token), runner=runner,
-                    claimed_at=now(), attempts=Job.attempts + 1))
-        if won.rowcount == 1:  # type: ignore[attr-defined]
-            job = session.get(Job, job_id)
-            assert job is not None
-            session.refresh(job)
-            if job.kind == "validate":
-                version = session.get(AssignmentVersion, job.version_id)
-                assert version is not None
-                session.commit()
-                a = version.assignment
-                return JobOffer(job_id=job.id, token=token, validate_job=ValidateJob(
-                    version_id=version.id, assignment=f"{a.course.slug}/{a.slug}",
-                    bundle_sha256=version.bundle_sha256, queue=job.queue))  # type: ignore[arg-type]
-            sub = session.get(Submission, job.submission_id)
-            assert sub is not None
-            sub.status, sub.started_at = "running", now()
-            session.commit()
-            manifest = Manifest.model_validate(sub.version.manifest)
-            return JobOffer(job_id=job.id, token=token, job=grade_job(sub, manifest))
-    return None
+def claim(*, session: Session, job_id: int, runner: str) -> JobOffer:
+    """Claim one queued job for `runner` (compare-and-set); Conflict if it is not claimable."""
+    token = security.new_token()
+    won = session.execute(
+        update(Job).where(Job.id == job_id, Job.state == "queued")
+        .values(state="claimed", token_hash=security.token_hash(token), runner=runner,
+                claimed_at=now(), heartbeat_at=now(), attempts=Job.attempts + 1))
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound("no such job")
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        raise Conflict(f"job {job_id} is {job.state}, not queued")
+    session.refresh(job)
+    session.execute(update(Runner).where(Runner.name == runner).values(current_job_id=job.id))
+    if job.kind == "validate":
+        version = session.get(AssignmentVersion, job.version_id)
+        assert version is not None
+        session.commit()
+        a = version.assignment
+        return JobOffer(job_id=job.id, token=token, validate_job=ValidateJob(
+            version_id=version.id, assignment=f"{a.course.slug}/{a.slug}",
+            bundle_sha256=version.bundle_sha256, queue=job.queue))  # type: ignore[arg-type]
+    sub = session.get(Submission, job.submission_id)
+    assert sub is not None
+    sub.status, sub.started_at = "running", now()
+    session.commit()
+    return JobOffer(job_id=job.id, token=token, job=grade_job(sub, job))
 
 
 def authorize(*, session: Session, job_id: int, token: str) -> Job:
@@ -101,14 +131,25 @@ def authorize(*, session: Session, job_id: int, token: str) -> Job:
         raise NotFound("no such job")
     if job.token_hash is None or not security.same_secret(job.token_hash,
                                                           security.token_hash(token)):
-        raise Forbidden("this token is not valid for this job")
+        raise Forbidden(f"this token is not valid for this job (the job is {job.state})")
     return job
+
+
+def heartbeat(*, session: Session, job: Job) -> None:
+    """The runner is still at it: extend the job's lease."""
+    job.heartbeat_at = now()
+    if job.runner is not None:
+        session.execute(update(Runner).where(Runner.name == job.runner)
+                        .values(current_job_id=job.id, last_seen=now()))
 
 
 def record(*, session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> None:
     """Store a runner's outcome once; a redelivered result changes nothing."""
     if job.state == "done":
         return
+    if job.runner is not None:
+        session.execute(update(Runner).where(Runner.name == job.runner, Runner.current_job_id ==
+                                             job.id).values(current_job_id=None))
     if job.kind == "validate":
         _record_validation(session=session, job=job, outcome=outcome, max_attempts=max_attempts)
         return
@@ -130,12 +171,16 @@ def _record_validation(*, session: Session, job: Job, outcome: JobOutcome,
     if outcome.checks is None:
         if job.attempts < max_attempts:
             job.state, job.token_hash, job.runner = "queued", None, None
+            _publish(session, job)
             return
         version.status = "error"
         version.checks = [{"name": "platform", "ok": False, "skipped": None,
                            "problems": [_text(outcome.platform_error or "no result")]}]
     else:
         version.status = "ready" if all(c.ok for c in outcome.checks) else "invalid"
+        a = version.assignment
+        if version.status == "ready" and (a.current_version_id or 0) < version.id:
+            a.current_version_id, a.title = version.id, version.manifest["title"]
         version.checks = [{**c.model_dump(), "problems": [_text(p) for p in c.problems]}
                           for c in outcome.checks]
     job.state, job.token_hash = "done", None
@@ -148,6 +193,7 @@ def _platform_failure(*, session: Session, job: Job, sub: Submission, max_attemp
     if job.attempts < max_attempts:
         job.state, job.token_hash, job.runner = "queued", None, None
         sub.status = "queued"
+        _publish(session, job)
     else:
         job.state, job.token_hash = "done", None
         sub.status, sub.verdict, sub.finished_at = "error", PLATFORM_ERROR, now()
@@ -193,45 +239,112 @@ def _text(value: str) -> str:
     return value.replace("\x00", "\ufffd")
 
 
-def reap(*, session: Session, timeout_s: int, max_attempts: int) -> int:
-    """Re-queue (or fail) jobs claimed longer ago than `timeout_s`; returns how many."""
-    cutoff = now() - timedelta(seconds=timeout_s)
-    stuck = session.scalars(select(Job).where(Job.state == "claimed", Job.claimed_at < cutoff))
+def reap(*, session: Session, lease_s: int, max_attempts: int) -> int:
+    """Re-queue (or fail) claimed jobs whose runner went silent or ran past the time limit."""
     n = 0
-    for job in stuck:
+    for job in session.scalars(select(Job).where(Job.state == "claimed")):
+        beat = job.heartbeat_at or job.claimed_at
+        assert beat is not None and job.claimed_at is not None
+        silent = _aware(beat) < now() - timedelta(seconds=lease_s)
+        overdue = _aware(job.claimed_at) < now() - timedelta(seconds=job.time_limit_s + 120)
+        if not (silent or overdue):
+            continue
+        reason = "the runner stopped reporting" if silent else "the job ran past its time limit"
         if job.kind == "validate":
             _record_validation(session=session, job=job, max_attempts=max_attempts,
-                               outcome=JobOutcome(platform_error="the runner timed out"))
+                               outcome=JobOutcome(platform_error=reason))
         else:
             sub = session.get(Submission, job.submission_id)
             assert sub is not None
             _platform_failure(session=session, job=job, sub=sub, max_attempts=max_attempts,
-                              reason="runner timed out")
+                              reason=reason)
         n += 1
     return n
 
 
-def requeue(*, session: Session, submission: Submission) -> Job:
-    """A new job for an existing submission (regrade onto the assignment's current version).
+def unpublished(*, session: Session, broker_depth: dict[str, int], grace_s: float) -> int:
+    """Publish again the queued jobs of each queue the broker holds nothing for (lost messages).
 
-    Its pending jobs are superseded first: their tokens stop working, so a runner still busy with
-    one cannot record a second grade.
+    A queued job whose queue is empty in the broker lost its message (the broker restarted
+    without persistence, or publishing failed). Publishing one twice is harmless: the second
+    claim is refused.
     """
-    session.execute(update(Job).where(Job.submission_id == submission.id,
-                                      Job.state.in_(("queued", "claimed")))
-                    .values(state="superseded", token_hash=None))
+    cutoff = now() - timedelta(seconds=grace_s)
+    n = 0
+    for queue in QUEUES:
+        if broker_depth.get(queue, 0) > 0:
+            continue
+        for job in session.scalars(select(Job).where(Job.state == "queued", Job.queue == queue)
+                                   .order_by(Job.priority, Job.id)):
+            if job.published_at is None or _aware(job.published_at) < cutoff:
+                _publish(session, job)
+                n += 1
+    return n
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)  # SQLite drops the zone
+
+
+def supersede(*, session: Session, submission: Submission, state: str) -> int:
+    """End the submission's pending jobs (`superseded` or `cancelled`): their tokens stop working,
+    so a runner still busy with one cannot record a grade."""
+    done = session.execute(update(Job).where(Job.submission_id == submission.id,
+                                             Job.state.in_(("queued", "claimed")))
+                           .values(state=state, token_hash=None))
+    return int(done.rowcount)  # type: ignore[attr-defined]
+
+
+def requeue(*, session: Session, submission: Submission, priority: int | None = None) -> Job:
+    """A new job for an existing submission (regrade onto the assignment's current version)."""
+    supersede(session=session, submission=submission, state="superseded")
     current = submission.assignment.current_version
     if current is not None:
         submission.version_id = current.id
         session.flush()
         session.refresh(submission)
     submission.status, submission.verdict, submission.score = "queued", None, None
-    return enqueue(session=session, submission=submission)
+    return enqueue(session=session, submission=submission, priority=priority)
 
 
-def depth(*, session: Session) -> dict[str, int]:
-    from sqlalchemy import func
+def depth(*, session: Session) -> dict[str, dict[str, int]]:
+    """Jobs per queue and state (queued, claimed), as the database holds them."""
+    out: dict[str, dict[str, int]] = {q: {"queued": 0, "claimed": 0} for q in QUEUES}
+    rows = session.execute(select(Job.queue, Job.state, func.count())
+                           .where(Job.state.in_(("queued", "claimed")))
+                           .group_by(Job.queue, Job.state))
+    for q, state, n in rows:
+        out.setdefault(q, {"queued": 0, "claimed": 0})[state] = int(n)
+    return out
 
-    rows = session.execute(select(Job.queue, func.count()).where(Job.state == "queued")
-                           .group_by(Job.queue))
-    return {q: int(n) for q, n in rows}
+
+def hello(*, session: Session, runner: RunnerHello) -> None:
+    """Record (or refresh) a runner's announcement: its capabilities and that it is alive."""
+    row = session.get(Runner, runner.name)
+    caps = runner.model_dump(mode="json", exclude={"name", "queues", "current_job"})
+    if row is None:
+        row = Runner(name=runner.name, queues=list(runner.queues), capabilities=caps)
+        session.add(row)
+    row.queues, row.capabilities, row.last_seen = list(runner.queues), caps, now()
+    row.current_job_id = runner.current_job
+    session.flush()
+
+
+def all_runners(*, session: Session) -> list[Runner]:
+    return list(session.scalars(select(Runner).order_by(Runner.name)))
+
+
+def live_runners(*, session: Session, live_s: int) -> list[Runner]:
+    cutoff = now() - timedelta(seconds=live_s)
+    return [r for r in all_runners(session=session) if _aware(r.last_seen) >= cutoff]
+
+
+WAITING = {"gpu": "waiting for a GPU runner", "mpi": "waiting for an MPI runner",
+           "cpu": "waiting for a runner"}
+
+
+def waiting_for(*, session: Session, queue: str, live_s: int) -> str | None:
+    """Why a queued job is not moving, when no live runner serves its queue."""
+    if any(queue in r.queues for r in live_runners(session=session, live_s=live_s)):
+        return None
+    return WAITING.get(queue, "waiting for a runner")

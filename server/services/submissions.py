@@ -10,11 +10,24 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from runners.protocol import Manifest
-from server.models import Assignment, Job, Submission, User, now
+from runners.protocol import LOWEST_PRIORITY, Manifest
+from server.models import Assignment, AuditLog, Job, Submission, User, now
 from server.services import MAX_ROW_ID, artifacts, jobs
 from server.services.assignments import bundle, manifest_of, safe_members
-from server.services.errors import Forbidden, Invalid, NotFound, QuotaExceeded, TooLarge
+from server.services.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    QuotaExceeded,
+    TooLarge,
+)
+
+NOT_READY = {
+    "validating": "this assignment is still being checked on a runner; try again in a few minutes",
+    "invalid": "this assignment's package failed its checks; your instructors can see why",
+    "error": "this assignment's package could not be checked; your instructors can see why",
+}
 
 
 def _aware(dt: datetime) -> datetime:
@@ -68,6 +81,10 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     """Check, store and queue an upload; a refused upload stores nothing."""
     if role is None:
         raise Forbidden("you are not enrolled in this course")
+    version = assignment.current_version
+    assert version is not None
+    if version.status != "ready" and role != "instructor":
+        raise Conflict(NOT_READY.get(version.status, "this assignment does not take submissions"))
     manifest = manifest_of(assignment)
     files = check_files(uploads, manifest=manifest, max_bytes=max_bytes, max_unzipped=max_unzipped)
     late = assignment.deadline is not None and now() > _aware(assignment.deadline)
@@ -118,13 +135,58 @@ def of_assignment(*, session: Session, assignment: Assignment) -> list[Submissio
                                 .order_by(Submission.id)))
 
 
-def queue_position(*, session: Session, submission: Submission) -> int | None:
-    job = session.scalar(select(Job).where(Job.submission_id == submission.id,
-                                           Job.state == "queued").order_by(Job.id.desc()))
-    if job is None:
-        return None
+def pending_job(*, session: Session, submission: Submission) -> Job | None:
+    return session.scalar(select(Job).where(Job.submission_id == submission.id,
+                                            Job.state == "queued").order_by(Job.id.desc()))
+
+
+def queue_position(*, session: Session, job: Job) -> int:
+    """1 for the next job its queue serves (the broker serves lower priorities first)."""
+    ahead = (Job.priority < job.priority) | ((Job.priority == job.priority) & (Job.id < job.id))
     return int(session.scalar(select(func.count()).select_from(Job).where(
-        Job.state == "queued", Job.queue == job.queue, Job.id < job.id)) or 0) + 1
+        Job.state == "queued", Job.queue == job.queue, ahead)) or 0) + 1
+
+
+def regrade(*, session: Session, actor: User, submission: Submission, role: str | None,
+            low_priority: bool = False) -> None:
+    """Grade again on the assignment's current version (the course's instructors)."""
+    if role != "instructor":
+        raise Forbidden("only the course's instructors regrade")
+    jobs.requeue(session=session, submission=submission,
+                 priority=LOWEST_PRIORITY if low_priority else 0)
+    session.add(AuditLog(actor_id=actor.id, action="submission.regrade", target=str(submission.id)))
+
+
+def regrade_all(*, session: Session, actor: User, assignment: Assignment,
+                role: str | None) -> int:
+    """Queue every submission of the assignment, behind every student's own submissions."""
+    if role != "instructor":
+        raise Forbidden("only the course's instructors regrade")
+    subs = of_assignment(session=session, assignment=assignment)
+    for s in subs:
+        jobs.requeue(session=session, submission=s, priority=LOWEST_PRIORITY)
+    session.add(AuditLog(actor_id=actor.id, action="assignment.regrade_all",
+                         target=f"{assignment.course.slug}/{assignment.slug}",
+                         detail={"queued": len(subs)}))
+    return len(subs)
+
+
+def cancel(*, session: Session, actor: User, submission: Submission, role: str | None) -> None:
+    """Stop a queued or running submission (its owner, or the course's instructors).
+
+    A cancelled submission never counts against the quota; a runner busy with it is told at its
+    next heartbeat and its result is refused.
+    """
+    if submission.user_id != actor.id and role != "instructor":
+        raise Forbidden("only its owner or the course's instructors cancel a submission")
+    if submission.status not in ("queued", "running"):
+        raise Conflict(f"the submission is already {submission.status}")
+    jobs.supersede(session=session, submission=submission, state="cancelled")
+    submission.status, submission.finished_at = "cancelled", now()
+    submission.counts_for_quota = False
+    if actor.id != submission.user_id:
+        session.add(AuditLog(actor_id=actor.id, action="submission.cancel",
+                             target=str(submission.id)))
 
 
 def files_of(*, submission: Submission, artifacts_root: Path) -> bytes:

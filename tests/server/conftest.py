@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, select, text
 
 from server import migrate
 from server.db import Base, make_engine
@@ -69,6 +69,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path,
 def settings(tmp_path: Path) -> ServerSettings:
     return ServerSettings(database_url="sqlite://", artifacts_dir=tmp_path / "artifacts",
                           assignments_dir=REPO_ROOT / "assignments", runner_token="runner-secret-1234",
+                          broker_url="memory://",
                           max_upload_bytes=64 * 1024)
 
 
@@ -138,10 +139,26 @@ def world(client: TestClient, engine: Engine) -> World:
 RUNNER = {"Authorization": "Bearer runner-secret-1234"}
 
 
+def claim(client: TestClient, queues: tuple[str, ...] = ("cpu", "mpi", "gpu")
+          ) -> dict | None:  # type: ignore[type-arg]
+    """Play the runner that a broker message reached: claim the next queued job by its id."""
+    from server.models import Job
+
+    with client.app.state.sessions() as s:  # type: ignore[attr-defined]
+        job_id = s.scalar(select(Job.id).where(Job.state == "queued", Job.queue.in_(queues))
+                          .order_by(Job.priority, Job.id).limit(1))
+    if job_id is None:
+        return None
+    r = client.post(f"/api/runner/jobs/{job_id}/claim", params={"runner": "test-runner"},
+                    headers=RUNNER)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
 def finish_validation(client: TestClient, ok: bool = True) -> dict:  # type: ignore[type-arg]
     """Play the runner for a pending validate job (as a runner would post its checks)."""
-    offer = client.post("/api/runner/claim", headers=RUNNER).json()
-    assert offer["validate_job"] is not None, offer
+    offer = claim(client)
+    assert offer is not None and offer["validate_job"] is not None, offer
     checks = [{"name": "reference passes", "ok": ok,
                "problems": [] if ok else ["hidden/test_hidden.py::test_x: failed: expected 3"]}]
     r = client.post(f"/api/runner/jobs/{offer['job_id']}/result", json={"checks": checks},

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, func, select
 from runners.protocol import JobOutcome
 from server.db import session_factory
 from server.models import Artifact, Submission
-from tests.server.conftest import REFERENCE, World, bearer, login, zip_of
+from tests.server.conftest import REFERENCE, World, bearer, claim, login, zip_of
 
 RUNNER = bearer("runner-secret-1234")
 
@@ -111,6 +111,9 @@ def test_import_is_validated_on_a_runner(world: World) -> None:
     assert mine["checks"][0]["problems"] == ["hidden/test_hidden.py::test_x: failed: expected 3"]
     theirs = world.get(world.ada, "/api/courses/th/assignments/t2-mpi").json()
     assert theirs["validation"] == "invalid" and theirs["checks"] is None
+    r = world.client.post("/api/courses/th/assignments/t2-mpi/submissions", headers=world.ada,
+                          files=[("files", ("solution.py", b"def f(): pass\n"))])
+    assert r.status_code == 409 and "failed its checks" in r.json()["detail"]
     t1 = world.get(world.prof, "/api/courses/th/assignments/t1-multiprocessing").json()
     assert t1["validation"] == "ready"
 
@@ -120,6 +123,33 @@ def test_reimport_same_content_keeps_the_version(world: World) -> None:
                    json={"path": "treasure-hunt/t1-multiprocessing"})
     assert r.status_code == 201 and r.json()["version"] == "1.0.0"
     assert len(world.get(world.ada, "/api/courses/th/assignments").json()) == 1
+
+
+def test_a_new_version_serves_students_only_once_it_validates(world: World) -> None:
+    from tests.server.conftest import REPO_ROOT, finish_validation
+
+    folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
+    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.0.0"',
+                                                                b'version = "1.1.0"')
+    assert b'"1.1.0"' in files["assignment.toml"]
+    url = "/api/courses/th/assignments/t1-multiprocessing"
+    for ok, served in ((False, "1.0.0"), (True, "1.1.0")):
+        r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                       files={"package": ("p.zip", zip_of(files))})
+        assert r.status_code == 201, r.text
+        assert r.json()["version"] == "1.0.0" and r.json()["validation"] == "ready"
+        assert r.json()["candidate"]["validation"] == "validating"
+        assert world.get(world.ada, url).json()["version"] == "1.0.0"  # still the ready one
+        finish_validation(world.client, ok=ok)
+        assert world.get(world.ada, url).json()["version"] == served
+        candidate = world.get(world.prof, url).json()["candidate"]
+        assert candidate == (None if ok else {"version": "1.1.0", "validation": "invalid",
+                                              "checks": candidate["checks"]})
+        assert world.get(world.ada, url).json()["candidate"] is None
+        files["statement.md"] += b"\nA changed statement makes a new bundle.\n"
+    assert world.submit(world.ada, REFERENCE).status_code == 201
 
 
 def test_starter_download_has_no_hidden_tests(world: World) -> None:
@@ -211,11 +241,16 @@ def _graded_report(passed: bool = True) -> dict:  # type: ignore[type-arg]
 def test_runner_claims_fetches_and_records_once(world: World) -> None:
     c = world.client
     sid = world.submit(world.ada, REFERENCE).json()["id"]
-    assert c.post("/api/runner/claim", headers=world.ada).status_code == 401
-    offer = c.post("/api/runner/claim", params={"queues": "cpu"}, headers=RUNNER).json()
+    assert c.post("/api/runner/jobs/1/claim", params={"runner": "r"},
+                  headers=world.ada).status_code == 401
+    offer = claim(c, ("cpu",))
+    assert offer is not None
     assert offer["job"]["submission_id"] == sid and offer["job"]["queue"] == "cpu"
-    assert c.post("/api/runner/claim", headers=RUNNER).status_code == 204  # nothing left
+    assert claim(c) is None  # nothing left
     jid, tok = offer["job_id"], {"X-Job-Token": offer["token"]}
+    again = c.post(f"/api/runner/jobs/{jid}/claim", params={"runner": "r"}, headers=RUNNER)
+    assert again.status_code == 409 and "claimed" in again.json()["detail"]  # redelivered message
+    assert c.post(f"/api/runner/jobs/{jid}/heartbeat", headers={**RUNNER, **tok}).status_code == 204
     assert c.get(f"/api/runner/jobs/{jid}/bundle", headers={**RUNNER, "X-Job-Token": "x"}
                  ).status_code == 403
     bundle = c.get(f"/api/runner/jobs/{jid}/bundle", headers={**RUNNER, **tok})
@@ -241,7 +276,8 @@ def test_platform_error_requeues_and_is_not_charged(world: World, engine: Engine
     world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
                        json={"quota_count": 1}, headers=world.prof)
     sid = world.submit(world.ada, REFERENCE).json()["id"]
-    offer = c.post("/api/runner/claim", headers=RUNNER).json()
+    offer = claim(c)
+    assert offer is not None
     outcome = JobOutcome(platform_error="disk full").model_dump_json()
     r = c.post(f"/api/runner/jobs/{offer['job_id']}/result", content=outcome,
                headers={**RUNNER, "X-Job-Token": offer["token"],
@@ -296,14 +332,15 @@ def test_reaper_requeues_then_fails_without_charging(world: World, engine: Engin
 
     sid = world.submit(world.ada, REFERENCE).json()["id"]
     for attempt in (1, 2):
-        offer = world.client.post("/api/runner/claim", headers=RUNNER).json()
-        assert offer["job"]["submission_id"] == sid
+        offer = claim(world.client)
+        assert offer is not None and offer["job"]["submission_id"] == sid
         with session_factory(engine)() as s:
+            assert jobs.reap(session=s, lease_s=60, max_attempts=2) == 0  # it just reported
             job = s.get(Job, offer["job_id"])
             assert job is not None
-            job.claimed_at = datetime.now(UTC) - timedelta(hours=2)
+            job.heartbeat_at = datetime.now(UTC) - timedelta(minutes=2)  # the runner went silent
             s.commit()
-            assert jobs.reap(session=s, timeout_s=3600, max_attempts=2) == 1
+            assert jobs.reap(session=s, lease_s=60, max_attempts=2) == 1
             s.commit()
         got = world.get(world.ada, f"/api/submissions/{sid}").json()
         assert got["status"] == ("queued" if attempt == 1 else "error")
@@ -357,16 +394,17 @@ def test_regrade_is_audited_and_requeued(world: World, engine: Engine) -> None:
 def test_regrade_supersedes_a_pending_job(world: World) -> None:
     c = world.client
     sid = world.submit(world.ada, REFERENCE).json()["id"]
-    first = c.post("/api/runner/claim", headers=RUNNER).json()
+    first = claim(c)
+    assert first is not None
     world.post(world.prof, f"/api/submissions/{sid}/regrade")
     outcome = JobOutcome.model_validate({"report": _graded_report()}).model_dump_json()
     r = c.post(f"/api/runner/jobs/{first['job_id']}/result", content=outcome,
                headers={**RUNNER, "X-Job-Token": first["token"],
                         "Content-Type": "application/json"})
     assert r.status_code == 403  # the superseded job's token no longer counts
-    second = c.post("/api/runner/claim", headers=RUNNER).json()
-    assert second["job"]["submission_id"] == sid
-    assert c.post("/api/runner/claim", headers=RUNNER).status_code == 204  # exactly one job
+    second = claim(c)
+    assert second is not None and second["job"]["submission_id"] == sid
+    assert claim(c) is None  # exactly one job
 
 
 def test_browser_session_cookie_and_csrf(world: World) -> None:
@@ -395,7 +433,8 @@ def test_browser_session_cookie_and_csrf(world: World) -> None:
 def test_result_with_nul_in_output_is_stored(world: World) -> None:
     c = world.client
     world.submit(world.ada, REFERENCE)
-    offer = c.post("/api/runner/claim", headers=RUNNER).json()
+    offer = claim(c)
+    assert offer is not None
     report = _graded_report()
     report["tests"][0]["message"] = "printed \x00 a NUL"
     r = c.post(f"/api/runner/jobs/{offer['job_id']}/result",

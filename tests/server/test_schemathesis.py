@@ -37,7 +37,7 @@ from schemathesis.specs.openapi.checks import (
 from server.models import User
 from server.services import users as user_service
 
-from .conftest import REFERENCE, World, bearer
+from .conftest import REFERENCE, World, bearer, claim
 
 MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 RUNNER = bearer("runner-secret-1234")  # the `settings` fixture's runner token
@@ -83,7 +83,8 @@ def _claim(world: World) -> dict[str, Any]:
                            json={"deadline": None, "quota_count": 10_000}, headers=world.prof)
     assert r.status_code == 200, r.text  # undo a fuzzed deadline or quota
     assert world.submit(world.bob, REFERENCE).status_code == 201
-    offer: dict[str, Any] = world.post(RUNNER, "/api/runner/claim").json()
+    offer = claim(world.client)
+    assert offer is not None
     return offer
 
 
@@ -158,7 +159,8 @@ def test_what_the_fuzzing_found_stays_fixed(world: World) -> None:
                       ("/api/courses/th/assignments/import", {"path": "a\x00b"})):
         r = c.post(url, json=body, headers=prof)
         assert r.status_code == 422 and "NUL" in r.json()["detail"], (url, r.text)
-    assert c.post("/api/runner/claim", params={"runner": "a\x00"}, headers=RUNNER).status_code == 422
+    assert c.post("/api/runner/jobs/1/claim", params={"runner": "a\x00"},
+                  headers=RUNNER).status_code == 422
     for url in ("/api/courses/t%00h/assignments", "/api/courses/th/assignments/t%001",
                 "/api/courses/th/assignments/t%001/leaderboard"):
         assert c.get(url, headers=ada).status_code == 404, url
