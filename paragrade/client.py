@@ -130,8 +130,9 @@ def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
             while sub["status"] in ("queued", "running"):
                 time.sleep(1)
                 sub = _check(c.get(f"/api/submissions/{sub['id']}"))
-                pos = sub.get("queue_position")
-                status.update(f"{sub['status']}" + (f" (position {pos})" if pos else ""))
+                pos, why = sub.get("queue_position"), sub.get("waiting_for")
+                status.update(f"{sub['status']}" + (f" (position {pos})" if pos else "")
+                              + (f": {why}" if why else ""))
     _show(sub)
 
 
@@ -159,6 +160,13 @@ def status(submission: Annotated[int | None, typer.Argument(help="a submission i
     console.print(table)
 
 
+def cancel(submission: Annotated[int, typer.Argument(help="a submission id")]) -> None:
+    """Stop a queued or running submission (it does not count against your quota)."""
+    with _client() as c:
+        sub = _check(c.post(f"/api/submissions/{submission}/cancel"))
+    console.print(f"submission {sub['id']}: {sub['status']}")
+
+
 def leaderboard(assignment: Annotated[str, typer.Argument(help="course/slug")]) -> None:
     """The assignment's leaderboard (ties: overlapping 95 % CIs)."""
     course, slug = _split(assignment)
@@ -174,5 +182,5 @@ def leaderboard(assignment: Annotated[str, typer.Argument(help="course/slug")]) 
 
 
 def add_commands(app: typer.Typer) -> None:
-    for fn in (register, login, submit, status, leaderboard):
+    for fn in (register, login, submit, status, cancel, leaderboard):
         app.command()(fn)

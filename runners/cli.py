@@ -192,7 +192,7 @@ def runner(
     try:
         worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
                      queues=wanted, name=name, settings=settings)  # type: ignore[arg-type]
-    except BackendUnavailable as exc:
+    except (BackendUnavailable, worker.NoGpu) as exc:
         _fail(str(exc))
 
 

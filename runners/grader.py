@@ -186,6 +186,8 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
 def _test_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Only our plugin: whatever else is installed (hypothesis, schemathesis…) costs seconds to load.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return env
 
 

@@ -74,6 +74,10 @@ class BundleCache:
         return target
 
 
+class NoGpu(RuntimeError):
+    """The runner was asked to serve the gpu queue on a node without a GPU."""
+
+
 class JobCancelled(BaseException):
     """The server voided this job (cancelled or superseded): stop grading it.
 
@@ -255,6 +259,9 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     """Run a Celery worker on `queues` until stopped (one job at a time)."""
     global _runner
     settings = settings or get_settings()
+    if "gpu" in queues and settings.gpu_mode != "simulated" and not grader.gpu_present():
+        raise NoGpu("this node has no GPU, so it cannot serve the gpu queue (set "
+                    "PARAGRADE_GPU_MODE=simulated to serve it with the CUDA simulator, for tests)")
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
     app = consumer_app(broker_url, settings.broker_key_prefix)

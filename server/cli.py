@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -30,8 +31,6 @@ admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
 def _prepare() -> None:
     settings = get_settings()
     if settings.database_url.startswith("sqlite:///"):
-        from pathlib import Path
-
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True,
                                                                          exist_ok=True)
     settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
@@ -83,8 +82,10 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     if runner:
         env = {**os.environ, "PARAGRADE_RUNNER_SERVER": url, "PARAGRADE_BROKER_URL":
                settings.broker_url, "PARAGRADE_RUNNER_TOKEN": settings.runner_token}
+        # GPU jobs wait for a GPU runner unless this machine has a GPU.
+        queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi"
         procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
-                                       "--queues", "cpu,mpi,gpu", "--name", "local"], env=env))
+                                       "--queues", queues, "--name", "local"], env=env))
     import uvicorn
 
     from server import reaper

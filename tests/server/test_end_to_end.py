@@ -1,82 +1,61 @@
-"""A user's whole path through a real server and a real runner (uvicorn + worker, bwrap)."""
+"""A user's whole path on the one-machine defaults: server, embedded broker, a runner process."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
-from runners import worker
-from server import migrate
-from server.db import make_engine, session_factory
-from server.main import create_app
-from server.services import users
-from server.settings import REPO_ROOT, ServerSettings
-from tests.server.conftest import REFERENCE, bearer
+from tests.server.conftest import REFERENCE
+from tests.server.live import Platform, wait_until
 
 pytestmark = pytest.mark.slow
 WRONG = b"def parallel_sum(n, chunks, workers=2):\n    return 0.001 * n * n / 2\n"
+T1 = "t1-multiprocessing"
 
 
 @pytest.fixture
-def live_server(tmp_path: Path) -> Iterator[tuple[str, ServerSettings]]:
-    url = f"sqlite:///{tmp_path / 'e2e.db'}"
-    migrate.upgrade(url)
-    settings = ServerSettings(database_url=url, artifacts_dir=tmp_path / "artifacts",
-                              assignments_dir=REPO_ROOT / "assignments",
-                              runner_token="runner-secret-1234")
-    with session_factory(make_engine(url))() as s, s.begin():
-        users.create(session=s, email="prof@uni.edu", name="Prof", password="profpass123",
-                     is_instructor=True)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", settings
-    server.should_exit = True
-    thread.join(10)
+def platform(tmp_path: Path) -> Iterator[Platform]:
+    p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}")
+    yield p
+    p.close()
 
 
-def test_submit_reference_and_wrong_then_ranked(live_server: tuple[str, ServerSettings]) -> None:
-    import httpx
+def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
+    p = platform
+    code = p.course(f"treasure-hunt/{T1}", "treasure-hunt/t3-cuda")
+    ada = p.student("ada", code)
+    t3 = p.get(p.prof, "/api/courses/c/assignments/t3-cuda")
+    assert t3["validation"] == "validating" and t3["kind"] == "gpu"
 
-    base, settings = live_server
-    c = httpx.Client(base_url=base, timeout=60)
-    prof = bearer(c.post("/api/auth/token", json={"email": "prof@uni.edu",
-                                                  "password": "profpass123"}).json()["token"])
-    code = c.post("/api/courses", json={"slug": "th", "title": "TH"}, headers=prof).json()["join_code"]
-    assert c.post("/api/courses/th/assignments/import", headers=prof,
-                  json={"path": "treasure-hunt/t1-multiprocessing"}).status_code == 201
-    c.post("/api/auth/register", json={"email": "ada@uni.edu", "name": "Ada", "alias": "ada",
-                                       "password": "adapass123", "join_code": code})
-    ada = bearer(c.post("/api/auth/token", json={"email": "ada@uni.edu",
-                                                 "password": "adapass123"}).json()["token"])
-    url = "/api/courses/th/assignments/t1-multiprocessing/submissions"
-    good = c.post(url, files=[("files", ("solution.py", REFERENCE))], headers=ada).json()["id"]
-    bad = c.post(url, files=[("files", ("solution.py", WRONG))], headers=ada).json()["id"]
+    p.start_runner("cpu-1", "cpu,mpi")
+    wait_until("t1 to validate on the runner", lambda: p.get(
+        p.prof, f"/api/courses/c/assignments/{T1}")["validation"] == "ready")
+    fleet = p.get(p.prof, "/api/fleet")
+    [runner] = fleet["runners"]
+    assert runner["name"] == "cpu-1" and runner["live"] and runner["queues"] == ["cpu", "mpi"]
+    assert runner["capabilities"]["cores"] >= 1 and runner["capabilities"]["backend"] == "bwrap"
+    assert fleet["queues"]["gpu"] == {"queued": 1, "running": 0, "in_broker": 1,
+                                      "live_runners": 0}  # t3's validation waits for a GPU
 
-    graded = worker.run(server=base, token=settings.runner_token, queues=["cpu"], name="t",
-                        once=True)
-    assert graded == 3  # the import's validation, then the two gradings
-    t1 = c.get("/api/courses/th/assignments/t1-multiprocessing", headers=prof).json()
-    assert t1["validation"] == "ready", t1["checks"]
+    good = p.submit(ada, T1, REFERENCE)
+    bad = p.submit(ada, T1, WRONG)
+    # An instructor may try t3 before it validated; no live runner serves the gpu queue.
+    gpu_id = p.submit(p.prof, "t3-cuda", b"x = 1\n")
+    gpu = p.get(p.prof, f"/api/submissions/{gpu_id}")
+    assert gpu["status"] == "queued" and gpu["waiting_for"] == "waiting for a GPU runner"
 
-    g = c.get(f"/api/submissions/{good}", headers=ada).json()
-    b = c.get(f"/api/submissions/{bad}", headers=ada).json()
-    assert (g["status"], g["verdict"]) == ("graded", "passed")
+    def graded(sid: int) -> dict | None:  # type: ignore[type-arg]
+        s = p.get(ada, f"/api/submissions/{sid}")
+        return s if s["status"] not in ("queued", "running") else None
+
+    g, b = wait_until("the reference's grade", lambda: graded(good), 180), \
+        wait_until("the wrong solution's grade", lambda: graded(bad), 60)
+    assert (g["status"], g["verdict"]) == ("graded", "passed"), g
     assert g["report"]["speedup"]["median"] > 1.0
     assert (b["status"], b["verdict"]) == ("graded", "failed")
     assert all("wrong answer" in t["message"] for t in b["report"]["tests"]
                if t["hidden"] and t["outcome"] == "failed")
-    board = c.get("/api/courses/th/assignments/t1-multiprocessing/leaderboard", headers=ada).json()
+    board = p.get(ada, f"/api/courses/c/assignments/{T1}/leaderboard")
     assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [("ada", 1, good)]

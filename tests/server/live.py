@@ -1,0 +1,142 @@
+"""A real platform for end-to-end tests: uvicorn in a thread, the reaper, runner processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from server import migrate, reaper
+from server.db import make_engine
+from server.dispatch import publishing_sessions
+from server.main import create_app
+from server.services import users
+from server.settings import REPO_ROOT, ServerSettings
+from tests.server.conftest import bearer
+
+TOKEN = "runner-secret-1234"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(what: str, predicate: Callable[[], Any], timeout: float = 120,
+               every: float = 0.2) -> Any:
+    """The predicate's first truthy value, or fail naming what never happened."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class Platform:
+    """Server + reaper on `broker_url`, an instructor, and runners started on demand."""
+
+    def __init__(self, tmp: Path, broker_url: str, *, key_prefix: str = "",
+                 assignments_dir: Path = REPO_ROOT / "assignments", lease_s: int = 60) -> None:
+        url = f"sqlite:///{tmp / 'platform.db'}"
+        migrate.upgrade(url)
+        self.tmp = tmp
+        self.settings = ServerSettings(database_url=url, artifacts_dir=tmp / "artifacts",
+                                       assignments_dir=assignments_dir, runner_token=TOKEN,
+                                       broker_url=broker_url, broker_key_prefix=key_prefix,
+                                       job_lease_s=lease_s, runner_live_s=5)
+        self.engine = make_engine(url)
+        self.sessions, self.dispatcher = publishing_sessions(self.settings, self.engine)
+        with self.sessions() as s, s.begin():
+            users.create(session=s, email="prof@uni.edu", name="Prof", password="profpass123",
+                         is_instructor=True)
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(create_app(self.settings, self.engine),
+                                                    host="127.0.0.1", port=self.port,
+                                                    log_level="warning"))
+        threading.Thread(target=self.server.run, daemon=True).start()
+        wait_until("the server to start", lambda: self.server.started, 30, 0.05)
+        self.stop_reaper = reaper.start(self.sessions, self.dispatcher, lease_s=lease_s,
+                                        max_attempts=3, every_s=1)
+        self.http = httpx.Client(base_url=self.base, timeout=60)
+        self.prof = self.login("prof@uni.edu", "profpass123")
+        self.runners: list[subprocess.Popen[bytes]] = []
+
+    def login(self, email: str, password: str) -> dict[str, str]:
+        r = self.http.post("/api/auth/token", json={"email": email, "password": password})
+        assert r.status_code == 200, r.text
+        return bearer(r.json()["token"])
+
+    def course(self, *packages: str, slug: str = "c") -> str:
+        """A course with these packages imported (validated once a runner takes them); its join code."""
+        r = self.http.post("/api/courses", json={"slug": slug, "title": slug}, headers=self.prof)
+        assert r.status_code == 201, r.text
+        code = str(r.json()["join_code"])
+        for path in packages:
+            r = self.http.post(f"/api/courses/{slug}/assignments/import", json={"path": path},
+                               headers=self.prof)
+            assert r.status_code == 201, r.text
+        return code
+
+    def student(self, name: str, join_code: str) -> dict[str, str]:
+        r = self.http.post("/api/auth/register", json={
+            "email": f"{name}@uni.edu", "name": name, "alias": name,
+            "password": "studentpass1", "join_code": join_code})
+        assert r.status_code == 201, r.text
+        return self.login(f"{name}@uni.edu", "studentpass1")
+
+    def submit(self, who: dict[str, str], assignment: str, code: bytes,
+               course: str = "c") -> int:
+        r = self.http.post(f"/api/courses/{course}/assignments/{assignment}/submissions",
+                           files=[("files", ("solution.py", code))], headers=who)
+        assert r.status_code == 201, r.text
+        return int(r.json()["id"])
+
+    def get(self, who: dict[str, str], url: str) -> Any:
+        r = self.http.get(url, headers=who)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def start_runner(self, name: str, queues: str = "cpu,mpi",
+                     env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """`paragrade runner` as an operator starts it, in its own process group."""
+        log = (self.tmp / f"runner-{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "paragrade.cli", "runner", "--queues", queues, "--name", name,
+             "--server", self.base, "--broker", self.settings.broker_url],
+            env={**os.environ, "PARAGRADE_RUNNER_TOKEN": TOKEN, "PARAGRADE_HEARTBEAT_S": "1",
+                 "PARAGRADE_BROKER_KEY_PREFIX": self.settings.broker_key_prefix, **(env or {})},
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.runners.append(proc)
+        return proc
+
+    def runner_log(self, name: str) -> str:
+        return (self.tmp / f"runner-{name}.log").read_text(errors="replace")
+
+    def kill(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+        """Signal the runner's whole process group (its worker child and sandboxes too)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        proc.wait(30)
+
+    def close(self) -> None:
+        for proc in self.runners:
+            if proc.poll() is None:
+                self.kill(proc, signal.SIGTERM)
+        self.stop_reaper.set()
+        self.server.should_exit = True
+        self.http.close()
