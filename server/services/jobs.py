@@ -229,8 +229,8 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     fault = report.verdict.fault
     sub.status = "graded" if fault != "platform" else "error"
     sub.verdict, sub.score, sub.finished_at = report.verdict.value, score, now()
-    if fault != "student":
-        sub.counts_for_quota = False
+    # Only what the student caused counts (a retried platform failure that then graded does).
+    sub.counts_for_quota = fault == "student"
     return row
 
 
@@ -326,7 +326,12 @@ def hello(*, session: Session, runner: RunnerHello) -> None:
         row = Runner(name=runner.name, queues=list(runner.queues), capabilities=caps)
         session.add(row)
     row.queues, row.capabilities, row.last_seen = list(runner.queues), caps, now()
-    row.current_job_id = runner.current_job
+    if runner.current_job is not None:
+        row.current_job_id = runner.current_job
+    elif row.current_job_id is not None:  # the claim set it; keep it while the job runs there
+        job = session.get(Job, row.current_job_id)
+        if job is None or job.state != "claimed" or job.runner != runner.name:
+            row.current_job_id = None
     session.flush()
 
 

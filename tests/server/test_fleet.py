@@ -1,0 +1,178 @@
+"""The queue under faults, with real processes: Celery over Redis, runner processes, the reaper.
+
+The machine's Redis (127.0.0.1:6379) serves with a key prefix per test; the restart test starts
+a Redis of its own (no persistence, like the machine's), so that restarting it loses the queue.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import func, select
+
+from server.models import GradeReportRow, Job, Submission
+from server.settings import REPO_ROOT
+from tests.server.live import Platform, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+PACKAGES = REPO_ROOT / "tests" / "fixtures" / "queue"
+GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
+SLOW = b"import time\n\n\ndef total(n, workers=1):\n    time.sleep(5)\n    return n * (n - 1) // 2\n"
+BURST = 100  # bench/queue_throughput.py drains 500
+
+
+def _reachable(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Iterator[Platform]:
+    url = "redis://127.0.0.1:6379/0"
+    if not _reachable(url):
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    prefix = f"paragrade-test-{uuid.uuid4().hex[:8]}:"
+    p = Platform(tmp_path, url, key_prefix=prefix, assignments_dir=PACKAGES, lease_s=4)
+    yield p
+    p.close()
+    r = redis.Redis.from_url(url)
+    for key in r.scan_iter(f"{prefix}*"):
+        r.delete(key)
+
+
+def _ready(p: Platform) -> None:
+    wait_until("the package to validate", lambda: p.get(
+        p.prof, "/api/courses/c/assignments/quick")["validation"] == "ready", 60)
+
+
+def _settled(p: Platform, who: dict[str, str], sid: int) -> dict | None:  # type: ignore[type-arg]
+    s = p.get(who, f"/api/submissions/{sid}")
+    return s if s["status"] not in ("queued", "running") else None
+
+
+def test_a_runner_killed_mid_job_is_graded_exactly_once(platform: Platform) -> None:
+    p = platform
+    ada = p.student("ada", p.course("quick"))
+    first = p.start_runner("first")
+    _ready(p)
+    sid = p.submit(ada, "quick", SLOW)
+    wait_until("the first runner to start grading", lambda: p.get(
+        ada, f"/api/submissions/{sid}")["status"] == "running", 30)
+    busy = {r["name"]: r["current_job_id"] for r in p.get(p.prof, "/api/fleet")["runners"]}
+    assert busy["first"] is not None
+    p.kill(first)  # SIGKILL: the worker, its pool child and the sandbox, mid-job
+
+    p.start_runner("second")
+    done = wait_until("the job to be graded again", lambda: _settled(p, ada, sid), 120)
+    assert (done["status"], done["verdict"]) == ("graded", "passed"), done
+    with p.sessions() as s:
+        jobs = s.scalars(select(Job).where(Job.submission_id == sid)).all()
+        reports = s.scalar(select(func.count()).select_from(GradeReportRow)
+                           .where(GradeReportRow.submission_id == sid))
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        assert [(j.state, j.attempts, j.runner) for j in jobs] == [("done", 2, "second")]
+        assert reports == 1
+        assert sub.counts_for_quota  # graded: it counts once, like any graded submission
+
+
+def test_a_redis_restart_loses_no_job_and_fair_share_orders_them(tmp_path: Path) -> None:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("no redis-server binary")
+    port = free_port()
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+            "no", "--dir", str(tmp_path)]
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        wait_until("redis to start", lambda: _reachable(f"redis://127.0.0.1:{port}/0"), 10)
+        return proc
+
+    server = start()
+    p = Platform(tmp_path, f"redis://127.0.0.1:{port}/0", assignments_dir=PACKAGES, lease_s=4)
+    try:
+        code = p.course("quick")
+        p.http.patch("/api/courses/c/assignments/quick", json={"quota_count": 50},
+                     headers=p.prof).raise_for_status()
+        ada, bob = p.student("ada", code), p.student("bob", code)
+        runner = p.start_runner("one")
+        _ready(p)
+        p.kill(runner)
+
+        # Ada floods the queue before Bob submits once; then one is cancelled.
+        ada_ids = [p.submit(ada, "quick", GOOD) for _ in range(4)]
+        bob_id = p.submit(bob, "quick", GOOD)
+        cancelled = p.submit(ada, "quick", GOOD)
+        assert p.http.post(f"/api/submissions/{cancelled}/cancel",
+                           headers=ada).json()["status"] == "cancelled"
+        assert p.get(p.prof, "/api/fleet")["queues"]["cpu"]["in_broker"] == 6
+
+        server.terminate()
+        server.wait(10)
+        server = start()  # an empty Redis: every message is gone
+        cpu = p.get(p.prof, "/api/fleet")["queues"]["cpu"]
+        assert (cpu["queued"], cpu["running"], cpu["in_broker"]) == (5, 0, 0)
+
+        p.start_runner("two")
+        for sid in [*ada_ids, bob_id]:
+            done = wait_until(f"submission {sid}", lambda sid=sid: _settled(
+                p, bob if sid == bob_id else ada, sid), 120)
+            assert (done["status"], done["verdict"]) == ("graded", "passed"), done
+        with p.sessions() as s:
+            order = [j.submission_id for j in s.scalars(
+                select(Job).where(Job.state == "done", Job.kind == "grade")
+                .order_by(Job.claimed_at))]
+            never = s.scalar(select(func.count()).select_from(GradeReportRow)
+                             .where(GradeReportRow.submission_id == cancelled))
+        assert sorted(order) == sorted([*ada_ids, bob_id])  # each graded once
+        # Bob's first submission waits behind at most Ada's first, not behind all four.
+        assert order.index(bob_id) <= 1, order
+        assert never == 0 and p.get(ada, f"/api/submissions/{cancelled}")["status"] == "cancelled"
+    finally:
+        p.close()
+        server.terminate()
+        server.wait(10)
+
+
+def test_a_burst_drains_through_two_runners_without_duplicates(platform: Platform) -> None:
+    p = platform
+    code = p.course("quick")
+    p.http.patch("/api/courses/c/assignments/quick", json={"quota_count": 1000},
+                 headers=p.prof).raise_for_status()
+    students = [p.student(f"s{i}", code) for i in range(5)]
+    p.start_runner("a")
+    _ready(p)
+    ids = [p.submit(students[i % 5], "quick", GOOD) for i in range(BURST)]
+    p.start_runner("b")
+    start = time.monotonic()
+
+    def remaining() -> int:
+        with p.sessions() as s:
+            return int(s.scalar(select(func.count()).select_from(Submission).where(
+                Submission.status.in_(("queued", "running")))) or 0)
+
+    wait_until(f"{BURST} gradings", lambda: remaining() == 0, 600, 1)
+    elapsed = time.monotonic() - start
+    with p.sessions() as s:
+        rows = s.execute(select(Job.submission_id, Job.attempts, Job.runner, Job.state)
+                         .where(Job.kind == "grade")).all()
+        reports = s.execute(select(GradeReportRow.submission_id, func.count())
+                            .group_by(GradeReportRow.submission_id)).all()
+        verdicts = set(s.scalars(select(Submission.verdict)))
+    assert sorted(r.submission_id for r in rows) == sorted(ids)  # one job each
+    assert {(r.attempts, r.state) for r in rows} == {(1, "done")}
+    assert sorted(sid for sid, _ in reports) == sorted(ids) and {n for _, n in reports} == {1}
+    assert verdicts == {"passed"}
+    share = {name: sum(1 for r in rows if r.runner == name) for name in ("a", "b")}
+    assert min(share.values()) >= BURST // 5, share  # both runners took a real share
+    assert elapsed < BURST * 3, f"{BURST} gradings took {elapsed:.0f} s"  # pathology bound only
