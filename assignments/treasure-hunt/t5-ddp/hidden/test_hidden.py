@@ -12,6 +12,7 @@ import re
 import zipfile
 
 import numpy as np
+import pytest
 
 EPOCHS = 5
 THRESHOLD = 0.65  # the reference reaches ≈ 0.75; a linear model ≈ 0.43; untrained ≈ 0.25
@@ -85,17 +86,35 @@ def train(submission, seed: int, epochs: int = EPOCHS) -> dict[int, dict[str, np
     return weights
 
 
-def test_accuracy(submission, seed):
+@pytest.fixture(scope="module")
+def runs():
+    return {}
+
+
+@pytest.fixture
+def trained(submission, seed, runs):
+    """One training, shared by the tests that only inspect its result (each run costs seconds)."""
+    if "shared" not in runs:
+        try:
+            runs["shared"] = (seed, train(submission, seed))
+        except AssertionError as exc:  # a failed run fails every test that needed it, once
+            runs["shared"] = str(exc)
+    if isinstance(runs["shared"], str):
+        raise AssertionError(runs["shared"])
+    return runs["shared"]
+
+
+def test_accuracy(trained):
     """The trained MLP classifies a held-out set well."""
-    weights = train(submission, seed)
+    seed, weights = trained
     assert 0 in weights, "rank 0 wrote no out/weights_rank0.npz"
     acc = accuracy(weights[0], script_seed(seed))
     assert acc >= THRESHOLD, f"held-out accuracy {acc:.3f} is below {THRESHOLD}"
 
 
-def test_identical_weights(submission, seed):
+def test_identical_weights(trained):
     """Every rank ends with the same trained weights (DDP averages the gradients)."""
-    weights = train(submission, seed)
+    seed, weights = trained
     assert len(weights) >= 2, "fewer than two ranks wrote weights"
     first = weights[min(weights)]
     acc = accuracy(first, script_seed(seed))
@@ -108,9 +127,9 @@ def test_identical_weights(submission, seed):
                 f"rank {rank}'s {key} differs from rank {min(weights)}'s")
 
 
-def test_one_file_per_rank(submission, seed):
+def test_one_file_per_rank(submission, trained):
     """One weights file per rank, named weights_rank{rank}.npz."""
-    weights = train(submission, seed)
+    _, weights = trained
     want = set(range(submission.workers))
     assert set(weights) == want, (
         f"expected weights from ranks {sorted(want)}, got ranks {sorted(weights)}")
