@@ -16,6 +16,10 @@ command -v setpriv >/dev/null || need_apt+=(util-linux)
 # The docker backend's tests drive podman's Docker API (crun fails on our hosts: runc); their
 # image is built lazily by the tests (containers/build-test-image.sh), not here.
 command -v podman >/dev/null || need_apt+=(podman runc)
+# docker-compose 1.29 validates docker-compose.yml without an engine; the queue's fault tests
+# start a Redis of their own (the platform itself needs none: its default broker is embedded).
+command -v docker-compose >/dev/null || need_apt+=(docker-compose)
+command -v redis-server >/dev/null || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   $SUDO apt-get update -qq
