@@ -61,16 +61,25 @@ def list_assignments() -> None:
 
 
 @assignments_app.command("validate")
-def validate_cmd(folder: Path, backend: Backend = None) -> None:
+def validate_cmd(folder: Path, backend: Backend = None,
+                 as_json: Annotated[bool, typer.Option("--json", help="print the checks as JSON")]
+                 = False) -> None:
     """Check a package: manifest, reference passes, starter fails, baseline and timing hook work."""
     if not folder.exists():
         _fail(f"{folder}: no such folder")
     try:
-        with console.status("validating") as status:
-            checks = validate.validate(folder, backend=backend,
-                                       progress=lambda msg: status.update(msg))
+        if as_json:
+            checks = validate.validate(folder, backend=backend)
+        else:
+            with console.status("validating") as status:
+                checks = validate.validate(folder, backend=backend,
+                                           progress=lambda msg: status.update(msg))
     except BackendUnavailable as exc:
         _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps([{"name": c.name, "ok": c.ok, "problems": c.problems,
+                                      "skipped": c.skipped} for c in checks], indent=2) + "\n")
+        raise typer.Exit(0 if all(c.ok for c in checks) else 1)
     bad = False
     for c in checks:
         if c.skipped:

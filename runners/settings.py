@@ -22,7 +22,7 @@ class RunnerSettings(BaseSettings):
         default=Path("/opt/paragrade/runtime"),
         description="The sandbox's Python venv (world-readable; built by scripts/setup.sh)",
     )
-    backend: Literal["auto", "bwrap", "process", "docker", "apptainer"] = "auto"
+    backend: Literal["auto", "bwrap", "process", "docker", "apptainer", "slurm"] = "auto"
     scratch_dir: Path | None = Field(
         default=None, description="Where per-run work dirs are made (default: system temp)"
     )
@@ -41,6 +41,15 @@ class RunnerSettings(BaseSettings):
                                    "(redis://… or the server's embedded sqla+sqlite:///…)")
     broker_key_prefix: str = Field(default="", description="Redis key prefix of the deployment")
     heartbeat_s: float = Field(default=10.0, gt=0, description="How often a runner reports")
+    slurm_partition: str | None = Field(default=None, description="Partition jobs go to")
+    slurm_exclusive: bool = Field(default=True, description="Whole node per job (timed cores "
+                                  "are never shared)")
+    slurm_inner_backend: Literal["bwrap", "apptainer", "process"] = Field(
+        default="bwrap", description="The sandbox the engine uses on the compute node")
+    slurm_python: str | None = Field(default=None, description="Python with paragrade on the "
+                                     "compute nodes (default: the runner's own)")
+    slurm_args: list[str] = Field(default_factory=list, description="Extra srun arguments "
+                                  "(JSON list), e.g. [\"--account=hpc101\"]")
 
 
 @lru_cache

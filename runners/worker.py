@@ -28,7 +28,7 @@ from types import FrameType
 import httpx
 from celery.exceptions import SoftTimeLimitExceeded
 
-from runners import grader, package, validate
+from runners import grader, package, slurm, validate
 from runners.broker import consumer_app
 from runners.protocol import (
     PROTOCOL_VERSION,
@@ -123,22 +123,32 @@ def _package(offer: JobOffer, client: httpx.Client, cache: BundleCache) -> Path:
 def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
            settings: RunnerSettings) -> JobOutcome:
     """Grade or validate what the offer names; platform failures become a platform_error."""
+    on_slurm = settings.backend == "slurm"
+    tag = str(offer.job_id)
     try:
         folder = _package(offer, client, cache)
         if offer.validate_job is not None:
+            if on_slurm:
+                return JobOutcome(checks=slurm.validate(package.load(folder), settings=settings,
+                                                        time_limit_s=3600, tag=tag))
             checks = validate.validate(folder, settings=settings)
             return JobOutcome(checks=[ValidationCheck(name=c.name, ok=c.ok, problems=c.problems,
                                                       skipped=c.skipped) for c in checks])
+        assert offer.job is not None
         r = client.get(f"/api/runner/jobs/{offer.job_id}/submission",
                        headers={"X-Job-Token": offer.token})
         r.raise_for_status()
         with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
             files = {n: zf.read(n) for n in zf.namelist()}
-        report: GradeReport = grader.grade(package.load(folder), files, settings=settings)
+        a = package.load(folder)
+        report: GradeReport = (
+            slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag)
+            if on_slurm else grader.grade(a, files, settings=settings))
         return JobOutcome(report=report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")
-    except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError) as exc:
+    except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError,
+            slurm.SlurmError) as exc:
         log.exception("job %s failed on the platform side", offer.job_id)
         return JobOutcome(platform_error=f"{type(exc).__name__}: {exc}"[:2000])
 
@@ -227,11 +237,19 @@ def run_job(job_id: int) -> str:
 
 def capabilities(settings: RunnerSettings, name: str, queues: list[Queue]) -> RunnerHello:
     """What this node offers, as the fleet lists it."""
-    from runners.sandbox import create_executor
+    from runners.sandbox import BackendUnavailable, create_executor
 
-    executor = create_executor(settings)  # fails here, at start, if the backend cannot run
     model = grader.gpu_present()
     mpiexec = settings.runtime_dir / "bin" / "mpiexec"
+    if settings.backend == "slurm":
+        why = slurm.available()
+        if why is not None:
+            raise BackendUnavailable(why)
+        return RunnerHello(name=name, queues=queues, backend="slurm",
+                           cores=slurm.cores_per_node(settings), memory_mb=0,
+                           mpi="mpich" if mpiexec.exists() else None,
+                           image=settings.slurm_partition)
+    executor = create_executor(settings)  # fails here, at start, if the backend cannot run
     return RunnerHello(name=name, queues=queues, backend=executor.name,
                        cores=len(grader.host_cpus()),
                        memory_mb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
@@ -239,9 +257,8 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue]) -> Ru
                        mpi="mpich" if mpiexec.exists() else None, image=executor.image())
 
 
-def announce(runner: Runner, stop: threading.Event) -> None:
+def announce(runner: Runner, hello: RunnerHello, stop: threading.Event) -> None:
     """Say hello, then again every heartbeat (the fleet shows who is live)."""
-    hello = capabilities(runner.settings, runner.name, runner.queues)
     with runner.client() as client:
         while True:
             try:
@@ -259,15 +276,18 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     """Run a Celery worker on `queues` until stopped (one job at a time)."""
     global _runner
     settings = settings or get_settings()
-    if "gpu" in queues and settings.gpu_mode != "simulated" and not grader.gpu_present():
+    if "gpu" in queues and settings.gpu_mode != "simulated" and settings.backend != "slurm" \
+            and not grader.gpu_present():
         raise NoGpu("this node has no GPU, so it cannot serve the gpu queue (set "
                     "PARAGRADE_GPU_MODE=simulated to serve it with the CUDA simulator, for tests)")
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
+    hello = capabilities(settings, name, queues)  # fails here, at start, if the backend cannot run
     app = consumer_app(broker_url, settings.broker_key_prefix)
     app.task(name=TASK_NAME, ignore_result=True)(run_job)
     stop = threading.Event()
-    threading.Thread(target=announce, args=(_runner, stop), name="announce", daemon=True).start()
+    threading.Thread(target=announce, args=(_runner, hello, stop), name="announce",
+                     daemon=True).start()
     log.info("runner %s (protocol %d) serving %s", name, PROTOCOL_VERSION, ",".join(queues))
     try:
         app.worker_main(["worker", "--queues", ",".join(queues), "--concurrency", "1",

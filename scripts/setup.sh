@@ -20,6 +20,9 @@ command -v podman >/dev/null || need_apt+=(podman runc)
 # start a Redis of their own (the platform itself needs none: its default broker is embedded).
 command -v docker-compose >/dev/null || need_apt+=(docker-compose)
 command -v redis-server >/dev/null || need_apt+=(redis-server)
+# The SLURM backend's tests start a private single-node cluster (tests/slurm_cluster.py).
+command -v slurmd >/dev/null || need_apt+=(slurm-wlm)
+command -v munged >/dev/null || need_apt+=(munge)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   $SUDO apt-get update -qq

@@ -1,0 +1,140 @@
+"""The SLURM backend: each job is graded on a compute node, in an allocation of its own.
+
+The runner stays on the login node (HTTP to the server, the broker). For a job it writes the
+submission next to the cached package in the scratch dir, which must be on a filesystem the
+compute nodes share, and runs the engine there through `srun`: `paragrade grade … --json` (or
+`assignments validate … --json`) with the inner sandbox backend (bwrap by default). The allocation
+takes the whole node (`--exclusive`) unless told otherwise, so that no other job shares the cores
+a speedup is timed on. Only named variables cross into the job (`--export`): never the runner's
+token. The JSON the engine prints is validated like any other message.
+
+A sandbox has no network, so MPI ranks run inside one node's allocation; an MPI job across nodes
+would need the ranks' sandboxes to talk to each other, which this backend does not allow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from runners import package
+from runners.protocol import GradeReport, ValidationCheck
+from runners.settings import RunnerSettings
+
+log = logging.getLogger("paragrade.slurm")
+
+
+class SlurmError(RuntimeError):
+    """SLURM could not run the job (not the submission's fault)."""
+
+
+def available() -> str | None:
+    """Why SLURM cannot be used from here, or None."""
+    for tool in ("srun", "sinfo"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH (this is not a SLURM login node)"
+    r = subprocess.run(["sinfo", "-h", "-o", "%P %c %D"], capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode != 0:
+        return f"sinfo failed: {r.stderr.strip()[:300]}"
+    return None
+
+
+def cores_per_node(settings: RunnerSettings) -> int:
+    """The most CPUs a node of the partition offers (what the fleet lists as this runner's cores)."""
+    args = ["sinfo", "-h", "-o", "%c"] + (["-p", settings.slurm_partition]
+                                          if settings.slurm_partition else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    numbers = [int(x.rstrip("+")) for x in r.stdout.split() if x.rstrip("+").isdigit()]
+    return max(numbers, default=1)
+
+
+def _srun(settings: RunnerSettings, assignment: package.Assignment, name: str,
+          time_limit_s: int, engine_args: list[str]) -> list[str]:
+    """srun with the allocation the package asks for, running `paragrade ENGINE_ARGS` in it."""
+    res = assignment.manifest.resources
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "PARAGRADE_BACKEND": settings.slurm_inner_backend,
+           "PARAGRADE_RUNTIME_DIR": str(settings.runtime_dir),
+           "PARAGRADE_GPU_MODE": settings.gpu_mode,
+           "PARAGRADE_TIMING_BUDGET_S": str(settings.timing_budget_s)}
+    if settings.scratch_dir is not None:
+        env["PARAGRADE_SCRATCH_DIR"] = str(settings.scratch_dir)
+    if any("," in v for v in env.values()):
+        raise SlurmError("an exported setting contains a comma, which --export cannot carry")
+    argv = ["srun", f"--job-name={name}", "--nodes=1", "--ntasks=1",
+            f"--cpus-per-task={res.cores}", f"--time={math.ceil(time_limit_s / 60) + 1}",
+            "--export=" + ",".join(f"{k}={v}" for k, v in env.items()), "--quiet"]
+    # The engine itself (pytest, timing) needs memory beside the submission's own cap.
+    argv += (["--exclusive", "--mem=0"] if settings.slurm_exclusive
+             else [f"--mem={res.memory_mb * 2 + 1024}M"])
+    if settings.slurm_partition:
+        argv.append(f"--partition={settings.slurm_partition}")
+    if res.kind == "gpu" and res.gpus:
+        argv.append(f"--gres=gpu:{res.gpus}")
+    python = settings.slurm_python or sys.executable
+    return [*argv, *settings.slurm_args, python, "-m", "paragrade.cli", *engine_args]
+
+
+def _run(argv: list[str], name: str, timeout_s: float) -> str:
+    """Run srun; its stdout. On any interruption (a cancelled job too) the job is cancelled."""
+    log.info("srun: %s", " ".join(argv))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:
+        proc.terminate()  # srun passes it on to the job step
+        subprocess.run(["scancel", f"--name={name}"], capture_output=True, timeout=30)
+        proc.wait(30)
+        raise
+    if proc.returncode != 0 and not out.strip():
+        raise SlurmError(f"srun exited with {proc.returncode}: {err.strip()[-1500:]}")
+    return out
+
+
+def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: RunnerSettings,
+          time_limit_s: int, tag: str = "") -> GradeReport:
+    """Grade on a compute node; SlurmError when SLURM or the engine there failed."""
+    work = (settings.scratch_dir or Path("/tmp")) / "paragrade-slurm" / uuid.uuid4().hex
+    sub = work / "submission"
+    sub.mkdir(parents=True)
+    try:
+        paths = []
+        for fname, content in files.items():
+            if "/" in fname or fname.startswith("."):
+                raise SlurmError(f"unexpected file name in the submission: {fname!r}")
+            (sub / fname).write_bytes(content)
+            paths.append(str(sub / fname))
+        work.chmod(0o755)
+        name = f"paragrade-{tag or work.name[:8]}"
+        argv = _srun(settings, assignment, name, time_limit_s,
+                     ["grade", str(assignment.root), *paths, "--json"])
+        out = _run(argv, name, time_limit_s + 120)
+        try:
+            return GradeReport.model_validate_json(out)
+        except ValidationError as exc:
+            raise SlurmError(f"the engine on the node printed no report: {out[-500:]!r}") from exc
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def validate(assignment: package.Assignment, *, settings: RunnerSettings, time_limit_s: int,
+             tag: str = "") -> list[ValidationCheck]:
+    """Validate a package on a compute node."""
+    name = f"paragrade-{tag or 'validate'}"
+    argv = _srun(settings, assignment, name, time_limit_s,
+                 ["assignments", "validate", str(assignment.root), "--json"])
+    out = _run(argv, name, time_limit_s + 120)
+    try:
+        return [ValidationCheck.model_validate(c) for c in json.loads(out)]
+    except (ValueError, ValidationError, TypeError) as exc:
+        raise SlurmError(f"the engine on the node printed no checks: {out[-500:]!r}") from exc

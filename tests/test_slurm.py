@@ -1,0 +1,110 @@
+"""The SLURM backend against a real single-node SLURM cluster started by the suite."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runners import grader, package, slurm
+from runners.protocol import Verdict
+from runners.settings import RunnerSettings
+from tests.conftest import COURSE
+from tests.slurm_cluster import SlurmCluster, missing
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+QUICK = Path(__file__).parent / "fixtures" / "queue" / "quick"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    why = missing()
+    if why:
+        pytest.skip(why)
+    c = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", str(c.conf))  # srun, sinfo and scancel find the cluster
+        yield c
+    c.stop()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> RunnerSettings:
+    tmp_path.chmod(0o755)
+    return RunnerSettings(backend="slurm", scratch_dir=tmp_path)
+
+
+def _job(cluster: SlurmCluster, name: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", "--oneliner"], env=cluster.env,
+                         capture_output=True, text=True).stdout
+    lines = [line for line in out.splitlines() if f"JobName={name} " in line]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def test_a_two_rank_mpi_job_is_graded_on_the_cluster(cluster: SlurmCluster,
+                                                      settings: RunnerSettings) -> None:
+    a = package.load(COURSE / "t2-mpi")
+    report = slurm.grade(a, grader.code_of(a, "reference"), settings=settings, time_limit_s=600,
+                         tag="t2-ref")
+    assert report.verdict is Verdict.PASSED, report.summary
+    assert [p.workers for p in report.scaling] == [1, 2] and report.speedup is not None
+    job = _job(cluster, "paragrade-t2-ref")
+    assert "JobState=COMPLETED" in job and "OverSubscribe=NO" in job  # a whole node, alone
+
+
+def test_a_wrong_solution_fails_there_and_validation_runs_there(
+        cluster: SlurmCluster, settings: RunnerSettings) -> None:
+    a = package.load(QUICK)
+    wrong = {"solution.py": b"def total(n, workers=1):\n    return 0\n"}
+    report = slurm.grade(a, wrong, settings=settings, time_limit_s=120, tag="wrong")
+    assert report.verdict is Verdict.FAILED
+    assert any("wrong sum" in t.message for t in report.tests if t.hidden)
+    checks = slurm.validate(a, settings=settings, time_limit_s=300, tag="val")
+    assert [c.name for c in checks if not c.ok] == [] and len(checks) >= 4
+    assert "JobState=COMPLETED" in _job(cluster, "paragrade-val")
+
+
+def test_the_runner_token_never_reaches_the_job(cluster: SlurmCluster,
+                                                settings: RunnerSettings,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARAGRADE_RUNNER_TOKEN", "secret-token-must-not-travel")
+    a = package.load(QUICK)
+    argv = slurm._srun(settings, a, "paragrade-env", 60, ["--help"])
+    env_arg = next(x for x in argv if x.startswith("--export="))
+    assert "TOKEN" not in env_arg and "ALL" not in env_arg
+    # What a job actually sees: only the exported names (and SLURM's own).
+    probe = [*argv[:argv.index("-m") - 1], "/usr/bin/env"]  # the allocation, running env
+    out = subprocess.run(probe, capture_output=True, text=True, env=cluster.env | {
+        "PARAGRADE_RUNNER_TOKEN": "secret-token-must-not-travel"}).stdout
+    assert "secret-token" not in out and "PARAGRADE_BACKEND=bwrap" in out
+
+
+def test_a_runner_on_the_login_node_grades_through_slurm(cluster: SlurmCluster,
+                                                        tmp_path: Path) -> None:
+    from tests.server.live import Platform, wait_until
+
+    scratch = tmp_path / "shared"
+    scratch.mkdir(mode=0o755)
+    tmp_path.chmod(0o755)
+    p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}",
+                 assignments_dir=QUICK.parent)
+    try:
+        ada = p.student("ada", p.course("quick"))
+        p.start_runner("login-node", "cpu", env={"PARAGRADE_BACKEND": "slurm",
+                                                 "PARAGRADE_SCRATCH_DIR": str(scratch),
+                                                 "SLURM_CONF": str(cluster.conf)})
+        wait_until("validation through SLURM", lambda: p.get(
+            p.prof, "/api/courses/c/assignments/quick")["validation"] == "ready", 120)
+        sid = p.submit(ada, "quick", (QUICK / "reference" / "solution.py").read_bytes())
+        done = wait_until("the grade", lambda: (lambda s: s if s["status"] == "graded" else None)(
+            p.get(ada, f"/api/submissions/{sid}")), 120)
+        assert done["verdict"] == "passed"
+        [runner] = p.get(p.prof, "/api/fleet")["runners"]
+        assert runner["capabilities"]["backend"] == "slurm"
+        assert "RUNNING" not in subprocess.run(["squeue", "-h"], env=cluster.env,
+                                               capture_output=True, text=True).stdout
+    finally:
+        p.close()
