@@ -284,7 +284,9 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
     hello = capabilities(settings, name, queues)  # fails here, at start, if the backend cannot run
     app = consumer_app(broker_url, settings.broker_key_prefix)
-    app.task(name=TASK_NAME, ignore_result=True)(run_job)
+    # The server unreachable at the claim: try again later (the job stays queued meanwhile).
+    app.task(name=TASK_NAME, ignore_result=True, autoretry_for=(httpx.TransportError,),
+             retry_backoff=5, retry_backoff_max=120, max_retries=30)(run_job)
     stop = threading.Event()
     threading.Thread(target=announce, args=(_runner, hello, stop), name="announce",
                      daemon=True).start()

@@ -42,7 +42,7 @@ class SlurmCluster:
 
     def start(self, timeout: float = 60) -> SlurmCluster:
         root = self.root
-        munge_dir = root / "munge"
+        munge_dir = root / "munge"  # every folder above it must be reachable by the munge user
         munge_dir.mkdir(parents=True)
         key, sock = munge_dir / "munge.key", munge_dir / "munge.socket"
         subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +21,20 @@ QUICK = Path(__file__).parent / "fixtures" / "queue" / "quick"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def shared() -> Iterator[Path]:
+    """A folder the munge user and the sandbox user can reach (pytest's tmp dirs are 0700)."""
+    root = Path(tempfile.mkdtemp(prefix="paragrade-slurm-"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(shared: Path) -> Iterator[SlurmCluster]:
     why = missing()
     if why:
         pytest.skip(why)
-    c = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    c = SlurmCluster(shared / "cluster").start()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLURM_CONF", str(c.conf))  # srun, sinfo and scancel find the cluster
         yield c
@@ -31,9 +42,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> RunnerSettings:
-    tmp_path.chmod(0o755)
-    return RunnerSettings(backend="slurm", scratch_dir=tmp_path)
+def settings(shared: Path) -> RunnerSettings:
+    scratch = Path(tempfile.mkdtemp(dir=shared))
+    scratch.chmod(0o755)
+    return RunnerSettings(backend="slurm", scratch_dir=scratch)
 
 
 def _job(cluster: SlurmCluster, name: str) -> str:
@@ -83,12 +95,11 @@ def test_the_runner_token_never_reaches_the_job(cluster: SlurmCluster,
 
 
 def test_a_runner_on_the_login_node_grades_through_slurm(cluster: SlurmCluster,
+                                                        settings: RunnerSettings,
                                                         tmp_path: Path) -> None:
     from tests.server.live import Platform, wait_until
 
-    scratch = tmp_path / "shared"
-    scratch.mkdir(mode=0o755)
-    tmp_path.chmod(0o755)
+    scratch = settings.scratch_dir
     p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}",
                  assignments_dir=QUICK.parent)
     try:
