@@ -142,7 +142,10 @@ def _show(sub: dict[str, Any]) -> None:
 
         render(GradeReport.model_validate(sub["report"]), console)
     else:
-        console.print(f"submission {sub['id']}: {sub['status']} {sub.get('verdict') or ''}")
+        where = f" on the {sub['queue']} queue" if sub.get("queue") else ""
+        why = f" ({sub['waiting_for']})" if sub.get("waiting_for") else ""
+        console.print(f"submission {sub['id']}: {sub['status']}{where}"
+                      f"{' ' + sub['verdict'] if sub.get('verdict') else ''}{why}")
 
 
 def status(submission: Annotated[int | None, typer.Argument(help="a submission id")] = None) -> None:
@@ -152,9 +155,10 @@ def status(submission: Annotated[int | None, typer.Argument(help="a submission i
             _show(_check(c.get(f"/api/submissions/{submission}")))
             return
         rows = _check(c.get("/api/submissions"))
-    table = Table("id", "assignment", "status", "verdict", "score", "late", "submitted")
+    table = Table("id", "assignment", "queue", "status", "verdict", "score", "late", "submitted")
     for s in rows:
-        table.add_row(str(s["id"]), s["assignment"], s["status"], s["verdict"] or "",
+        table.add_row(str(s["id"]), s["assignment"], s.get("queue") or "", s["status"],
+                      s["verdict"] or "",
                       "" if s["score"] is None else f"{s['score']:g}", "late" if s["late"] else "",
                       s["created_at"][:19])
     console.print(table)

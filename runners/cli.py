@@ -175,6 +175,8 @@ def runner(
         help="Celery broker URL (PARAGRADE_BROKER_URL), e.g. redis://HOST:6379/0")] = None,
     backend: Backend = None,
     name: Annotated[str | None, typer.Option(help="how the fleet lists this runner")] = None,
+    cpus: Annotated[str | None, typer.Option(
+        help="cores to grade on, e.g. 0-7: one slice per runner when several share a node")] = None,
 ) -> None:
     """Serve grading jobs from a paragrade server's queues (token from PARAGRADE_RUNNER_TOKEN)."""
     import logging
@@ -186,6 +188,8 @@ def runner(
     settings = get_settings()
     if backend is not None:
         settings = settings.model_copy(update={"backend": backend})
+    if cpus is not None:
+        settings = settings.model_copy(update={"cpus": cpus})
     url, broker_url = server or settings.runner_server, broker or settings.broker_url
     if not url or not settings.runner_token or not broker_url:
         _fail("set --server and --broker (or PARAGRADE_RUNNER_SERVER, PARAGRADE_BROKER_URL) "
@@ -201,7 +205,7 @@ def runner(
     try:
         worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
                      queues=wanted, name=name, settings=settings)  # type: ignore[arg-type]
-    except (BackendUnavailable, worker.NoGpu) as exc:
+    except (BackendUnavailable, worker.NoGpu, worker.BadCpus) as exc:
         _fail(str(exc))
 
 

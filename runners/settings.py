@@ -41,6 +41,8 @@ class RunnerSettings(BaseSettings):
                                    "(redis://… or the server's embedded sqla+sqlite:///…)")
     broker_key_prefix: str = Field(default="", description="Redis key prefix of the deployment")
     heartbeat_s: float = Field(default=10.0, gt=0, description="How often a runner reports")
+    cpus: str | None = Field(default=None, description="The cores this runner grades on, e.g. "
+                             "'0-7' (several runners on one node each take their own slice)")
     slurm_partition: str | None = Field(default=None, description="Partition jobs go to")
     slurm_exclusive: bool = Field(default=True, description="Whole node per job (timed cores "
                                   "are never shared)")

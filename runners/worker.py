@@ -235,6 +235,30 @@ def run_job(job_id: int) -> str:
         return "recorded" if post_outcome(client, offer, outcome) else "refused"
 
 
+class BadCpus(ValueError):
+    """A CPU list that cannot be used here."""
+
+
+def parse_cpus(spec: str) -> set[int]:
+    """'0-3,6' → {0, 1, 2, 3, 6}; BadCpus naming what is wrong."""
+    out: set[int] = set()
+    for part in spec.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
+            raise BadCpus(f"bad CPU list {spec!r}: use e.g. 0-3,6")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def take_cpus(spec: str) -> None:
+    """Confine this runner (and every sandbox it starts) to a slice of the node's cores."""
+    wanted, have = parse_cpus(spec), os.sched_getaffinity(0)
+    if not wanted <= have:
+        raise BadCpus(f"CPUs {sorted(wanted - have)} are not available here "
+                         f"(this process may use {sorted(have)})")
+    os.sched_setaffinity(0, wanted)
+
+
 def capabilities(settings: RunnerSettings, name: str, queues: list[Queue]) -> RunnerHello:
     """What this node offers, as the fleet lists it."""
     from runners.sandbox import BackendUnavailable, create_executor
@@ -281,6 +305,8 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
         raise NoGpu("this node has no GPU, so it cannot serve the gpu queue (set "
                     "PARAGRADE_GPU_MODE=simulated to serve it with the CUDA simulator, for tests)")
     name = name or f"{socket.gethostname()}-{os.getpid()}"
+    if settings.cpus:
+        take_cpus(settings.cpus)
     _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
     hello = capabilities(settings, name, queues)  # fails here, at start, if the backend cannot run
     app = consumer_app(broker_url, settings.broker_key_prefix)

@@ -11,7 +11,6 @@ import logging
 from dataclasses import dataclass
 
 from celery import Celery
-from kombu.exceptions import ChannelError
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -78,10 +77,10 @@ class Dispatcher:
                 channel = conn.default_channel
                 out = {}
                 for q in QUEUES:
-                    try:
-                        out[q] = int(channel.queue_declare(queue=q, passive=True).message_count)
-                    except ChannelError:  # never declared, or emptied and gone (Redis)
-                        out[q] = 0
+                    # Not passive: kombu's existence check ignores a Redis key prefix and would
+                    # call every queue missing. Declaring is idempotent (publishing declares too).
+                    out[q] = int(channel.queue_declare(queue=q, durable=True,
+                                                       auto_delete=False).message_count)
                 return out
         except Exception:
             log.warning("the broker is unreachable", exc_info=True)

@@ -137,6 +137,7 @@ class SubmissionPublic(Public):
     filenames: list[str]
     created_at: UtcDatetime
     finished_at: UtcDatetime | None
+    queue: str | None = Field(default=None, description="cpu | mpi | gpu: where it is graded")
     queue_position: int | None = None
     waiting_for: str | None = Field(
         default=None, description="Why a queued submission is not moving (no live runner serves "

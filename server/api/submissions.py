@@ -33,9 +33,9 @@ def public(session: SessionDep, sub: Submission, *, with_report: bool,
         id=sub.id, assignment=f"{a.course.slug}/{a.slug}", status=sub.status, verdict=sub.verdict,
         score=sub.score, late=sub.late, filenames=sub.filenames, created_at=sub.created_at,
         finished_at=sub.finished_at, report=report)
-    job = submission_service.pending_job(session=session, submission=sub) \
-        if sub.status == "queued" else None
-    if job is not None:
+    job = submission_service.latest_job(session=session, submission=sub)
+    out.queue = job.queue if job is not None else None
+    if job is not None and job.state == "queued":
         out.queue_position = submission_service.queue_position(session=session, job=job)
         out.waiting_for = job_service.waiting_for(session=session, queue=job.queue,
                                                   live_s=settings.runner_live_s)

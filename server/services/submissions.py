@@ -135,9 +135,9 @@ def of_assignment(*, session: Session, assignment: Assignment) -> list[Submissio
                                 .order_by(Submission.id)))
 
 
-def pending_job(*, session: Session, submission: Submission) -> Job | None:
-    return session.scalar(select(Job).where(Job.submission_id == submission.id,
-                                            Job.state == "queued").order_by(Job.id.desc()))
+def latest_job(*, session: Session, submission: Submission) -> Job | None:
+    return session.scalar(select(Job).where(Job.submission_id == submission.id)
+                          .order_by(Job.id.desc()).limit(1))
 
 
 def queue_position(*, session: Session, job: Job) -> int:

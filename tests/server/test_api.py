@@ -384,6 +384,12 @@ def test_regrade_is_audited_and_requeued(world: World, engine: Engine) -> None:
     assert r.status_code == 202 and r.json()["status"] == "queued"
     r = world.post(world.prof, "/api/courses/th/assignments/t1-multiprocessing/regrade")
     assert r.json() == {"queued": 1}
+    with session_factory(engine)() as s:  # behind every student's own submissions
+        from server.models import Job
+
+        assert [(j.state, j.priority) for j in s.scalars(select(Job).where(
+            Job.submission_id == sid).order_by(Job.id))] == [
+            ("superseded", 0), ("superseded", 0), ("queued", 9)]
     assert world.post(world.ada, "/api/courses/th/assignments/t1-multiprocessing/regrade"
                       ).status_code == 403
     with session_factory(engine)() as s:

@@ -45,6 +45,7 @@ def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
     gpu_id = p.submit(p.prof, "t3-cuda", b"x = 1\n")
     gpu = p.get(p.prof, f"/api/submissions/{gpu_id}")
     assert gpu["status"] == "queued" and gpu["waiting_for"] == "waiting for a GPU runner"
+    assert gpu["queue"] == "gpu" and gpu["queue_position"] == 1
 
     def graded(sid: int) -> dict | None:  # type: ignore[type-arg]
         s = p.get(ada, f"/api/submissions/{sid}")
@@ -52,7 +53,7 @@ def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
 
     g, b = wait_until("the reference's grade", lambda: graded(good), 180), \
         wait_until("the wrong solution's grade", lambda: graded(bad), 60)
-    assert (g["status"], g["verdict"]) == ("graded", "passed"), g
+    assert (g["status"], g["verdict"], g["queue"]) == ("graded", "passed", "cpu"), g
     assert g["report"]["speedup"]["median"] > 1.0
     assert (b["status"], b["verdict"]) == ("graded", "failed")
     assert all("wrong answer" in t["message"] for t in b["report"]["tests"]

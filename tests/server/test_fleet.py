@@ -85,6 +85,29 @@ def test_a_runner_killed_mid_job_is_graded_exactly_once(platform: Platform) -> N
         assert sub.counts_for_quota  # graded: it counts once, like any graded submission
 
 
+def test_cancelling_a_running_job_stops_it_and_the_runner_goes_on(platform: Platform) -> None:
+    p = platform
+    ada = p.student("ada", p.course("quick"))
+    p.start_runner("r")
+    _ready(p)
+    sid = p.submit(ada, "quick", SLOW)
+    wait_until("the grading to start", lambda: p.get(
+        ada, f"/api/submissions/{sid}")["status"] == "running", 30)
+    r = p.http.post(f"/api/submissions/{sid}/cancel", headers=ada)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    wait_until("the runner to stop the job", lambda: "cancelled while it ran" in p.runner_log("r"),
+               30)
+    left = subprocess.run(["pgrep", "-f", "/sub/solution.py"], capture_output=True, text=True)
+    assert left.stdout == "", "a sandbox outlived its cancelled job"
+    nxt = p.submit(ada, "quick", GOOD)
+    done = wait_until("the next job", lambda: _settled(p, ada, nxt), 60)
+    assert done["verdict"] == "passed"
+    assert p.get(ada, f"/api/submissions/{sid}")["status"] == "cancelled"
+    with p.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(GradeReportRow)
+                        .where(GradeReportRow.submission_id == sid)) == 0
+
+
 def test_a_redis_restart_loses_no_job_and_fair_share_orders_them(tmp_path: Path) -> None:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -153,6 +176,8 @@ def test_a_burst_drains_through_two_runners_without_duplicates(platform: Platfor
     p.start_runner("a")
     _ready(p)
     ids = [p.submit(students[i % 5], "quick", GOOD) for i in range(BURST)]
+    cpu = p.get(p.prof, "/api/fleet")["queues"]["cpu"]  # the broker (key prefix and all) agrees
+    assert cpu["in_broker"] >= cpu["queued"] - 1 > BURST // 2, cpu  # one may be in a runner's hands
     p.start_runner("b")
     start = time.monotonic()
 
