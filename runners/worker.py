@@ -318,7 +318,7 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
                      daemon=True).start()
     log.info("runner %s (protocol %d) serving %s", name, PROTOCOL_VERSION, ",".join(queues))
     try:
-        app.worker_main(["worker", "--queues", ",".join(queues), "--concurrency", "1",
+        app.worker_main(["--quiet", "worker", "--queues", ",".join(queues), "--concurrency", "1",
                          "--pool", "prefork", "--hostname", f"{name}@%h", "--loglevel", "INFO",
                          "--without-gossip", "--without-mingle", "--without-heartbeat"])
     finally:

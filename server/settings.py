@@ -28,7 +28,6 @@ class ServerSettings(BaseSettings):
     max_upload_bytes: int = 1024 * 1024
     max_package_bytes: int = 20 * 1024 * 1024
     max_unzipped_bytes: int = 8 * 1024 * 1024
-    job_timeout_s: int = 1800
     max_job_attempts: int = 3
     broker_url: str = Field(
         default=f"sqla+sqlite:///{REPO_ROOT / 'var' / 'broker.sqlite'}",
