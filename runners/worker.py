@@ -18,6 +18,7 @@ import socket
 import tempfile
 import threading
 import time
+import warnings
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 
 import httpx
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
 
 from runners import grader, package, slurm, validate
 from runners.broker import consumer_app
@@ -317,6 +318,8 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     threading.Thread(target=announce, args=(_runner, hello, stop), name="announce",
                      daemon=True).start()
     log.info("runner %s (protocol %d) serving %s", name, PROTOCOL_VERSION, ",".join(queues))
+    # Root is how a runner drops each sandbox to `nobody` and makes cgroups; Celery warns anyway.
+    warnings.filterwarnings("ignore", category=SecurityWarning)
     try:
         app.worker_main(["--quiet", "worker", "--queues", ",".join(queues), "--concurrency", "1",
                          "--pool", "prefork", "--hostname", f"{name}@%h", "--loglevel", "INFO",
