@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from starlette.middleware.sessions import SessionMiddleware
 
@@ -16,6 +17,7 @@ from server.schemas import ErrorPublic
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings
+from server.web import pages
 
 
 def create_app(settings: ServerSettings | None = None, engine: Engine | None = None) -> FastAPI:
@@ -37,8 +39,14 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                                                  "description": "The body could not be parsed"})
         app.include_router(module.router)
 
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
+    app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
+
     @app.exception_handler(DomainError)
-    def _domain(_: Request, exc: DomainError) -> JSONResponse:
+    def _domain(request: Request, exc: DomainError) -> Response:
+        if not request.url.path.startswith("/api/"):
+            return pages.error_page(request, exc)
         body: dict[str, object] = {"detail": exc.message}
         if isinstance(exc, PackageInvalid):
             body["problems"] = exc.problems

@@ -1,0 +1,301 @@
+"""Server-rendered pages: the same services and permission rules as the API, a session cookie,
+a CSRF token in every form, Jinja2's autoescaping for everything a user or a submission wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.templating import Jinja2Templates
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from starlette.concurrency import run_in_threadpool
+
+from server import security
+from server.db import committing
+from server.deps import SessionDep, SettingsDep
+from server.models import Assignment, Course, GradeReportRow, Submission, User
+from server.schemas import UserCreate
+from server.services import artifacts
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services import jobs as job_service
+from server.services import leaderboard as leaderboard_service
+from server.services import submissions as submission_service
+from server.services import users as user_service
+from server.services.errors import DomainError, Forbidden
+from server.web.plots import scaling_svg
+
+HERE = Path(__file__).resolve().parent
+templates = Jinja2Templates(directory=HERE / "templates")
+router = APIRouter(include_in_schema=False)
+FINAL = ("graded", "error", "cancelled")
+# Statements are Markdown written by instructors: rendered without raw HTML, links kept safe.
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+class LoginRequired(Exception):
+    """No (valid) browser session: the page sends the visitor to the login form."""
+
+    def __init__(self, next_url: str) -> None:
+        self.next_url = next_url
+
+
+def _page_user(request: Request, session: SessionDep) -> User:
+    raw = request.session.get("token")
+    user = user_service.user_for_token(session=session, raw=str(raw)) if raw else None
+    if user is None:
+        raise LoginRequired(request.url.path)
+    return user
+
+
+PageUser = Annotated[User, Depends(_page_user)]
+
+
+def _check_csrf(request: Request, csrf_token: Annotated[str, Form()] = "") -> None:
+    expected = str(request.session.get("csrf", ""))
+    if not expected or not security.same_secret(csrf_token, expected):
+        raise Forbidden("this form is stale or forged (missing CSRF token): reload the page")
+
+
+Csrf = Depends(_check_csrf)
+
+
+def render(request: Request, template: str, status_code: int = 200, **context: Any
+           ) -> HTMLResponse:
+    context.setdefault("user", None)
+    return templates.TemplateResponse(request, template, {"csrf": request.session.get("csrf", ""),
+                                                          **context}, status_code=status_code)
+
+
+def _start_session(request: Request, session: SessionDep, user: User) -> None:
+    raw = user_service.issue_token(session=session, user=user, name="browser")
+    request.session.update(token=raw, csrf=secrets.token_urlsafe(32))
+
+
+def _safe_next(url: str) -> str:
+    return url if url.startswith("/") and not url.startswith("//") else "/"
+
+
+# accounts ----------------------------------------------------------------------------------
+@router.get("/login")
+def login_form(request: Request, next: str = "/") -> HTMLResponse:
+    return render(request, "login.html", next=_safe_next(next))
+
+
+@router.post("/login")
+def login(request: Request, session: SessionDep, email: Annotated[str, Form()],
+          password: Annotated[str, Form()], next: Annotated[str, Form()] = "/") -> Response:
+    try:
+        with committing(session):
+            user = user_service.authenticate(session=session, email=email, password=password)
+            _start_session(request, session, user)
+    except DomainError as exc:
+        return render(request, "login.html", status_code=exc.status, error=exc.message,
+                      next=_safe_next(next), email=email)
+    return RedirectResponse(_safe_next(next), status_code=303)
+
+
+@router.get("/register")
+def register_form(request: Request, code: str = "") -> HTMLResponse:
+    return render(request, "register.html", code=code)
+
+
+@router.post("/register")
+def register(request: Request, session: SessionDep, email: Annotated[str, Form()],
+             name: Annotated[str, Form()], password: Annotated[str, Form()],
+             join_code: Annotated[str, Form()], alias: Annotated[str, Form()] = "") -> Response:
+    form = {"email": email, "name": name, "code": join_code, "alias": alias}
+    try:  # the API's own rules (email, password length, alias characters)
+        body = UserCreate(email=email, name=name, password=password, join_code=join_code,
+                          alias=alias or None)
+    except ValidationError as exc:
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return render(request, "register.html", status_code=422, error=reasons, **form)
+    try:
+        with committing(session):
+            user = user_service.create(session=session, email=body.email, name=body.name,
+                                       password=body.password)
+            course_service.join(session=session, user=user, join_code=body.join_code,
+                                alias=body.alias)
+            _start_session(request, session, user)
+    except DomainError as exc:
+        return render(request, "register.html", status_code=exc.status, error=exc.message, **form)
+    return RedirectResponse("/", status_code=303)
+
+
+@router.post("/logout", dependencies=[Csrf])
+def logout(request: Request, session: SessionDep, user: PageUser) -> Response:
+    with committing(session):
+        user_service.revoke_token(session=session, raw=str(request.session.get("token")))
+    request.session.clear()
+    return RedirectResponse("/login", status_code=303)
+
+
+# student pages -----------------------------------------------------------------------------
+@router.get("/")
+def home(request: Request, session: SessionDep, user: PageUser) -> HTMLResponse:
+    courses = []
+    for course, role in course_service.mine(session=session, user=user):
+        items = [a for a in assignment_service.of_course(session=session, course=course)
+                 if a.current_version is not None]
+        courses.append({"course": course, "role": role, "assignments": items})
+    return render(request, "home.html", user=user, courses=courses)
+
+
+def _assignment(session: SessionDep, user: User, course: str, slug: str
+                ) -> tuple[Course, str, Assignment]:
+    c = course_service.by_slug(session=session, slug=course)
+    role = course_service.role(session=session, user=user, course=c)
+    if role is None:
+        raise Forbidden("you are not enrolled in this course")
+    return c, role, assignment_service.get(session=session, course=c, slug=slug)
+
+
+def _assignment_page(request: Request, session: SessionDep, settings: SettingsDep, user: User,
+                     course: str, slug: str, *, error: str | None = None,
+                     status_code: int = 200) -> HTMLResponse:
+    c, role, a = _assignment(session, user, course, slug)
+    manifest = assignment_service.manifest_of(a)
+    statement = ""
+    try:
+        assert a.current_version is not None
+        files = assignment_service.safe_members(
+            artifacts.read(root=settings.artifacts_dir, sha256=a.current_version.bundle_sha256),
+            max_total=1 << 30)
+        statement = files.get(manifest.statement, b"").decode("utf-8", "replace")
+    except (DomainError, OSError):
+        statement = ""
+    allowed = sorted(set(manifest.entry.allowed_files) | {manifest.entry.file})
+    return render(request, "assignment.html", status_code=status_code, user=user, course=c,
+                  role=role, a=a, manifest=manifest, allowed=allowed, error=error,
+                  statement=Markup(_markdown.render(statement)),
+                  max_bytes=settings.max_upload_bytes,
+                  mine=submission_service.mine(session=session, user=user, assignment=a))
+
+
+@router.get("/c/{course}/{slug}")
+def assignment_page(course: str, slug: str, request: Request, session: SessionDep,
+                    settings: SettingsDep, user: PageUser) -> HTMLResponse:
+    return _assignment_page(request, session, settings, user, course, slug)
+
+
+@router.post("/c/{course}/{slug}/submit", dependencies=[Csrf])
+def submit(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
+           user: PageUser, files: Annotated[list[UploadFile], File()]) -> Response:
+    _, role, a = _assignment(session, user, course, slug)
+    uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
+    try:
+        sub = submission_service.create(session=session, user=user, assignment=a, role=role,
+                                        uploads=uploads, artifacts_root=settings.artifacts_dir,
+                                        max_bytes=settings.max_upload_bytes,
+                                        max_unzipped=settings.max_unzipped_bytes)
+    except DomainError as exc:
+        session.rollback()
+        return _assignment_page(request, session, settings, user, course, slug,
+                                error=exc.message, status_code=exc.status)
+    return RedirectResponse(f"/s/{sub.id}", status_code=303)
+
+
+def _visible(session: SessionDep, user: User, submission_id: int) -> Submission:
+    roles = {c.id: r for c, r in course_service.mine(session=session, user=user)}
+    return submission_service.get_visible(session=session, user=user,
+                                          submission_id=submission_id, role_in=roles)
+
+
+def _live(session: SessionDep, settings: SettingsDep, sub: Submission) -> dict[str, Any]:
+    """What the live status box shows (also what the event stream sends)."""
+    job = submission_service.latest_job(session=session, submission=sub)
+    out: dict[str, Any] = {"status": sub.status, "verdict": sub.verdict, "queue": None,
+                           "position": None, "waiting_for": None, "final": sub.status in FINAL}
+    if job is not None:
+        out["queue"] = job.queue
+        if job.state == "queued":
+            out["position"] = submission_service.queue_position(session=session, job=job)
+            out["waiting_for"] = job_service.waiting_for(session=session, queue=job.queue,
+                                                         live_s=settings.runner_live_s)
+    return out
+
+
+@router.get("/s/{submission_id}")
+def submission_page(submission_id: int, request: Request, session: SessionDep,
+                    settings: SettingsDep, user: PageUser) -> HTMLResponse:
+    sub = _visible(session, user, submission_id)
+    row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
+    report = row.report if row else None
+    a = sub.assignment
+    return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
+                  live=_live(session, settings, sub),
+                  plot=Markup(scaling_svg(report["scaling"])) if report else "")
+
+
+async def _events(poll: Any, every_s: float = 1.0) -> AsyncIterator[str]:
+    """Server-sent events: one `data:` line whenever the polled value changes."""
+    last = None
+    for _ in range(3600):
+        value = await run_in_threadpool(poll)
+        if value != last:
+            yield f"data: {json.dumps(value)}\n\n"
+            last = value
+        if isinstance(value, dict) and value.get("final"):
+            return
+        await asyncio.sleep(every_s)
+
+
+@router.get("/s/{submission_id}/events")
+def submission_events(submission_id: int, request: Request, session: SessionDep,
+                      settings: SettingsDep, user: PageUser) -> StreamingResponse:
+    sub_id = _visible(session, user, submission_id).id
+    sessions = request.app.state.sessions
+
+    def poll() -> dict[str, Any]:
+        with sessions() as s:
+            sub = s.get(Submission, sub_id)
+            return _live(s, settings, sub)
+
+    return StreamingResponse(_events(poll), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store"})
+
+
+@router.get("/c/{course}/{slug}/leaderboard")
+def leaderboard_page(course: str, slug: str, request: Request, session: SessionDep,
+                     user: PageUser) -> HTMLResponse:
+    c, role, a = _assignment(session, user, course, slug)
+    entries = leaderboard_service.entries(session=session, assignment=a)
+    return render(request, "leaderboard.html", user=user, course=c, a=a, role=role,
+                  entries=entries)
+
+
+@router.get("/c/{course}/{slug}/leaderboard/events")
+def leaderboard_events(course: str, slug: str, request: Request, session: SessionDep,
+                       user: PageUser) -> StreamingResponse:
+    _, _, a = _assignment(session, user, course, slug)
+    sessions, assignment_id = request.app.state.sessions, a.id
+
+    def poll() -> list[Any]:  # changes whenever a grading of this assignment finishes
+        with sessions() as s:
+            n, last = s.execute(select(func.count(), func.max(Submission.finished_at)).where(
+                Submission.assignment_id == assignment_id, Submission.status == "graded")).one()
+            return [n, str(last)]
+
+    return StreamingResponse(_events(poll, 2.0), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store"})
+
+
+def login_redirect(request: Request, exc: LoginRequired) -> Response:
+    return RedirectResponse(f"/login?next={quote(exc.next_url)}", status_code=303)
+
+
+def error_page(request: Request, exc: DomainError) -> HTMLResponse:
+    """A refused page request, as a page (the API answers JSON)."""
+    return render(request, "error.html", status_code=exc.status, error=exc.message,
+                  status=exc.status)

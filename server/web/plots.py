@@ -1,0 +1,70 @@
+"""Strong-scaling plots drawn as SVG on the server (no plotting library, no script, no CDN)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from xml.sax.saxutils import escape
+
+W, H = 420, 260
+LEFT, RIGHT, TOP, BOTTOM = 48, 52, 16, 40
+
+
+def scaling_svg(points: Sequence[dict[str, Any]]) -> str:
+    """Speedup (with its 95 % CI) and efficiency against workers, beside the ideal line.
+
+    Speedup reads on the left axis, efficiency (0–100 %) on the right one. Every number comes
+    from the report; text is escaped although none of it is free text.
+    """
+    pts = sorted((p for p in points if p.get("workers")), key=lambda p: p["workers"])
+    if not pts:
+        return ""
+    max_w = float(max(p["workers"] for p in pts))
+    y_max = float(max([max_w, *(p["ci_high"] for p in pts), *(p["speedup"] for p in pts)])) * 1.1
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def x(w: float) -> float:
+        return LEFT + (w - 1) / max(max_w - 1, 1) * pw if max_w > 1 else LEFT + pw / 2
+
+    def y(s: float) -> float:
+        return TOP + ph - s / y_max * ph
+
+    def y_eff(e: float) -> float:
+        return TOP + ph - min(max(e, 0.0), 1.2) / 1.2 * ph
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
+           'class="plot" aria-label="strong scaling: speedup and efficiency against workers">',
+           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" class="frame"/>']
+    for i in range(5):  # left axis: speedup
+        v = y_max * i / 4
+        out.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" class="tick" text-anchor="end">'
+                   f'{v:.1f}</text>')
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
+                   'class="grid"/>')
+    for e in (0.0, 0.5, 1.0):  # right axis: efficiency
+        out.append(f'<text x="{LEFT + pw + 6}" y="{y_eff(e) + 4:.1f}" class="tick eff">'
+                   f'{e:.0%}</text>')
+    for p in pts:
+        out.append(f'<text x="{x(p["workers"]):.1f}" y="{TOP + ph + 16}" class="tick" '
+                   f'text-anchor="middle">{int(p["workers"])}</text>')
+    out.append(f'<text x="{LEFT + pw / 2}" y="{H - 6}" class="label" text-anchor="middle">'
+               'workers</text>')
+    out.append(f'<line x1="{x(1):.1f}" y1="{y(1):.1f}" x2="{x(max_w):.1f}" y2="{y(max_w):.1f}" '
+               'class="ideal"><title>ideal: speedup = workers</title></line>')
+    speed = " ".join(f"{x(p['workers']):.1f},{y(p['speedup']):.1f}" for p in pts)
+    eff = " ".join(f"{x(p['workers']):.1f},{y_eff(p['efficiency']):.1f}" for p in pts)
+    out.append(f'<polyline points="{speed}" class="speedup"/>')
+    out.append(f'<polyline points="{eff}" class="efficiency"/>')
+    for p in pts:
+        cx = x(p["workers"])
+        out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(p["ci_low"]):.1f}" '
+                   f'y2="{y(p["ci_high"]):.1f}" class="ci"/>')
+        tip = escape(f"{p['workers']} workers: speedup {p['speedup']:.2f} "
+                     f"(95 % CI {p['ci_low']:.2f}–{p['ci_high']:.2f}), "
+                     f"efficiency {p['efficiency']:.0%}")
+        out.append(f'<circle cx="{cx:.1f}" cy="{y(p["speedup"]):.1f}" r="4" class="speedup">'
+                   f'<title>{tip}</title></circle>')
+        out.append(f'<rect x="{cx - 3:.1f}" y="{y_eff(p["efficiency"]) - 3:.1f}" width="6" '
+                   'height="6" class="efficiency"/>')
+    out.append("</svg>")
+    return "\n".join(out)

@@ -1,0 +1,145 @@
+"""The web pages as a browser meets them (no JavaScript here; tests/web drives a real browser)."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from runners.protocol import GradeReport
+from server.db import session_factory
+from server.models import Submission
+from server.services import jobs
+from tests.server.conftest import (
+    REFERENCE,
+    REPO_ROOT,
+    World,
+    finish_validation,
+    zip_of,
+)
+from tests.server.reports import sample_report
+
+T1 = "/c/th/t1-multiprocessing"
+XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def browser(world: World, email: str = "ada@uni.edu", password: str = "studentpass1") -> TestClient:
+    b = TestClient(world.client.app, follow_redirects=False)
+    r = b.post("/login", data={"email": email, "password": password, "next": "/"})
+    assert r.status_code == 303 and r.headers["location"] == "/", r.text
+    return b
+
+
+def csrf(page: str) -> str:
+    m = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert m, "the page has no CSRF field"
+    return m.group(1)
+
+
+def test_pages_need_a_login_and_a_bad_password_is_said(world: World) -> None:
+    anon = TestClient(world.client.app, follow_redirects=False)
+    r = anon.get(T1)
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=/c/th/t1-multiprocessing"
+    r = anon.post("/login", data={"email": "ada@uni.edu", "password": "nope-nope"})
+    assert r.status_code == 403 and "wrong email or password" in r.text
+    assert "<h1>Log in</h1>" in r.text
+
+
+def test_register_then_see_the_course(world: World) -> None:
+    b = TestClient(world.client.app, follow_redirects=False)
+    r = b.post("/register", data={"email": "cy@uni.edu", "name": "Cy", "password": "cypass1234",
+                                   "join_code": world.join_code, "alias": "cy"})
+    assert r.status_code == 303
+    home = b.get("/").text
+    assert "Treasure hunt" in home and 'href="/c/th/t1-multiprocessing"' in home
+    r = b.post("/register", data={"email": "dee@uni.edu", "name": "Dee", "password": "deepass123",
+                                   "join_code": "wrong-code"})
+    assert r.status_code == 404 and "join code" in r.text
+    r = b.post("/register", data={"email": "eve@uni.edu", "name": XSS, "password": "evepass123",
+                                   "join_code": world.join_code, "alias": XSS})
+    assert r.status_code == 422 and "alias" in r.text  # aliases are plain words
+    assert "<script>alert" not in r.text and "&lt;script&gt;" in r.text  # echoed, escaped
+
+
+def test_upload_needs_the_csrf_token_and_then_shows_the_submission(world: World) -> None:
+    b = browser(world)
+    page = b.get(T1).text
+    files = {"files": ("solution.py", REFERENCE)}
+    r = b.post(f"{T1}/submit", files=files)
+    assert r.status_code == 403 and "CSRF" in r.text
+    r = b.post(f"{T1}/submit", files=files, data={"csrf_token": "forged"})
+    assert r.status_code == 403
+    r = b.post(f"{T1}/submit", files=files, data={"csrf_token": csrf(page)})
+    assert r.status_code == 303 and r.headers["location"].startswith("/s/")
+    sub = b.get(r.headers["location"]).text
+    assert 'class="status">queued<' in sub and "on the cpu queue" in sub
+    assert "waiting for a runner" in sub  # no runner is live in this test
+
+
+def test_refused_uploads_say_why_and_escape_the_name(world: World) -> None:
+    b = browser(world)
+    token = csrf(b.get(T1).text)
+    r = b.post(f"{T1}/submit", data={"csrf_token": token},
+               files=[("files", ("solution.py", REFERENCE)), ("files", (f"{XSS}.py", b"x = 1\n"))])
+    assert r.status_code == 422 and "<img src=x" not in r.text
+    assert "&lt;img src=x onerror=alert(1)&gt;.py&#39; is not a file" in r.text
+    r = b.post(f"{T1}/submit", data={"csrf_token": token}, files={"files": ("solution.py", b"")})
+    assert r.status_code == 422 and "empty" in r.text
+
+
+def test_report_alias_and_statement_are_escaped(world: World, engine: Engine) -> None:
+    # A hostile statement from an instructor's package, printed output and test messages from a
+    # submission, and a hostile alias: none of it becomes markup.
+    folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
+    files["assignment.toml"] = files["assignment.toml"].replace(b'"1.0.0"', b'"1.0.1"')
+    files["statement.md"] = f"# Title\n\n{XSS}\n\n[link](javascript:alert(1))\n".encode()
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("p.zip", zip_of(files))})
+    assert r.status_code == 201, r.text
+    finish_validation(world.client)
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    report = sample_report()
+    report["output_excerpt"] = XSS
+    report["tests"][0]["message"] = XSS
+    report["tests"][0]["name"] = XSS
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(report))
+        s.commit()
+    b = browser(world)
+    for url in (T1, f"/s/{sid}", f"{T1}/leaderboard"):
+        html = b.get(url).text
+        assert "<script>alert" not in html and "<img src=x" not in html, url
+        assert 'href="javascript:' not in html, url
+    sub_page = b.get(f"/s/{sid}").text
+    assert sub_page.count("&lt;script&gt;") >= 3  # output, test name, message
+    assert "<svg" in sub_page and "ideal" in sub_page  # the scaling plot
+    board = b.get(f"{T1}/leaderboard").text
+    assert 'class="you"' in board and "ada (you)" in board
+
+
+def test_a_student_cannot_open_another_students_submission(world: World) -> None:
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    bob = browser(world, "bob@uni.edu")
+    assert bob.get(f"/s/{sid}").status_code == 404
+    assert bob.get(f"/s/{sid}/events").status_code == 404
+    prof = browser(world, "prof@uni.edu", "profpass123")
+    assert prof.get(f"/s/{sid}").status_code == 200
+
+
+def test_the_event_stream_ends_when_the_grade_is_in(world: World, engine: Engine) -> None:
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(sample_report()))
+        s.commit()
+    b = browser(world)
+    with b.stream("GET", f"/s/{sid}/events") as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        body = "".join(r.iter_text())
+    assert body.startswith("data: ") and '"status": "graded"' in body and '"final": true' in body
