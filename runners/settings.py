@@ -48,6 +48,8 @@ class RunnerSettings(BaseSettings):
                                   "are never shared)")
     slurm_inner_backend: Literal["bwrap", "apptainer", "process"] = Field(
         default="bwrap", description="The sandbox the engine uses on the compute node")
+    slurm_path: str = Field(default="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                            description="PATH of the engine in the job (where bwrap, prlimit… are)")
     slurm_python: str | None = Field(default=None, description="Python with paragrade on the "
                                      "compute nodes (default: the runner's own)")
     slurm_args: list[str] = Field(default_factory=list, description="Extra srun arguments "

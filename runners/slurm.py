@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -62,7 +61,7 @@ def _srun(settings: RunnerSettings, assignment: package.Assignment, name: str,
           time_limit_s: int, engine_args: list[str]) -> list[str]:
     """srun with the allocation the package asks for, running `paragrade ENGINE_ARGS` in it."""
     res = assignment.manifest.resources
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    env = {"PATH": settings.slurm_path,
            "PARAGRADE_BACKEND": settings.slurm_inner_backend,
            "PARAGRADE_RUNTIME_DIR": str(settings.runtime_dir),
            "PARAGRADE_GPU_MODE": settings.gpu_mode,
