@@ -23,6 +23,8 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 # The SLURM backend's tests start a private single-node cluster (tests/slurm_cluster.py).
 command -v slurmd >/dev/null || need_apt+=(slurm-wlm)
 command -v munged >/dev/null || need_apt+=(munge)
+# The browser tests drive Debian's Chromium through Playwright (no browser download from a CDN).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   $SUDO apt-get update -qq

@@ -1,0 +1,82 @@
+"""A real browser (Debian's Chromium driven by Playwright) against a real platform and runner."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.server.conftest import REFERENCE
+from tests.server.live import Platform, wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+WRONG = b"def parallel_sum(n, chunks, workers=2):\n    return 0.001 * n * n / 2\n"
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Iterator[Platform]:
+    p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}")
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def page() -> Iterator[object]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed (scripts/setup.sh installs it)")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield browser.new_page()
+        browser.close()
+
+
+def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-untyped-def]
+        platform: Platform, page, tmp_path: Path) -> None:
+    p = platform
+    code = p.course("treasure-hunt/t1-multiprocessing")
+    p.start_runner("cpu-1", "cpu,mpi")
+    wait_until("t1 to validate", lambda: p.get(
+        p.prof, "/api/courses/c/assignments/t1-multiprocessing")["validation"] == "ready", 120)
+
+    page.goto(f"{p.base}/register?code={code}")
+    page.fill("input[name=email]", "ada@uni.edu")
+    page.fill("input[name=name]", "Ada")
+    page.fill("input[name=alias]", "ada")
+    page.fill("input[name=password]", "adapass123")
+    page.click("button[type=submit]")
+    page.click("text=Treasure hunt 1")
+    page.screenshot(path=SHOTS / "assignment.png", full_page=True)
+
+    good, bad = tmp_path / "solution.py", tmp_path / "wrong" / "solution.py"
+    good.write_bytes(REFERENCE)
+    bad.parent.mkdir()
+    bad.write_bytes(WRONG)
+    page.set_input_files("input[type=file]", str(good))
+    assert "ready" in page.inner_text(".checks")  # checked in the page before the upload
+    page.click("text=Submit for grading")
+    page.wait_for_url("**/s/*")
+    assert page.inner_text("#live .status") in ("queued", "running")
+    page.wait_for_selector(".verdict-passed", timeout=180_000)  # live: no reload by the test
+    page.screenshot(path=SHOTS / "report.png", full_page=True)
+    assert "Speedup" in page.inner_text(".speedup")
+    assert page.locator("svg.plot").count() == 1
+
+    page.click("text=Treasure hunt 1")
+    page.set_input_files("input[type=file]", str(bad))
+    page.click("text=Submit for grading")
+    page.wait_for_selector(".verdict-failed", timeout=120_000)
+    assert "wrong answer" in page.inner_text("table.tests")
+
+    page.click("text=Treasure hunt 1")
+    page.click("text=Leaderboard")
+    you = page.locator("tr.you")
+    assert "ada (you)" in you.inner_text()
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone
+    page.screenshot(path=SHOTS / "leaderboard-phone.png", full_page=True)
