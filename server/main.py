@@ -17,7 +17,7 @@ from server.schemas import ErrorPublic
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings
-from server.web import pages
+from server.web import admin, pages
 
 
 def create_app(settings: ServerSettings | None = None, engine: Engine | None = None) -> FastAPI:
@@ -40,6 +40,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
         app.include_router(module.router)
 
     app.include_router(pages.router)
+    app.include_router(admin.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
     app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
 

@@ -233,7 +233,9 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
     row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
     report = row.report if row else None
     a = sub.assignment
+    instructor = course_service.role(session=session, user=user, course=a.course) == "instructor"
     return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
+                  instructor=instructor,
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "")
 

@@ -143,3 +143,67 @@ def test_the_event_stream_ends_when_the_grade_is_in(world: World, engine: Engine
         assert r.headers["content-type"].startswith("text/event-stream")
         body = "".join(r.iter_text())
     assert body.startswith("data: ") and '"status": "graded"' in body and '"final": true' in body
+
+
+# instructors ---------------------------------------------------------------------------------
+def _t1_zip(version: bytes = b'"1.0.0"') -> bytes:
+    folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
+    files["assignment.toml"] = files["assignment.toml"].replace(b'"1.0.0"', version)
+    return zip_of(files)
+
+
+def test_an_instructor_creates_a_course_and_imports_packages(world: World) -> None:
+    prof = browser(world, "prof@uni.edu", "profpass123")
+    token = csrf(prof.get("/").text)
+    r = prof.post("/courses", data={"csrf_token": token, "slug": "hpc", "title": "HPC <b>101</b>"})
+    assert r.status_code == 303 and r.headers["location"] == "/c/hpc"
+    page = prof.get("/c/hpc").text
+    assert "HPC &lt;b&gt;101&lt;/b&gt;" in page and 'class="join-code"' in page
+    bad = zip_of({"assignment.toml": b'slug = "Bad Slug"\n'})
+    r = prof.post("/c/hpc/import", data={"csrf_token": token},
+                  files={"package": ("bad.zip", bad)})
+    assert r.status_code == 422 and r.text.count("<li><code>assignment.toml</code>") >= 3
+    r = prof.post("/c/hpc/import", data={"csrf_token": token},
+                  files={"package": ("t1.zip", _t1_zip())})
+    assert r.status_code == 200 and "Imported t1-multiprocessing 1.0.0: validating" in r.text
+    assert "/c/hpc/t1-multiprocessing/manage" in r.text
+    student = browser(world)
+    assert student.get("/c/th").status_code == 403
+    assert student.get("/c/th/t1-multiprocessing/manage").status_code == 403
+    assert student.get("/fleet").status_code == 403
+    r = student.post("/courses", data={"csrf_token": csrf(student.get("/").text), "slug": "x",
+                                       "title": "x"})
+    assert r.status_code == 403
+
+
+def test_an_instructor_sets_the_policy_filters_and_regrades(world: World) -> None:
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    world.submit(world.bob, REFERENCE)
+    prof = browser(world, "prof@uni.edu", "profpass123")
+    manage = f"{T1}/manage"
+    page = prof.get(manage).text
+    assert "reference passes" in page and "what students get" in page
+    token = csrf(page)
+    form = {"csrf_token": token, "late_policy": "penalty", "late_penalty": "0.25",
+            "quota_count": "7", "quota_window_min": "30"}
+    r = prof.post(f"{manage}/policy", data={**form, "deadline": "next friday"})
+    assert r.status_code == 422 and "time zone" in r.text
+    r = prof.post(f"{manage}/policy", data={**form, "deadline": "2030-01-01T12:00+01:00"})
+    assert r.status_code == 303
+    a = world.get(world.ada, "/api/courses/th/assignments/t1-multiprocessing").json()
+    assert (a["late_policy"], a["late_penalty"], a["quota_count"], a["quota_window_s"]) == \
+        ("penalty", 0.25, 7, 1800)
+    assert a["deadline"].startswith("2030-01-01T11:00")
+    filtered = prof.get(manage, params={"student": "ada"}).text
+    assert f'href="/s/{sid}"' in filtered and "bob@uni.edu" not in filtered
+    r = prof.post(f"{manage}/regrade-all", data={"csrf_token": token})
+    assert r.status_code == 200 and "2 submission(s) queued for regrading" in r.text
+    r = prof.post(f"/s/{sid}/regrade", data={"csrf_token": token})
+    assert r.status_code == 303 and r.headers["location"] == f"/s/{sid}"
+    ada = browser(world)
+    assert ada.post(f"/s/{sid}/regrade", data={"csrf_token": csrf(ada.get("/").text)}
+                    ).status_code == 403
+    fleet = prof.get("/fleet").text
+    assert "No runner has announced itself yet" in fleet and "<td>cpu</td>" in fleet

@@ -1,0 +1,177 @@
+"""Instructor pages: courses, package import, assignment policy, submissions, regrades, fleet."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from runners.protocol import QUEUES
+from server.db import committing
+from server.deps import DispatcherDep, SessionDep, SettingsDep
+from server.models import Course, User
+from server.schemas import AssignmentUpdate, CourseCreate
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services import jobs as job_service
+from server.services import submissions as submission_service
+from server.services.assignments import PackageInvalid
+from server.services.errors import DomainError, Forbidden, Invalid
+from server.web.pages import Csrf, PageUser, render
+
+router = APIRouter(include_in_schema=False)
+
+
+def _course(session: SessionDep, user: User, course: str) -> Course:
+    c = course_service.by_slug(session=session, slug=course)
+    if course_service.role(session=session, user=user, course=c) != "instructor":
+        raise Forbidden("only the course's instructors may see this page")
+    return c
+
+
+def _reasons(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
+@router.post("/courses", dependencies=[Csrf])
+def create_course(request: Request, session: SessionDep, user: PageUser,
+                  slug: Annotated[str, Form()], title: Annotated[str, Form()]) -> Response:
+    try:
+        body = CourseCreate(slug=slug, title=title)
+        with committing(session):
+            course_service.create(session=session, actor=user, slug=body.slug, title=body.title)
+    except ValidationError as exc:
+        return render(request, "error.html", status_code=422, user=user, error=_reasons(exc),
+                      status=422)
+    return RedirectResponse(f"/c/{slug}", status_code=303)
+
+
+def _course_page(request: Request, session: SessionDep, user: User, c: Course,
+                 **extra: Any) -> HTMLResponse:
+    items = assignment_service.of_course(session=session, course=c)
+    return render(request, "course.html", user=user, course=c, assignments=items, **extra)
+
+
+@router.get("/c/{course}")
+def course_page(course: str, request: Request, session: SessionDep,
+                user: PageUser) -> HTMLResponse:
+    return _course_page(request, session, user, _course(session, user, course))
+
+
+@router.post("/c/{course}/import", dependencies=[Csrf])
+def import_package(course: str, request: Request, session: SessionDep, settings: SettingsDep,
+                   user: PageUser, package: Annotated[UploadFile, File()]) -> HTMLResponse:
+    """Import a zip; every problem is listed, one per line."""
+    c = _course(session, user, course)
+    data = package.file.read(settings.max_package_bytes + 1)
+    try:
+        if len(data) > settings.max_package_bytes:
+            raise Invalid(f"package larger than {settings.max_package_bytes} bytes")
+        with committing(session):
+            files = assignment_service.safe_members(data, max_total=settings.max_package_bytes * 10)
+            version = assignment_service.import_files(
+                session=session, actor=user, course=c, files=files,
+                artifacts_root=settings.artifacts_dir, role="instructor")
+    except PackageInvalid as exc:
+        return _course_page(request, session, user, c, problems=exc.problems,
+                            error="the package has problems; nothing was imported",
+                            status_code=422)
+    except DomainError as exc:
+        session.rollback()
+        return _course_page(request, session, user, c, error=exc.message,
+                            status_code=exc.status)
+    return _course_page(request, session, user, c,
+                        imported=f"{version.assignment.slug} {version.version}: "
+                                 f"{version.status} (a runner checks it now)")
+
+
+def _manage(request: Request, session: SessionDep, user: User, course: str, slug: str,
+            **extra: Any) -> HTMLResponse:
+    c = _course(session, user, course)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    subs = submission_service.of_assignment(session=session, assignment=a)
+    who = request.query_params.get("student", "").strip().lower()
+    verdict = request.query_params.get("verdict", "")
+    if who:
+        subs = [s for s in subs if who in s.user.email.lower() or who in s.user.name.lower()]
+    if verdict:
+        subs = [s for s in subs if (s.verdict or s.status) == verdict]
+    return render(request, "manage.html", user=user, course=c, a=a, subs=subs[::-1][:500],
+                  student=who, verdict=verdict, newest=a.versions[-1], **extra)
+
+
+@router.get("/c/{course}/{slug}/manage")
+def manage(course: str, slug: str, request: Request, session: SessionDep,
+           user: PageUser) -> HTMLResponse:
+    return _manage(request, session, user, course, slug)
+
+
+@router.post("/c/{course}/{slug}/manage/policy", dependencies=[Csrf])
+def policy(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+           late_policy: Annotated[str, Form()], late_penalty: Annotated[float, Form()],
+           quota_count: Annotated[int, Form()], quota_window_min: Annotated[int, Form()],
+           deadline: Annotated[str, Form()] = "") -> Response:
+    c = _course(session, user, course)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        when = datetime.fromisoformat(deadline) if deadline.strip() else None
+        body = AssignmentUpdate(deadline=when, late_policy=late_policy,  # type: ignore[arg-type]
+                                late_penalty=late_penalty, quota_count=quota_count,
+                                quota_window_s=quota_window_min * 60)
+        with committing(session):
+            assignment_service.update_policy(session=session, actor=user, assignment=a,
+                                             role="instructor",
+                                             changes=body.model_dump(exclude_unset=True))
+    except ValidationError as exc:
+        return _manage(request, session, user, course, slug, error=_reasons(exc),
+                       status_code=422)
+    except ValueError:
+        return _manage(request, session, user, course, slug, status_code=422,
+                       error="deadline: use a date and time with a zone, "
+                             "e.g. 2026-12-01T23:59+01:00")
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/regrade-all", dependencies=[Csrf])
+def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
+                user: PageUser) -> HTMLResponse:
+    c = _course(session, user, course)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    with committing(session):
+        n = submission_service.regrade_all(session=session, actor=user, assignment=a,
+                                           role="instructor")
+    return _manage(request, session, user, course, slug,
+                   done=f"{n} submission(s) queued for regrading, behind students' own")
+
+
+@router.post("/s/{submission_id}/regrade", dependencies=[Csrf])
+def regrade(submission_id: int, session: SessionDep, user: PageUser) -> Response:
+    roles = {c.id: r for c, r in course_service.mine(session=session, user=user)}
+    sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id,
+                                         role_in=roles)
+    with committing(session):
+        submission_service.regrade(session=session, actor=user, submission=sub,
+                                   role=roles.get(sub.assignment.course_id))
+    return RedirectResponse(f"/s/{submission_id}", status_code=303)
+
+
+@router.get("/fleet")
+def fleet(request: Request, session: SessionDep, settings: SettingsDep, user: PageUser,
+          dispatcher: DispatcherDep) -> HTMLResponse:
+    if not user.is_instructor:
+        raise Forbidden("instructors only")
+    live = {r.name for r in job_service.live_runners(session=session,
+                                                     live_s=settings.runner_live_s)}
+    runners = job_service.all_runners(session=session)
+    depth = job_service.depth(session=session)
+    broker = dispatcher.depth()
+    queues = [{"name": q, **depth[q], "broker": None if broker is None else broker.get(q, 0),
+               "live": sum(1 for r in runners if r.name in live and q in r.queues)}
+              for q in QUEUES]
+    return render(request, "fleet.html", user=user, runners=runners, live=live, queues=queues)
