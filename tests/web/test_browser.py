@@ -10,6 +10,7 @@ import pytest
 
 from tests.server.conftest import REFERENCE
 from tests.server.live import Platform, wait_until
+from tests.server.test_pages import _t1_zip
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
@@ -80,3 +81,23 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     assert "ada (you)" in you.inner_text()
     page.set_viewport_size({"width": 390, "height": 844})  # a phone
     page.screenshot(path=SHOTS / "leaderboard-phone.png", full_page=True)
+
+    # The instructor, in a browser of their own: import a new version, watch it validate, regrade.
+    prof = page.context.browser.new_context().new_page()
+    prof.goto(f"{p.base}/login")
+    prof.fill("input[name=email]", "prof@uni.edu")
+    prof.fill("input[name=password]", "profpass123")
+    prof.click("button[type=submit]")
+    prof.click("text=Manage the course")
+    package = tmp_path / "t1.zip"
+    package.write_bytes(_t1_zip(b'"1.0.1"'))
+    prof.set_input_files("input[name=package]", str(package))
+    prof.click("button:has-text('Import')")
+    assert "Imported t1-multiprocessing 1.0.1: validating" in prof.inner_text("[role=status]")
+    prof.click("a[href$='/t1-multiprocessing/manage']")
+    prof.click("button:has-text('Regrade all')")
+    assert "2 submission(s) queued for regrading" in prof.inner_text("[role=status]")
+    prof.screenshot(path=SHOTS / "manage.png", full_page=True)
+    prof.goto(f"{p.base}/fleet")
+    assert "cpu-1" in prof.inner_text("main") and "live" in prof.inner_text("main")
+    prof.screenshot(path=SHOTS / "fleet.png", full_page=True)
