@@ -6,6 +6,7 @@ with reports stored through the jobs service, so the leaderboard has real work),
 server with uvicorn in a subprocess on a free port and drives it with httpx clients in threads:
 
 * leaderboard latency (`GET .../leaderboard`), one client, then CLIENTS clients;
+* the leaderboard page (HTML, a browser session), one client;
 * upload latency (`POST .../submissions`, multipart), one client;
 * upload throughput: CLIENTS clients uploading for --seconds; submissions accepted per minute.
 
@@ -131,6 +132,7 @@ def seed(artifacts: Path) -> dict[str, Any]:
         version = assignments.import_files(
             session=s, actor=prof, course=course, role="instructor", artifacts_root=artifacts,
             files=assignments.read_folder(REPO_ROOT / "assignments" / PACKAGE))
+        version.status = "ready"  # as a runner's validation would leave it (no runner here)
         students = [User(email=f"s{i:03d}@uni.edu", name=f"Student {i}", password_hash=hashed)
                     for i in range(STUDENTS)]
         s.add_all(students)
@@ -185,9 +187,11 @@ def serve(port: int, artifacts: Path) -> None:
     from server.main import create_app
     from server.settings import REPO_ROOT, ServerSettings
 
+    # Every upload is published to the embedded broker (no runner consumes them here).
     settings = ServerSettings(database_url=URL, artifacts_dir=artifacts,
                               assignments_dir=REPO_ROOT / "assignments",
-                              runner_token=RUNNER_TOKEN)
+                              runner_token=RUNNER_TOKEN,
+                              broker_url=f"sqla+sqlite:///{artifacts.parent / 'broker.sqlite'}")
     uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -311,6 +315,15 @@ def main() -> None:
         def board(c: httpx.Client, w: int, i: int) -> httpx.Response:
             return c.get(f"{assignment}/leaderboard", headers=student(w, i))
 
+        # The leaderboard page (HTML) as a logged-in student's browser asks for it.
+        login = httpx.post(base + "/login", data={"email": "s000@uni.edu",
+                                                  "password": "benchpass123"})
+        assert login.status_code == 303, login.text
+        cookie = {"Cookie": "paragrade_session=" + login.cookies["paragrade_session"]}
+
+        def board_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            return c.get(f"/c/{COURSE}/{SLUG}/leaderboard", headers=cookie)
+
         def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
             body = reference + f"\n# upload {next(uploads)}\n".encode()  # each one distinct
             return c.post(f"{assignment}/submissions", headers=student(w, i),
@@ -325,6 +338,8 @@ def main() -> None:
                 {"endpoint": "leaderboard",
                  **drive(base, board, clients=args.clients, expect=200,
                          count=max(1, n // args.clients), server_pid=pid)},
+                {"endpoint": "leaderboard page (HTML)",
+                 **drive(base, board_page, clients=1, expect=200, count=n, server_pid=pid)},
                 {"endpoint": "upload",
                  **drive(base, upload, clients=1, expect=201, count=n, server_pid=pid)},
                 {"endpoint": "upload",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from celery import Celery
 from sqlalchemy import Engine, event
@@ -40,6 +41,9 @@ class Dispatcher:
     """The server's end of the broker: publish job ids, read queue depths."""
 
     def __init__(self, broker_url: str, key_prefix: str = "") -> None:
+        if broker_url.startswith("sqla+sqlite:///"):  # the embedded broker's file needs a folder
+            Path(broker_url.removeprefix("sqla+sqlite:///")).parent.mkdir(parents=True,
+                                                                          exist_ok=True)
         self.app = Celery("paragrade-server", broker=broker_url, set_as_current=False)
         self.app.conf.update(broker_transport_options=broker_options(broker_url, key_prefix),
                              task_serializer="json", accept_content=["json"],

@@ -207,3 +207,20 @@ def test_an_instructor_sets_the_policy_filters_and_regrades(world: World) -> Non
                     ).status_code == 403
     fleet = prof.get("/fleet").text
     assert "No runner has announced itself yet" in fleet and "<td>cpu</td>" in fleet
+
+
+def test_deadline_passed_and_quota_reached_say_so(world: World) -> None:
+    b = browser(world)
+    token = csrf(b.get(T1).text)
+    world.client.patch("/api/courses/th/assignments/t1-multiprocessing", headers=world.prof,
+                       json={"quota_count": 1})
+    files = {"files": ("solution.py", REFERENCE)}
+    assert b.post(f"{T1}/submit", files=files, data={"csrf_token": token}).status_code == 303
+    r = b.post(f"{T1}/submit", files=files, data={"csrf_token": token})
+    assert r.status_code == 429 and "quota reached: 1 submissions per 60 minutes" in r.text
+    world.client.patch("/api/courses/th/assignments/t1-multiprocessing", headers=world.prof,
+                       json={"quota_count": 10, "late_policy": "reject",
+                             "deadline": "2020-01-01T00:00:00+00:00"})
+    r = b.post(f"{T1}/submit", files=files, data={"csrf_token": token})
+    assert r.status_code == 403 and "the deadline has passed" in r.text
+    assert "Due 2020-01-01 00:00 UTC (late: reject)" in b.get(T1).text
