@@ -325,6 +325,11 @@ class Scoring(Frozen):
         return self
 
 
+def curve_share(speedup: float, speedup_min: float, speedup_full: float) -> float:
+    """Share (0..1) of the performance points a speedup earns: linear from min to full."""
+    return float(min(1.0, max(0.0, (speedup - speedup_min) / (speedup_full - speedup_min))))
+
+
 class Timing(Frozen):
     enabled: bool = True
     hook: str = Field(default="timing.py", description="Module in the hidden tests folder")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.protocol import ScalingPoint, SpeedupFigure
+from runners.protocol import ScalingPoint, SpeedupFigure, curve_share
 from runners.session import RunConfig, Session, SubmissionFailure, SubmissionRaised
 
 CALLS_PER_BLOCK = 3
@@ -70,9 +70,8 @@ def amdahl_fit(points: list[tuple[int, float]]) -> float | None:
     return float(grid[int(np.argmin(err))])
 
 
-def performance_share(speedup: float, lo: float, hi: float) -> float:
-    """Continuous 0..1 curve between speedup_min and speedup_full (noise moves it little)."""
-    return float(min(1.0, max(0.0, (speedup - lo) / (hi - lo))))
+# Continuous 0..1 curve between speedup_min and speedup_full (noise moves it little).
+performance_share = curve_share
 
 
 Checker = Callable[[dict[str, Any], Any], str | None]

@@ -90,6 +90,9 @@ class Assignment(Base):
     late_penalty: Mapped[float] = mapped_column(Float, default=0.0)
     quota_count: Mapped[int] = mapped_column(Integer, default=20)
     quota_window_s: Mapped[int] = mapped_column(Integer, default=3600)
+    # The instructor's scoring curve; None keeps the package's (manifest [scoring]).
+    speedup_min: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup_full: Mapped[float | None] = mapped_column(Float, default=None)
     current_version_id: Mapped[int | None] = mapped_column(
         ForeignKey("assignment_versions.id", use_alter=True, ondelete="SET NULL"), default=None)
 

@@ -108,6 +108,8 @@ class AssignmentPublic(Public):
     late_penalty: float
     quota_count: int
     quota_window_s: int
+    speedup_min: float = Field(description="Speedup that starts earning performance points")
+    speedup_full: float = Field(description="Speedup that earns all of them")
     kind: str
     entry_file: str
     allowed_files: list[str]
@@ -125,6 +127,9 @@ class AssignmentUpdate(Input):
     late_penalty: float | None = Field(default=None, ge=0, le=1)
     quota_count: int | None = Field(default=None, ge=1, le=10_000)
     quota_window_s: int | None = Field(default=None, ge=60, le=30 * 86400)
+    speedup_min: float | None = Field(default=None, gt=0, le=1e6,
+                                      description="Scoring curve: stored grades are re-scored")
+    speedup_full: float | None = Field(default=None, gt=0, le=1e6)
 
 
 class SubmissionPublic(Public):

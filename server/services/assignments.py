@@ -202,6 +202,14 @@ def update_policy(*, session: Session, actor: User, assignment: Assignment, role
                 raise Invalid("deadline needs a time zone (e.g. 2026-12-01T23:59:00+01:00)")
             value = value.astimezone(UTC)  # SQLite drops the offset: store every time in UTC
         setattr(assignment, key, value)
+    if {"speedup_min", "speedup_full"} & changes.keys():
+        scoring = manifest_of(assignment).scoring
+        lo = assignment.speedup_min or scoring.speedup_min
+        hi = assignment.speedup_full or scoring.speedup_full
+        if hi <= lo:
+            raise Invalid(f"the full-points speedup ({hi:g}) must be above the starting one ({lo:g})")
+        session.flush()
+        jobs.rescore(session=session, assignment=assignment)
     session.add(AuditLog(actor_id=actor.id, action="assignment.update",
                          target=f"{assignment.course.slug}/{assignment.slug}",
                          detail={k: str(v) for k, v in changes.items()}))

@@ -24,10 +24,12 @@ from runners.protocol import (
     Manifest,
     RunnerHello,
     ValidateJob,
+    curve_share,
 )
 from server import security
 from server.dispatch import Message, outbox
 from server.models import (
+    Assignment,
     AssignmentVersion,
     GradeReportRow,
     Job,
@@ -206,10 +208,7 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     if old is not None:
         session.delete(old)
         session.flush()
-    score = report.score
-    a = sub.assignment
-    if sub.late and a.late_policy == "penalty":
-        score = round(score * (1 - a.late_penalty), 2)
+    score = course_score(sub=sub, report=report)
     row = GradeReportRow(
         submission_id=sub.id, verdict=report.verdict.value, score=score,
         max_score=report.max_score,
@@ -232,6 +231,31 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     # Only what the student caused counts (a retried platform failure that then graded does).
     sub.counts_for_quota = fault == "student"
     return row
+
+
+def course_score(*, sub: Submission, report: GradeReport) -> float:
+    """The report's score under the assignment's own scoring curve and late policy."""
+    a, score = sub.assignment, report.score
+    if report.speedup is not None and (a.speedup_min or a.speedup_full):
+        scoring = Manifest.model_validate(sub.version.manifest).scoring
+        share = curve_share(report.speedup.median, a.speedup_min or scoring.speedup_min,
+                            a.speedup_full or scoring.speedup_full)
+        score = report.test_points + scoring.performance_points * share
+    if sub.late and a.late_policy == "penalty":
+        score *= 1 - a.late_penalty
+    return round(score, 2)
+
+
+def rescore(*, session: Session, assignment: Assignment) -> int:
+    """Apply a changed scoring curve to every stored grade of the assignment (no regrading:
+    the measured speedups stay what they were)."""
+    rows = session.execute(select(GradeReportRow, Submission).join(
+        Submission, GradeReportRow.submission_id == Submission.id).where(
+        Submission.assignment_id == assignment.id)).all()
+    for row, sub in rows:
+        score = course_score(sub=sub, report=GradeReport.model_validate(row.report))
+        row.score = sub.score = score
+    return len(rows)
 
 
 def _text(value: str) -> str:

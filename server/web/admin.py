@@ -100,6 +100,7 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
     if verdict:
         subs = [s for s in subs if (s.verdict or s.status) == verdict]
     return render(request, "manage.html", user=user, course=c, a=a, subs=subs[::-1][:500],
+                  scoring=assignment_service.manifest_of(a).scoring,
                   student=who, verdict=verdict, newest=a.versions[-1], **extra)
 
 
@@ -113,14 +114,20 @@ def manage(course: str, slug: str, request: Request, session: SessionDep,
 def policy(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
            late_policy: Annotated[str, Form()], late_penalty: Annotated[float, Form()],
            quota_count: Annotated[int, Form()], quota_window_min: Annotated[int, Form()],
+           speedup_min: Annotated[float, Form()], speedup_full: Annotated[float, Form()],
            deadline: Annotated[str, Form()] = "") -> Response:
     c = _course(session, user, course)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
-        when = datetime.fromisoformat(deadline) if deadline.strip() else None
-        body = AssignmentUpdate(deadline=when, late_policy=late_policy,  # type: ignore[arg-type]
-                                late_penalty=late_penalty, quota_count=quota_count,
-                                quota_window_s=quota_window_min * 60)
+        changes: dict[str, Any] = {
+            "deadline": datetime.fromisoformat(deadline) if deadline.strip() else None,
+            "late_policy": late_policy, "late_penalty": late_penalty,
+            "quota_count": quota_count, "quota_window_s": quota_window_min * 60}
+        scoring = assignment_service.manifest_of(a).scoring
+        if (speedup_min, speedup_full) != (a.speedup_min or scoring.speedup_min,
+                                           a.speedup_full or scoring.speedup_full):
+            changes |= {"speedup_min": speedup_min, "speedup_full": speedup_full}
+        body = AssignmentUpdate(**changes)  # the API's rules
         with committing(session):
             assignment_service.update_policy(session=session, actor=user, assignment=a,
                                              role="instructor",

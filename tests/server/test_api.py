@@ -463,3 +463,27 @@ def test_joining_a_second_course_with_its_code(world: World) -> None:
     assert {c["slug"] for c in world.get(world.ada, "/api/courses").json()} == {"th", "hpc"}
     assert world.post(world.ada, "/api/courses/join", json={"join_code": "zzzzzz"}
                       ).status_code == 404
+
+
+def test_a_new_scoring_curve_rescores_stored_grades(world: World, engine: Engine) -> None:
+    from runners.protocol import GradeReport
+    from server.services import jobs
+    from tests.server.reports import sample_report
+
+    url = "/api/courses/th/assignments/t1-multiprocessing"
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    with session_factory(engine)() as s:  # speedup 1.8, scored 90 on the runner
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        row = jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
+            sample_report(median=1.8)))
+        s.commit()
+        assert row.score == 90.0  # the package's own curve: the runner's score stands
+    r = world.client.patch(url, json={"speedup_min": 1.2, "speedup_full": 2.4}, headers=world.prof)
+    assert r.status_code == 200 and (r.json()["speedup_min"], r.json()["speedup_full"]) == (1.2, 2.4)
+    got = world.get(world.ada, f"/api/submissions/{sid}").json()
+    assert got["score"] == 80.0  # 60 + 40 × (1.8 − 1.2) / (2.4 − 1.2)
+    r = world.client.patch(url, json={"speedup_full": 1.1}, headers=world.prof)
+    assert r.status_code == 422 and "must be above" in r.json()["detail"]
+    assert world.get(world.ada, f"/api/submissions/{sid}").json()["score"] == 80.0  # unchanged
+    assert world.client.patch(url, json={"speedup_min": 1.5}, headers=world.ada).status_code == 403

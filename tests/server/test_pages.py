@@ -187,7 +187,8 @@ def test_an_instructor_sets_the_policy_filters_and_regrades(world: World) -> Non
     assert "reference passes" in page and "what students get" in page
     token = csrf(page)
     form = {"csrf_token": token, "late_policy": "penalty", "late_penalty": "0.25",
-            "quota_count": "7", "quota_window_min": "30"}
+            "quota_count": "7", "quota_window_min": "30", "speedup_min": "1",
+            "speedup_full": "1.7"}  # the package's curve, unchanged
     r = prof.post(f"{manage}/policy", data={**form, "deadline": "next friday"})
     assert r.status_code == 422 and "time zone" in r.text
     r = prof.post(f"{manage}/policy", data={**form, "deadline": "2030-01-01T12:00+01:00"})
@@ -196,6 +197,12 @@ def test_an_instructor_sets_the_policy_filters_and_regrades(world: World) -> Non
     assert (a["late_policy"], a["late_penalty"], a["quota_count"], a["quota_window_s"]) == \
         ("penalty", 0.25, 7, 1800)
     assert a["deadline"].startswith("2030-01-01T11:00")
+    r = prof.post(f"{manage}/policy", data={**form, "speedup_min": "2", "speedup_full": "1.5"})
+    assert r.status_code == 422 and "must be above" in r.text
+    r = prof.post(f"{manage}/policy", data={**form, "speedup_min": "1.2", "speedup_full": "2.4"})
+    assert r.status_code == 303
+    a = world.get(world.ada, "/api/courses/th/assignments/t1-multiprocessing").json()
+    assert (a["speedup_min"], a["speedup_full"], a["deadline"]) == (1.2, 2.4, None)
     filtered = prof.get(manage, params={"student": "ada"}).text
     assert f'href="/s/{sid}"' in filtered and "bob@uni.edu" not in filtered
     r = prof.post(f"{manage}/regrade-all", data={"csrf_token": token})
