@@ -77,7 +77,8 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
         console.print("No instructor yet: create one (in another terminal) with [bold]"
                       ".venv/bin/paragrade admin create-instructor EMAIL[/]; that imports the "
                       "shipped course and prints its join code.")
-    console.print(f"Log in from a terminal: [bold]paragrade login {url}[/]")
+    console.print(f"Open [bold]{url}[/] in a browser to log in, or from a terminal: "
+                  f"[bold]paragrade login {url}[/]")
     procs = []
     if runner:
         env = {**os.environ, "PARAGRADE_RUNNER_SERVER": url, "PARAGRADE_BROKER_URL":
