@@ -101,7 +101,7 @@ def _run(argv: list[str], name: str, timeout_s: float) -> str:
 
 
 def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: RunnerSettings,
-          time_limit_s: int, tag: str = "") -> GradeReport:
+          time_limit_s: int, tag: str = "", with_timing: bool = True) -> GradeReport:
     """Grade on a compute node; SlurmError when SLURM or the engine there failed."""
     work = (settings.scratch_dir or Path("/tmp")) / "paragrade-slurm" / uuid.uuid4().hex
     sub = work / "submission"
@@ -116,7 +116,8 @@ def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: 
         work.chmod(0o755)
         name = f"paragrade-{tag or work.name[:8]}"
         argv = _srun(settings, assignment, name, time_limit_s,
-                     ["grade", str(assignment.root), *paths, "--json"])
+                     ["grade", str(assignment.root), *paths, "--json",
+                      *([] if with_timing else ["--no-timing"])])
         out = _run(argv, name, time_limit_s + 120)
         try:
             return GradeReport.model_validate_json(out)

@@ -58,11 +58,12 @@ def _job(cluster: SlurmCluster, name: str) -> str:
 
 def test_a_two_rank_mpi_job_is_graded_on_the_cluster(cluster: SlurmCluster,
                                                       settings: RunnerSettings) -> None:
+    # The hidden tests run the reference on 2 MPI ranks (timing is covered by test_course).
     a = package.load(COURSE / "t2-mpi")
     report = slurm.grade(a, grader.code_of(a, "reference"), settings=settings, time_limit_s=600,
-                         tag="t2-ref")
+                         tag="t2-ref", with_timing=False)
     assert report.verdict is Verdict.PASSED, report.summary
-    assert [p.workers for p in report.scaling] == [1, 2] and report.speedup is not None
+    assert report.tests and all(t.outcome.value == "passed" for t in report.tests)
     job = _job(cluster, "paragrade-t2-ref")
     assert "JobState=COMPLETED" in job and "OverSubscribe=NO" in job  # a whole node, alone
 
