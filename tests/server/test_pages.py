@@ -183,6 +183,8 @@ def test_an_instructor_sets_the_policy_filters_and_regrades(world: World) -> Non
     world.submit(world.bob, REFERENCE)
     prof = browser(world, "prof@uni.edu", "profpass123")
     manage = f"{T1}/manage"
+    assert f'href="{manage}"' in prof.get(T1).text
+    assert f'href="{manage}"' not in browser(world).get(T1).text  # not for students
     page = prof.get(manage).text
     assert "reference passes" in page and "what students get" in page
     token = csrf(page)
