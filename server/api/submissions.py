@@ -68,9 +68,7 @@ def my_submissions(session: SessionDep, user: CurrentUser,
 
 
 def _visible(session: SessionDep, user: CurrentUser, submission_id: int) -> Submission:
-    roles = {c.id: r for c, r in course_service.mine(session=session, user=user)}
-    return submission_service.get_visible(session=session, user=user,
-                                          submission_id=submission_id, role_in=roles)
+    return submission_service.get_visible(session=session, user=user, submission_id=submission_id)
 
 
 @router.get("/submissions/{submission_id}", response_model=SubmissionPublic)

@@ -9,6 +9,7 @@ result. Recording a result is idempotent; the database, not the broker, says wha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select, update
@@ -366,6 +367,27 @@ def all_runners(*, session: Session) -> list[Runner]:
 def live_runners(*, session: Session, live_s: int) -> list[Runner]:
     cutoff = now() - timedelta(seconds=live_s)
     return [r for r in all_runners(session=session) if _aware(r.last_seen) >= cutoff]
+
+
+@dataclass(frozen=True)
+class QueueState:
+    name: str
+    queued: int
+    claimed: int
+    broker: int | None  # messages in the broker; None when it is unreachable
+    live: int  # live runners serving it
+
+
+def fleet(*, session: Session, live_s: int, broker_depth: dict[str, int] | None
+          ) -> tuple[list[tuple[Runner, bool]], list[QueueState]]:
+    """Every runner with whether it is live, and the state of each queue."""
+    live = {r.name for r in live_runners(session=session, live_s=live_s)}
+    runners = [(r, r.name in live) for r in all_runners(session=session)]
+    queues = [QueueState(name=q, queued=n["queued"], claimed=n["claimed"],
+                         broker=None if broker_depth is None else broker_depth.get(q, 0),
+                         live=sum(1 for r, up in runners if up and q in r.queues))
+              for q, n in depth(session=session).items()]
+    return runners, queues
 
 
 WAITING = {"gpu": "waiting for a GPU runner", "mpi": "waiting for an MPI runner",

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import LOWEST_PRIORITY, Manifest
 from server.models import Assignment, AuditLog, Job, Submission, User, now
-from server.services import MAX_ROW_ID, artifacts, jobs
+from server.services import MAX_ROW_ID, artifacts, courses, jobs
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import (
     Conflict,
@@ -110,15 +110,15 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     return sub
 
 
-def get_visible(*, session: Session, user: User, submission_id: int,
-                role_in: dict[int, str]) -> Submission:
+def get_visible(*, session: Session, user: User, submission_id: int) -> Submission:
     """A submission its owner or the course's instructors may read; others get 404."""
     if not 0 < submission_id <= MAX_ROW_ID:  # no such row, and the database would refuse the id
         raise NotFound("no such submission")
     sub = session.get(Submission, submission_id)
     if sub is None:
         raise NotFound("no such submission")
-    if sub.user_id != user.id and role_in.get(sub.assignment.course_id) != "instructor":
+    if sub.user_id != user.id and courses.role(session=session, user=user,
+                                               course=sub.assignment.course) != "instructor":
         raise NotFound("no such submission")  # not 403: do not confirm it exists
     return sub
 

@@ -9,7 +9,6 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from runners.protocol import QUEUES
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
 from server.models import Course, User
@@ -20,7 +19,7 @@ from server.services import jobs as job_service
 from server.services import submissions as submission_service
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError, Forbidden, Invalid
-from server.web.pages import Csrf, PageUser, render
+from server.web.pages import Csrf, PageUser, reasons, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -32,10 +31,6 @@ def _course(session: SessionDep, user: User, course: str) -> Course:
     return c
 
 
-def _reasons(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-
-
 @router.post("/courses", dependencies=[Csrf])
 def create_course(request: Request, session: SessionDep, user: PageUser,
                   slug: Annotated[str, Form()], title: Annotated[str, Form()]) -> Response:
@@ -44,7 +39,7 @@ def create_course(request: Request, session: SessionDep, user: PageUser,
         with committing(session):
             course_service.create(session=session, actor=user, slug=body.slug, title=body.title)
     except ValidationError as exc:
-        return render(request, "error.html", status_code=422, user=user, error=_reasons(exc),
+        return render(request, "error.html", status_code=422, user=user, error=reasons(exc),
                       status=422)
     return RedirectResponse(f"/c/{slug}", status_code=303)
 
@@ -133,7 +128,7 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
                                              role="instructor",
                                              changes=body.model_dump(exclude_unset=True))
     except ValidationError as exc:
-        return _manage(request, session, user, course, slug, error=_reasons(exc),
+        return _manage(request, session, user, course, slug, error=reasons(exc),
                        status_code=422)
     except ValueError:
         return _manage(request, session, user, course, slug, status_code=422,
@@ -159,12 +154,11 @@ def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
 
 @router.post("/s/{submission_id}/regrade", dependencies=[Csrf])
 def regrade(submission_id: int, session: SessionDep, user: PageUser) -> Response:
-    roles = {c.id: r for c, r in course_service.mine(session=session, user=user)}
-    sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id,
-                                         role_in=roles)
+    sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id)
     with committing(session):
         submission_service.regrade(session=session, actor=user, submission=sub,
-                                   role=roles.get(sub.assignment.course_id))
+                                   role=course_service.role(session=session, user=user,
+                                                            course=sub.assignment.course))
     return RedirectResponse(f"/s/{submission_id}", status_code=303)
 
 
@@ -173,12 +167,7 @@ def fleet(request: Request, session: SessionDep, settings: SettingsDep, user: Pa
           dispatcher: DispatcherDep) -> HTMLResponse:
     if not user.is_instructor:
         raise Forbidden("instructors only")
-    live = {r.name for r in job_service.live_runners(session=session,
-                                                     live_s=settings.runner_live_s)}
-    runners = job_service.all_runners(session=session)
-    depth = job_service.depth(session=session)
-    broker = dispatcher.depth()
-    queues = [{"name": q, **depth[q], "broker": None if broker is None else broker.get(q, 0),
-               "live": sum(1 for r in runners if r.name in live and q in r.queues)}
-              for q in QUEUES]
-    return render(request, "fleet.html", user=user, runners=runners, live=live, queues=queues)
+    runners, queues = job_service.fleet(session=session, live_s=settings.runner_live_s,
+                                        broker_depth=dispatcher.depth())
+    return render(request, "fleet.html", user=user, runners=runners,
+                  queues=queues)

@@ -77,6 +77,11 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
                                                           **context}, status_code=status_code)
 
 
+def reasons(exc: ValidationError) -> str:
+    """A validation error as one line a person reads (the API's 422 says it the same way)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
 def _start_session(request: Request, session: SessionDep, user: User) -> None:
     raw = user_service.issue_token(session=session, user=user, name="browser")
     request.session.update(token=raw, csrf=secrets.token_urlsafe(32))
@@ -119,8 +124,7 @@ def register(request: Request, session: SessionDep, email: Annotated[str, Form()
         body = UserCreate(email=email, name=name, password=password, join_code=join_code,
                           alias=alias or None)
     except ValidationError as exc:
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return render(request, "register.html", status_code=422, error=reasons, **form)
+        return render(request, "register.html", status_code=422, error=reasons(exc), **form)
     try:
         with committing(session):
             user = user_service.create(session=session, email=body.email, name=body.name,
@@ -207,9 +211,7 @@ def submit(course: str, slug: str, request: Request, session: SessionDep, settin
 
 
 def _visible(session: SessionDep, user: User, submission_id: int) -> Submission:
-    roles = {c.id: r for c, r in course_service.mine(session=session, user=user)}
-    return submission_service.get_visible(session=session, user=user,
-                                          submission_id=submission_id, role_in=roles)
+    return submission_service.get_visible(session=session, user=user, submission_id=submission_id)
 
 
 def _live(session: SessionDep, settings: SettingsDep, sub: Submission) -> dict[str, Any]:
