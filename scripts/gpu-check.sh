@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# GPU validation: the engine and the whole platform on a node with an NVIDIA GPU.
+#
+#   bash scripts/gpu-check.sh [OUTDIR]        (from the repository root, as root, on the GPU node)
+#
+# The node's python3 must hold CuPy, numba, torch and mpi4py (it becomes the sandbox runtime). The
+# project's own dependencies come from the environment, or, on a node without a package index,
+# from wheels in .whl/ (and bubblewrap from .dev/bwrap, MPICH-matched mpi4py from .dev/mpi/).
+# Steps: validate t3 and t4; grade their references and a wrong solution; then start the server
+# with its local runner (serving `gpu`), submit both references as a student and wait for the
+# grades. Everything lands in OUTDIR (default $OUT, else /tmp/gpu-check); docs/gpu-validation.md
+# records a run.
+set -uo pipefail
+out=${1:-${OUT:-/tmp/gpu-check}}
+mkdir -p "$out"
+exec > >(tee "$out/log.txt") 2>&1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+py=$(command -v python3)
+venv=${PARAGRADE_RUNTIME_DIR:-$(dirname "$(dirname "$py")")}   # the sandbox runtime
+tasks=${TASKS:-t3-cuda t4-cuda-mpi}
+step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+
+step node
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "no nvidia-smi"
+"$py" -V
+"$py" -m pip list 2>/dev/null | grep -iE '^(cupy|numba|numba-cuda|torch|mpi4py|mpich|numpy) '
+
+step dependencies
+if [ -d .whl ]; then
+  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl || exit 1
+fi
+mpi_ok() { timeout 60 "$venv/bin/mpiexec" -n 2 "$venv/bin/python" -c \
+  'from mpi4py import MPI; c = MPI.COMM_WORLD; print(c.allreduce(1), MPI.Get_library_version().splitlines()[0])'; }
+if ! mpi_ok && [ -d .dev/mpi ]; then
+  echo "mpi4py does not run under $venv/bin/mpiexec: installing the MPICH-ABI mpi4py"
+  "$py" -m pip install -q --no-index --no-deps --no-compile --upgrade .dev/mpi/*.whl
+  mpi_ok || echo "MPI still does not run: t4 will fail"
+fi
+backend=process
+if ! command -v bwrap >/dev/null && [ -x .dev/bwrap ]; then install -m 755 .dev/bwrap /usr/local/bin/bwrap; fi
+if command -v bwrap >/dev/null && bwrap --unshare-all --ro-bind / / true; then backend=bwrap; fi
+echo "sandbox backend: $backend"
+export PARAGRADE_RUNTIME_DIR=$venv PARAGRADE_GPU_MODE=${PARAGRADE_GPU_MODE:-real} \
+  PARAGRADE_BACKEND=$backend
+pg() { "$py" -m paragrade.cli "$@"; }
+
+step engine
+[ -n "${SKIP_ENGINE:-}" ] && tasks_engine="" || tasks_engine=$tasks
+for t in $tasks_engine; do
+  step "validate $t"
+  timeout 240 "$py" -m paragrade.cli assignments validate "assignments/treasure-hunt/$t" \
+    --backend $backend --json > "$out/validate-$t.json"; echo "exit $?"
+  step "grade $t reference"
+  timeout 240 "$py" -m paragrade.cli grade "treasure-hunt/$t" \
+    "assignments/treasure-hunt/$t/reference/solution.py" --backend $backend --json \
+    > "$out/grade-$t.json"; echo "exit $?"
+  "$py" - "$out/grade-$t.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r.get("speedup") or {}
+print(r["verdict"], r["score"], "/", r["max_score"], "speedup", s.get("median"), s.get("ci_low"),
+      s.get("ci_high"), "|", r["summary"], "|", r["notes"])
+for p in r.get("scaling", []):
+    print("  scaling", json.dumps(p))
+for t in r.get("tests", []):
+    print(" ", t["outcome"], t["name"], (t.get("message") or "")[:200])
+print("environment", json.dumps(r.get("environment")))
+EOF
+done
+t=${tasks%% *}
+[ -n "$tasks_engine" ] && {
+step "grade $t starter (wrong: the TODO is left)"
+timeout 240 "$py" -m paragrade.cli grade "treasure-hunt/$t" \
+  "assignments/treasure-hunt/$t/starter/solution.py" --backend $backend --no-timing
+echo "exit $?"; }
+
+step platform
+# The server, a runner serving `gpu` and one serving `cpu,mpi`, each on its own cores.
+export PARAGRADE_SERVER_ENVIRONMENT=development PARAGRADE_HEARTBEAT_S=5 PARAGRADE_TIMING_BUDGET_S=10
+url=http://127.0.0.1:8765
+rm -rf var
+! curl -sf $url/healthz >/dev/null || { echo "port 8765 is taken"; exit 1; }
+"$py" -m paragrade.cli serve --port 8765 --no-runner > "$out/serve.txt" 2>&1 &
+pids=$!
+trap 'kill $pids 2>/dev/null; sleep 3; kill -9 $pids 2>/dev/null' EXIT
+for _ in $(seq 60); do curl -sf $url/healthz >/dev/null && break; sleep 1; done
+half=$(( $(nproc) / 2 ))
+for r in "gpu 0-$((half - 1))" "cpu,mpi $half-$(( $(nproc) - 1 ))"; do
+  set -- $r
+  PARAGRADE_RUNNER_TOKEN=dev-only-not-secret "$py" -m paragrade.cli runner --server $url --queues "$1" --cpus "$2" \
+    --broker "sqla+sqlite:///$PWD/var/broker.sqlite" --name "runner-${1%%,*}" > "$out/runner-${1%%,*}.txt" 2>&1 &
+  pids="$pids $!"
+done
+pg admin create-instructor prof@uni.edu --password prof-password | tee "$out/instructor.txt"
+code=$(grep -o 'join code [A-Za-z0-9_-]*' "$out/instructor.txt" | awk '{print $3}')
+export PARAGRADE_CLIENT_CONFIG=$out/client.json
+pg register $url --join-code "$code" --email ada@uni.edu --name Ada --alias ada --password ada-password
+for t in $tasks; do
+  step "submit $t reference through the server"
+  for _ in $(seq 60); do   # a shipped package serves students once a runner has validated it
+    timeout 300 "$py" -m paragrade.cli submit "treasure-hunt/$t" \
+      "assignments/treasure-hunt/$t/reference/solution.py" > "$out/submit-$t.txt" 2>&1
+    rc=$?
+    grep -q "still being checked" "$out/submit-$t.txt" || break
+    sleep 5
+  done
+  cat "$out/submit-$t.txt"; echo "exit $rc"
+  pg leaderboard "treasure-hunt/$t"
+done
+token=$(curl -s -X POST $url/api/auth/token -H 'content-type: application/json' \
+  -d '{"email":"prof@uni.edu","password":"prof-password"}' | "$py" -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+curl -s -H "authorization: Bearer $token" $url/api/fleet > "$out/fleet.json"
+"$py" -m json.tool "$out/fleet.json" | head -60
+step done
