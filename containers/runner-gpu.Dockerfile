@@ -25,7 +25,10 @@ LABEL org.opencontainers.image.title="paragrade runner (gpu)" \
 COPY --from=mpi /opt/openmpi /opt/openmpi
 RUN apt-get update && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
         python3.11-dev && rm -rf /var/lib/apt/lists/*
-ENV PATH=/opt/openmpi/bin:$PATH LD_LIBRARY_PATH=/opt/openmpi/lib \
+# CUDA_HOME and libnvvm's folder: numba-cuda compiles kernels with it (PARAGRADE_GPU_ENV passes
+# both into GPU sandboxes).
+ENV PATH=/opt/openmpi/bin:$PATH LD_LIBRARY_PATH=/opt/openmpi/lib:/usr/local/cuda/nvvm/lib64 \
+    CUDA_HOME=/usr/local/cuda \
     MPI_PREFIX=/opt/openmpi PYTHON=python3.11 SRC=/src \
     OMPI_MCA_opal_cuda_support=true NVIDIA_VISIBLE_DEVICES=all
 COPY . /src

@@ -35,7 +35,7 @@ from runners.protocol import (
     Verdict,
 )
 from runners.pytest_plugin import Context
-from runners.sandbox import Executor, Limits, create_executor
+from runners.sandbox import Executor, Limits, Mount, create_executor
 from runners.session import RunConfig, Stage, SubmissionFailure, SubmissionRaised
 from runners.settings import RunnerSettings, get_settings
 
@@ -104,8 +104,12 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
         launcher, ranks = "python", 1
     use = cpus[: max(1, min(workers, len(cpus)))]
     env: dict[str, str] = {}
+    mounts: tuple[Mount, ...] = ()
     if gpu_mode == "simulated":
         env["NUMBA_ENABLE_CUDASIM"] = "1"
+    elif gpu_mode == "real":  # the node's CUDA toolkit, where it is not under /usr
+        env.update({k: os.environ[k] for k in settings.gpu_env if k in os.environ})
+        mounts = tuple(Mount(p, str(p)) for p in settings.gpu_paths if p.is_dir())
     limits = Limits(
         cpus=tuple(use), memory_mb=m.resources.memory_mb, pids=PIDS_MAX,
         wall_s=float(m.resources.wall_seconds), output_bytes=settings.output_limit_bytes,
@@ -114,7 +118,8 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     )
     return RunConfig(executor=executor, runtime_dir=settings.runtime_dir, stage=stage,
                      code_dir=code_dir, entry_file=m.entry.file, launcher=launcher, ranks=ranks,
-                     limits=limits, sandbox_uid=settings.sandbox_uid, extra_env=env)
+                     limits=limits, sandbox_uid=settings.sandbox_uid, extra_env=env,
+                     extra_mounts=mounts)
 
 
 def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:

@@ -114,6 +114,7 @@ class RunConfig:
     limits: Limits
     sandbox_uid: int = 65534
     extra_env: dict[str, str] = field(default_factory=dict)
+    extra_mounts: tuple[Mount, ...] = ()
 
 
 def _frame(obj: dict[str, Any]) -> bytes:
@@ -182,6 +183,7 @@ class _Run:
         self.mounts = [self.m_sub, self.m_harness]
         if cfg.stage.data is not None:
             self.mounts.append(Mount(cfg.stage.data, INSIDE_DATA))
+        self.mounts.extend(cfg.extra_mounts)
         self.python = f"{cfg.runtime_dir}/bin/python"
         self.entry = f"{ex.path(self.m_sub)}/{cfg.entry_file}"
         self.running: Running | None = None

@@ -31,6 +31,13 @@ class RunnerSettings(BaseSettings):
     disk_limit_bytes: int = 256 * 1024 * 1024
     timing_budget_s: float = Field(default=30.0, description="Time for the timed A/B runs")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
+    gpu_env: list[str] = Field(
+        default=["CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"],
+        description="Variables of the runner's environment a GPU sandbox gets (where the node's "
+                    "CUDA toolkit is, e.g. numba-cuda's libnvvm); name no secret here")
+    gpu_paths: list[Path] = Field(
+        default=[], description="Host folders a GPU sandbox also sees, read-only, at the same "
+                                "path (a CUDA toolkit outside /usr, e.g. /opt/cuda)")
     docker_url: str | None = Field(default=None, description="Docker API URL (podman's works)")
     docker_image: str = "paragrade/runner-cpu:latest"
     apptainer_image: str | None = None

@@ -5,7 +5,8 @@
 #
 # The node's python3 must hold CuPy, numba, torch and mpi4py (it becomes the sandbox runtime). The
 # project's own dependencies come from the environment, or, on a node without a package index,
-# from wheels in .whl/ (and bubblewrap from .dev/bwrap, MPICH-matched mpi4py from .dev/mpi/).
+# from wheels in .whl/ (and bubblewrap from .dev/bwrap, MPICH-matched mpi4py from .dev/mpi/,
+# replacements for the node's own packages from .dev/extra/).
 # Steps: validate t3 and t4; grade their references and a wrong solution; then start the server
 # with its local runner (serving `gpu`), submit both references as a student and wait for the
 # grades. Everything lands in OUTDIR (default $OUT, else /tmp/gpu-check); docs/gpu-validation.md
@@ -29,6 +30,9 @@ step dependencies
 if [ -d .whl ]; then
   "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl || exit 1
 fi
+if compgen -G ".dev/extra/*.whl" >/dev/null; then   # pins the node's image gets wrong (docs/gpu-validation.md)
+  "$py" -m pip install -q --no-index --no-deps --no-compile --upgrade .dev/extra/*.whl || exit 1
+fi
 mpi_ok() { timeout 60 "$venv/bin/mpiexec" -n 2 "$venv/bin/python" -c \
   'from mpi4py import MPI; c = MPI.COMM_WORLD; print(c.allreduce(1), MPI.Get_library_version().splitlines()[0])'; }
 if ! mpi_ok && [ -d .dev/mpi ]; then
@@ -36,6 +40,26 @@ if ! mpi_ok && [ -d .dev/mpi ]; then
   "$py" -m pip install -q --no-index --no-deps --no-compile --upgrade .dev/mpi/*.whl
   mpi_ok || echo "MPI still does not run: t4 will fail"
 fi
+# numba-cuda compiles kernels with the toolkit's libnvvm: a GPU sandbox needs to find it.
+nvvm=$(find / \( -path /proc -o -path /sys \) -prune -o -name 'libnvvm.so*' -print 2>/dev/null | head -3)
+echo "libnvvm found: ${nvvm:-none}; CUDA_HOME=${CUDA_HOME:-unset} -> $(readlink -f "${CUDA_HOME:-/usr/local/cuda}")"
+first=$(echo "$nvvm" | head -1)
+if [ -n "$first" ]; then
+  home=$(readlink -f "$(dirname "$(dirname "$(dirname "$first")")")")
+  case $home in /usr/*|"$venv"/*) ;; *) export PARAGRADE_GPU_PATHS="[\"$home\"]" ;; esac
+  export CUDA_HOME=$home LD_LIBRARY_PATH=$(dirname "$(readlink -f "$first")")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+echo "CUDA_HOME=${CUDA_HOME:-unset} PARAGRADE_GPU_PATHS=${PARAGRADE_GPU_PATHS:-[]}"
+timeout 120 "$venv/bin/python" -c '
+import numpy as np
+from numba import cuda
+@cuda.jit
+def twice(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] *= 2
+a = cuda.to_device(np.arange(4.0)); twice[1, 32](a); print("numba-cuda outside the sandbox:", a.copy_to_host())
+' 2>&1 | tail -3
 backend=process
 if ! command -v bwrap >/dev/null && [ -x .dev/bwrap ]; then install -m 755 .dev/bwrap /usr/local/bin/bwrap; fi
 if command -v bwrap >/dev/null && bwrap --unshare-all --ro-bind / / true; then backend=bwrap; fi
@@ -74,6 +98,7 @@ timeout 240 "$py" -m paragrade.cli grade "treasure-hunt/$t" \
   "assignments/treasure-hunt/$t/starter/solution.py" --backend $backend --no-timing
 echo "exit $?"; }
 
+[ -n "${SKIP_PLATFORM:-}" ] && exit 0
 step platform
 # The server, a runner serving `gpu` and one serving `cpu,mpi`, each on its own cores.
 export PARAGRADE_SERVER_ENVIRONMENT=development PARAGRADE_HEARTBEAT_S=5 PARAGRADE_TIMING_BUDGET_S=10

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from runners import grader, package
 from runners.protocol import Verdict
-from runners.sandbox import Limits, Mount, SandboxSpec
+from runners.sandbox import Limits, Mount, SandboxSpec, create_executor
 from runners.sandbox.apptainer import ApptainerExecutor
 from runners.sandbox.bwrap import BwrapExecutor
 from runners.sandbox.docker import DockerExecutor
-from runners.session import SubmissionFailure, SubmissionRaised, decode
-from tests.conftest import SessionFactory
+from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised, decode
+from runners.settings import get_settings
+from tests.conftest import COURSE, SessionFactory
 
 BASIC = """
 import os
@@ -160,3 +164,41 @@ def test_big_arguments_arrive_and_are_not_timed(make_session: SessionFactory) ->
     value, secs = s.call("size", big)
     assert value == 1 << 23
     assert secs < 0.05, f"the timed call took {secs:.3f} s: argument transfer was timed"
+
+
+def test_gpu_sandbox_sees_the_cuda_toolkit_and_no_other_variable(
+        stage: Stage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real-GPU run gets the named CUDA variables and toolkit folders (numba-cuda needs libnvvm:
+    measured on an H100, docs/gpu-validation.md), and nothing else of the runner's environment."""
+    toolkit = Path(tempfile.mkdtemp(prefix="cuda-13.0-"))  # one the sandbox user can reach
+    (toolkit / "nvvm" / "lib64").mkdir(parents=True)
+    (toolkit / "nvvm" / "lib64" / "libnvvm.so").write_bytes(b"")
+    toolkit.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    monkeypatch.setenv("PARAGRADE_GPU_PATHS", f'["{toolkit}"]')
+    monkeypatch.setenv("PARAGRADE_RUNNER_TOKEN", "must-not-leak")
+    get_settings.cache_clear()
+    try:
+        t1 = package.load(COURSE / "t1-multiprocessing")
+        code = stage.add_code("gpu-env", {"solution.py": b"""
+import os
+def probe(home):
+    return (os.environ.get("CUDA_HOME"), sorted(os.listdir(home + "/nvvm/lib64")),
+            sorted(k for k in os.environ if "TOKEN" in k))
+"""})
+        settings = get_settings()
+        cfg = grader.make_config(t1, executor=create_executor(settings, "bwrap"), stage=stage,
+                                 code_dir=code, cpus=[0], workers=1, gpu_mode="real")
+        session = Session(cfg)
+        try:
+            session.start()
+            value, _ = session.call("probe", str(toolkit))
+            assert list(value) == [str(toolkit), ["libnvvm.so"], []]
+        finally:
+            session.close()
+        cfg = grader.make_config(t1, executor=create_executor(settings, "bwrap"), stage=stage,
+                                 code_dir=code, cpus=[0], workers=1, gpu_mode="none")
+        assert "CUDA_HOME" not in cfg.extra_env and cfg.extra_mounts == ()
+    finally:
+        get_settings.cache_clear()
+        shutil.rmtree(toolkit)
