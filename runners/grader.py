@@ -363,6 +363,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         if assignment.data_dir is not None:
             stage.add_data(assignment.data_dir)
         base_dir = stage.add_code("baseline", code_of(assignment, "baseline"))
+        if m.timing.note:
+            notes.append(m.timing.note)
         hook = load_hook(assignment)
         rng = np.random.default_rng(seed)
         all_samples: list[timing.Samples] = []

@@ -337,6 +337,9 @@ class Timing(Frozen):
     min_repetitions: int = Field(default=5, ge=3)
     max_repetitions: int = Field(default=40, ge=3)
     target_ci_width: float = Field(default=0.10, gt=0, description="Relative CI width to stop")
+    note: str | None = Field(default=None, max_length=300,
+                             description="Shown with every measured speedup, e.g. what the timed "
+                                         "region leaves out")
 
 
 class Manifest(Frozen):
