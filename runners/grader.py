@@ -33,6 +33,7 @@ from runners.protocol import (
     TestOutcome,
     TestResult,
     Verdict,
+    performance_share,
 )
 from runners.pytest_plugin import Context
 from runners.sandbox import Executor, Limits, Mount, create_executor
@@ -210,7 +211,9 @@ def load_hook(assignment: Assignment) -> ModuleType:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    for name in ("make_input", "check"):
+    names = ("make_input", "check") + (
+        ("make_weak_input",) if assignment.manifest.timing.weak_scaling else ())
+    for name in names:
         if not callable(getattr(module, name, None)):
             raise ImportError(f"{path.name} defines no {name}()")
     return module
@@ -314,7 +317,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     timed_total = 0.0
 
     def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",
-               speedup: Any = None, scaling: Any = (), perf: float = 0.0) -> GradeReport:
+               speedup: Any = None, scaling: Any = (), weak: Any = (),
+               perf: float = 0.0) -> GradeReport:
         weights = sum(t.weight for t in tests)
         passed = sum(t.weight for t in tests if t.outcome == TestOutcome.PASSED)
         test_points = m.scoring.test_points * (passed / weights if weights else 0.0)
@@ -327,7 +331,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             summary=summary, tests=tests, score=round(test_points + perf, 2),
             max_score=m.scoring.test_points + m.scoring.performance_points,
             test_points=round(test_points, 2), performance_points=round(perf, 2),
-            speedup=speedup, scaling=list(scaling), serial_fraction=kf,
+            speedup=speedup, scaling=list(scaling), weak_scaling=list(weak), serial_fraction=kf,
             amdahl_serial_fraction=amdahl, notes=notes, output_excerpt=output[-16000:],
             seed=seed, environment=env, started_at=started_at,
             wall_time_s=round(time.monotonic() - started, 3), timed_time_s=round(timed_total, 3),
@@ -368,8 +372,10 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         hook = load_hook(assignment)
         rng = np.random.default_rng(seed)
         all_samples: list[timing.Samples] = []
+        weak_samples: list[timing.Samples] = []
         counts = assignment.scaling_workers
-        budget = m.timing.budget_s / len(counts)
+        weak_counts = [k for k in counts if k > 1] if m.timing.weak_scaling else []
+        budget = m.timing.budget_s / (len(counts) + len(weak_counts))
         try:
             for k in counts:
                 progress(f"timing with {k} worker{'s' * (k > 1)} against the baseline")
@@ -390,6 +396,16 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 )
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 all_samples.append(samples)
+            for k in weak_counts:
+                progress(f"weak scaling: {k} workers on a {k}× larger problem")
+                samples = timing.measure_weak(
+                    hook=hook, function=m.entry.function, workers=k,
+                    workers_arg=m.entry.workers_arg, one_cfg=cfg(code_dir, 1, False),
+                    many_cfg=cfg(code_dir, k, False), rng=rng, budget_s=budget,
+                    min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
+                    target_width=m.timing.target_ci_width)
+                timed_total += sum(samples.baseline) + sum(samples.submission)
+                weak_samples.append(samples)
         except timing.WrongTimedAnswer as exc:
             return report(Verdict.FAILED, str(exc), tests, output=output)
         except timing.BaselineBroken as exc:
@@ -401,12 +417,14 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             return report(Verdict.CRASHED, f"during timing your code raised {exc}", tests,
                           output=output)
         figure, scaling = timing.summarize(all_samples)
-        share = timing.performance_share(figure.median, m.scoring.speedup_min,
-                                         m.scoring.speedup_full)
+        weak = timing.summarize_weak(weak_samples)
+        share = performance_share(m.scoring, figure.median, weak[-1].efficiency if weak else None)
         perf = m.scoring.performance_points * share
         summary += f"; speedup {figure.median:.2f}× (95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})"
+        if weak:
+            summary += f"; weak-scaling efficiency {weak[-1].efficiency:.0%} at {weak[-1].workers}"
         return report(verdict, summary, tests, output=output, speedup=figure, scaling=scaling,
-                      perf=perf)
+                      weak=weak, perf=perf)
     except package.PackageError as exc:
         return report(Verdict.AUTHOR_ERROR, f"assignment package problem: {exc}", [])
     except (ImportError, SyntaxError) as exc:

@@ -133,6 +133,18 @@ class ScalingPoint(Frozen):
     )
 
 
+class WeakScalingPoint(Frozen):
+    """Weak scaling at one worker count: the problem grows with the workers, so the ideal time
+    stays that of one worker on the one-worker size."""
+
+    workers: int = Field(ge=1, le=1 << 16)
+    efficiency: float = Field(description="T(1 worker, size 1) / T(workers, size ∝ workers)")
+    ci_low: float
+    ci_high: float
+    one_worker_median_s: float
+    submission_median_s: float
+
+
 class Environment(Frozen):
     """Where the grading ran: enough to reproduce or to compare two gradings."""
 
@@ -169,6 +181,8 @@ class GradeReport(Frozen):
         description="None when not measured (tests failed, simulated GPU, no timing configured)"
     )
     scaling: list[ScalingPoint]
+    weak_scaling: list[WeakScalingPoint] = Field(
+        default_factory=list, description="Measured only where the package asks for it")
     serial_fraction: float | None = Field(description="Karp–Flatt at the largest worker count")
     amdahl_serial_fraction: float | None = Field(description="Least-squares Amdahl fit")
     notes: list[str] = Field(description="Labels such as 'simulated: no speedup points'")
@@ -315,6 +329,10 @@ class Scoring(Frozen):
     speedup_full: float = Field(default=2.0, gt=0)
     scaling_workers: list[int] = Field(default_factory=list)
     weights: dict[str, float] = Field(default_factory=dict)
+    weak_share: float = Field(default=0.0, ge=0, le=1, description="Share of the performance "
+                              "points earned by weak-scaling efficiency (timing.weak_scaling)")
+    weak_efficiency_min: float = Field(default=0.5, gt=0, le=2)
+    weak_efficiency_full: float = Field(default=0.9, gt=0, le=2)
 
     @model_validator(mode="after")
     def _curve(self) -> Scoring:
@@ -322,12 +340,27 @@ class Scoring(Frozen):
             raise ValueError("scoring.speedup_full must be greater than scoring.speedup_min")
         if any(w < 1 for w in self.scaling_workers):
             raise ValueError("scoring.scaling_workers must be positive")
+        if self.weak_efficiency_full <= self.weak_efficiency_min:
+            raise ValueError("scoring.weak_efficiency_full must be greater than "
+                             "scoring.weak_efficiency_min")
         return self
 
 
 def curve_share(speedup: float, speedup_min: float, speedup_full: float) -> float:
     """Share (0..1) of the performance points a speedup earns: linear from min to full."""
     return float(min(1.0, max(0.0, (speedup - speedup_min) / (speedup_full - speedup_min))))
+
+
+def performance_share(scoring: Scoring, speedup: float, weak_efficiency: float | None = None, *,
+                      speedup_min: float | None = None, speedup_full: float | None = None) -> float:
+    """Share (0..1) of the performance points: the speedup curve, blended with the weak-scaling
+    curve by `weak_share` where weak scaling was measured (the server passes its own curve)."""
+    strong = curve_share(speedup, speedup_min or scoring.speedup_min,
+                         speedup_full or scoring.speedup_full)
+    if weak_efficiency is None or not scoring.weak_share:
+        return strong
+    weak = curve_share(weak_efficiency, scoring.weak_efficiency_min, scoring.weak_efficiency_full)
+    return (1 - scoring.weak_share) * strong + scoring.weak_share * weak
 
 
 class Timing(Frozen):
@@ -337,6 +370,8 @@ class Timing(Frozen):
     min_repetitions: int = Field(default=5, ge=3)
     max_repetitions: int = Field(default=40, ge=3)
     target_ci_width: float = Field(default=0.10, gt=0, description="Relative CI width to stop")
+    weak_scaling: bool = Field(default=False, description="Also measure weak scaling: the hook's "
+                               "make_weak_input(rng, workers) sizes the problem ∝ workers")
     note: str | None = Field(default=None, max_length=300,
                              description="Shown with every measured speedup, e.g. what the timed "
                                          "region leaves out")
@@ -356,3 +391,9 @@ class Manifest(Frozen):
     launcher: Launcher = Launcher()
     scoring: Scoring = Scoring()
     timing: Timing = Timing()
+
+    @model_validator(mode="after")
+    def _weak(self) -> Manifest:
+        if self.scoring.weak_share and not self.timing.weak_scaling:
+            raise ValueError("scoring.weak_share needs timing.weak_scaling = true")
+        return self

@@ -51,6 +51,15 @@ def render(report: GradeReport, console: Console) -> None:
         parts.append(sc)
         if report.amdahl_serial_fraction is not None:
             parts.append(Text(f"Amdahl fit: serial fraction {report.amdahl_serial_fraction:.3f}"))
+    if report.weak_scaling:
+        wk = Table(title="weak scaling (problem size ∝ workers)", box=None, header_style="bold")
+        for col in ("workers", "efficiency", "95 % CI", "1 worker", "these workers"):
+            wk.add_column(col, justify="right")
+        for w in report.weak_scaling:
+            wk.add_row(str(w.workers), f"{w.efficiency:.0%}", f"{w.ci_low:.0%}–{w.ci_high:.0%}",
+                       f"{w.one_worker_median_s * 1000:.1f} ms",
+                       f"{w.submission_median_s * 1000:.1f} ms")
+        parts.append(wk)
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     env = report.environment

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.protocol import ScalingPoint, SpeedupFigure, curve_share
+from runners.protocol import ScalingPoint, SpeedupFigure, WeakScalingPoint
 from runners.session import RunConfig, Session, SubmissionFailure, SubmissionRaised
 
 CALLS_PER_BLOCK = 3
@@ -68,10 +68,6 @@ def amdahl_fit(points: list[tuple[int, float]]) -> float | None:
     s = np.array([u[1] for u in usable])[:, None]
     err = ((s - 1 / (grid + (1 - grid) / p)) ** 2).sum(axis=0)
     return float(grid[int(np.argmin(err))])
-
-
-# Continuous 0..1 curve between speedup_min and speedup_full (noise moves it little).
-performance_share = curve_share
 
 
 Checker = Callable[[dict[str, Any], Any], str | None]
@@ -138,6 +134,49 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
         if time.monotonic() - started > budget_s and n >= 3:
             break
     return samples
+
+
+def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
+                 one_cfg: RunConfig, many_cfg: RunConfig, rng: np.random.Generator,
+                 budget_s: float, min_reps: int, max_reps: int, target_width: float) -> Samples:
+    """Weak scaling at one worker count: the submission alone, interleaved blocks of one worker
+    on the one-worker size and `workers` workers on the size for `workers` (make_weak_input);
+    `baseline` holds the one-worker times."""
+    samples = Samples(workers)
+    started = time.monotonic()
+    block = 0
+    while True:
+        sides = [("one", one_cfg, 1, samples.baseline),
+                 ("many", many_cfg, workers, samples.submission)]
+        if block % 2:
+            sides.reverse()
+        for _, cfg, k, into in sides:
+            inputs = [hook.make_weak_input(rng, k) for _ in range(CALLS_PER_BLOCK + 1)]
+            into.extend(_block(cfg, function, inputs, hook.check,
+                               {workers_arg: k} if workers_arg else {}, side="submission"))
+        block += 1
+        n = min(len(samples.baseline), len(samples.submission))
+        if n >= max_reps:
+            break
+        if n >= min_reps:
+            point, lo, hi = ratio_ci(samples.baseline, samples.submission)
+            if (hi - lo) / point <= target_width:
+                break
+        if time.monotonic() - started > budget_s and n >= 3:
+            break
+    return samples
+
+
+def summarize_weak(all_samples: list[Samples]) -> list[WeakScalingPoint]:
+    """The weak-scaling table: efficiency T(1, size 1) / T(k, size k) with its bootstrap CI."""
+    points = []
+    for s in sorted(all_samples, key=lambda x: x.workers):
+        eff, lo, hi = ratio_ci(s.baseline, s.submission)
+        points.append(WeakScalingPoint(
+            workers=s.workers, efficiency=round(eff, 4), ci_low=round(lo, 4), ci_high=round(hi, 4),
+            one_worker_median_s=float(np.median(s.baseline)),
+            submission_median_s=float(np.median(s.submission))))
+    return points
 
 
 def summarize(all_samples: list[Samples]) -> tuple[SpeedupFigure, list[ScalingPoint]]:

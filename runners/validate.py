@@ -91,17 +91,20 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
         cfg = grader.make_config(a, executor=executor, stage=stage,  # type: ignore[arg-type]
                                  code_dir=dirs[role], cpus=cpus, workers=a.workers,
                                  gpu_mode=gpu_mode, serial=role == "baseline", settings=settings)
-        kwargs = hook.make_input(rng, a.workers)
         extra = {m.entry.workers_arg: a.workers} if m.entry.workers_arg else {}
-        try:
-            with Session(cfg) as session:
-                value, secs = session.call(m.entry.function, **kwargs, **extra)
-            problem = hook.check(kwargs, value)
-            if problem:
-                problems.append(f"{role}: the timed input's answer fails the check: {problem}")
-            elif role == "baseline" and secs < 0.05:
-                problems.append(f"baseline: a timed input takes only {secs * 1000:.1f} ms; "
-                                "make it ≥ 50 ms so that speedups can be measured")
-        except (SubmissionFailure, SubmissionRaised) as exc:
-            problems.append(f"{role}: a timed input failed: {exc}")
+        inputs = [("timed", hook.make_input(rng, a.workers))]
+        if m.timing.weak_scaling and role == "reference":
+            inputs.append(("weak-scaling", hook.make_weak_input(rng, a.workers)))
+        for what, kwargs in inputs:
+            try:
+                with Session(cfg) as session:
+                    value, secs = session.call(m.entry.function, **kwargs, **extra)
+                problem = hook.check(kwargs, value)
+                if problem:
+                    problems.append(f"{role}: the {what} input's answer fails the check: {problem}")
+                elif role == "baseline" and secs < 0.05:
+                    problems.append(f"baseline: a timed input takes only {secs * 1000:.1f} ms; "
+                                    "make it ≥ 50 ms so that speedups can be measured")
+            except (SubmissionFailure, SubmissionRaised) as exc:
+                problems.append(f"{role}: a {what} input failed: {exc}")
     return Check("timing hook", not problems, problems)

@@ -25,7 +25,7 @@ from runners.protocol import (
     Manifest,
     RunnerHello,
     ValidateJob,
-    curve_share,
+    performance_share,
 )
 from server import security
 from server.dispatch import Message, outbox
@@ -239,8 +239,9 @@ def course_score(*, sub: Submission, report: GradeReport) -> float:
     a, score = sub.assignment, report.score
     if report.speedup is not None and (a.speedup_min or a.speedup_full):
         scoring = Manifest.model_validate(sub.version.manifest).scoring
-        share = curve_share(report.speedup.median, a.speedup_min or scoring.speedup_min,
-                            a.speedup_full or scoring.speedup_full)
+        weak = report.weak_scaling[-1].efficiency if report.weak_scaling else None
+        share = performance_share(scoring, report.speedup.median, weak,
+                                  speedup_min=a.speedup_min, speedup_full=a.speedup_full)
         score = report.test_points + scoring.performance_points * share
     if sub.late and a.late_policy == "penalty":
         score *= 1 - a.late_penalty

@@ -33,7 +33,7 @@ from server.services import leaderboard as leaderboard_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
-from server.web.plots import scaling_svg
+from server.web.plots import scaling_svg, weak_svg
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -239,7 +239,8 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
     return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
                   instructor=instructor,
                   live=_live(session, settings, sub),
-                  plot=Markup(scaling_svg(report["scaling"])) if report else "")
+                  plot=Markup(scaling_svg(report["scaling"])) if report else "",
+                  weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")
 
 
 async def _events(poll: Any, every_s: float = 1.0) -> AsyncIterator[str]:

@@ -68,3 +68,49 @@ def scaling_svg(points: Sequence[dict[str, Any]]) -> str:
                    'height="6" class="efficiency"/>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def weak_svg(points: Sequence[dict[str, Any]]) -> str:
+    """Weak-scaling efficiency (with its 95 % CI) against workers; the ideal is 100 % throughout,
+    the one-worker run of the one-worker size being the reference point."""
+    pts = [{"workers": 1, "efficiency": 1.0, "ci_low": 1.0, "ci_high": 1.0}, *sorted(
+        (p for p in points if p.get("workers", 0) > 1), key=lambda p: p["workers"])]
+    if len(pts) < 2:
+        return ""
+    max_w = float(pts[-1]["workers"])
+    top = float(max(1.2, *(p["ci_high"] for p in pts))) * 1.05
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def x(w: float) -> float:
+        return LEFT + (w - 1) / (max_w - 1) * pw
+
+    def y(e: float) -> float:
+        return TOP + ph - min(max(e, 0.0), top) / top * ph
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
+           'class="plot" aria-label="weak scaling: efficiency against workers">',
+           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" class="frame"/>']
+    for e in (0.0, 0.25, 0.5, 0.75, 1.0):
+        out.append(f'<text x="{LEFT - 6}" y="{y(e) + 4:.1f}" class="tick" text-anchor="end">'
+                   f'{e:.0%}</text>')
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{y(e):.1f}" y2="{y(e):.1f}" '
+                   'class="grid"/>')
+    for p in pts:
+        out.append(f'<text x="{x(p["workers"]):.1f}" y="{TOP + ph + 16}" class="tick" '
+                   f'text-anchor="middle">{int(p["workers"])}</text>')
+    out.append(f'<text x="{LEFT + pw / 2}" y="{H - 6}" class="label" text-anchor="middle">'
+               'workers (problem size ∝ workers)</text>')
+    out.append(f'<line x1="{x(1):.1f}" y1="{y(1):.1f}" x2="{x(max_w):.1f}" y2="{y(1):.1f}" '
+               'class="ideal"><title>ideal: efficiency 100 %</title></line>')
+    line = " ".join(f"{x(p['workers']):.1f},{y(p['efficiency']):.1f}" for p in pts)
+    out.append(f'<polyline points="{line}" class="efficiency"/>')
+    for p in pts:
+        cx = x(p["workers"])
+        out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(p["ci_low"]):.1f}" '
+                   f'y2="{y(p["ci_high"]):.1f}" class="ci"/>')
+        tip = escape(f"{p['workers']} workers: efficiency {p['efficiency']:.0%} "
+                     f"(95 % CI {p['ci_low']:.0%}–{p['ci_high']:.0%})")
+        out.append(f'<circle cx="{cx:.1f}" cy="{y(p["efficiency"]):.1f}" r="4" '
+                   f'class="efficiency"><title>{tip}</title></circle>')
+    out.append("</svg>")
+    return "\n".join(out)

@@ -1,0 +1,28 @@
+"""Scaling study: Σ term(i, key) for i in [0, n), shared between MPI ranks."""
+
+from mpi4py import MPI
+
+MASK = (1 << 64) - 1
+
+
+def term(i: int, key: int) -> int:
+    """A 24-bit pseudo-random term (the splitmix64 finaliser of i xor key, top bits)."""
+    z = i ^ key
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return (z ^ (z >> 31)) >> 40
+
+
+def bounds(n: int, rank: int, size: int) -> tuple[int, int]:
+    """This rank's block [start, stop) of [0, n): block sizes may differ by at most one."""
+    # TODO: a balanced block partition (divmod(n, size) gives the base size and the remainder)
+    raise NotImplementedError("bounds is not written yet")
+
+
+def balanced_sum(n: int, key: int) -> int:
+    """Σ term(i, key) for i in [0, n): each rank sums its block; every rank gets the total."""
+    comm = MPI.COMM_WORLD
+    start, stop = bounds(n, comm.Get_rank(), comm.Get_size())
+    local = sum(term(i, key) for i in range(start, stop))
+    # TODO: combine the partial sums so that every rank holds the total (comm.allreduce)
+    return local
