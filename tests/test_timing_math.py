@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from runners import timing
+from runners.protocol import Manifest, Scoring, curve_share, performance_share
 
 
 def test_ratio_ci_brackets_the_median_ratio() -> None:
@@ -50,8 +51,32 @@ def test_amdahl_fit_recovers_the_serial_fraction() -> None:
 
 
 def test_performance_curve_is_continuous_and_clamped() -> None:
-    assert timing.performance_share(0.5, 1.0, 2.0) == 0.0
-    assert timing.performance_share(1.5, 1.0, 2.0) == pytest.approx(0.5)
-    assert timing.performance_share(3.0, 1.0, 2.0) == 1.0
-    a, b = timing.performance_share(1.50, 1.0, 2.0), timing.performance_share(1.52, 1.0, 2.0)
+    assert curve_share(0.5, 1.0, 2.0) == 0.0
+    assert curve_share(1.5, 1.0, 2.0) == pytest.approx(0.5)
+    assert curve_share(3.0, 1.0, 2.0) == 1.0
+    a, b = curve_share(1.50, 1.0, 2.0), curve_share(1.52, 1.0, 2.0)
     assert abs(a - b) < 0.05  # noise moves points little
+
+
+def test_weak_scaling_blends_into_the_performance_share() -> None:
+    weak = Scoring(speedup_min=1.0, speedup_full=2.0, weak_share=0.5, weak_efficiency_min=0.5,
+                   weak_efficiency_full=0.9)
+    assert performance_share(weak, 2.0, 0.9) == pytest.approx(1.0)
+    assert performance_share(weak, 2.0, 0.5) == pytest.approx(0.5)  # the weak half earns nothing
+    assert performance_share(weak, 1.5, 0.7) == pytest.approx(0.5)
+    assert performance_share(weak, 2.0, None) == pytest.approx(1.0)  # not measured: strong only
+    # the server's own curve replaces the package's for the strong half only
+    assert performance_share(weak, 2.0, 0.9, speedup_min=2.0, speedup_full=4.0) == \
+        pytest.approx(0.5)
+    with pytest.raises(ValueError, match=r"weak_share needs timing\.weak_scaling"):
+        Manifest.model_validate({
+            "slug": "x", "title": "x", "version": "1",
+            "entry": {"style": "function", "file": "s.py", "function": "f"},
+            "resources": {"kind": "cpu", "cores": 1}, "scoring": {"weak_share": 0.5}})
+
+
+def test_weak_efficiency_is_one_worker_time_over_k_worker_time() -> None:
+    s = timing.Samples(2, baseline=[0.10, 0.11, 0.09, 0.10], submission=[0.125, 0.12, 0.13, 0.125])
+    (point,) = timing.summarize_weak([s])
+    assert point.workers == 2 and point.efficiency == pytest.approx(0.8, abs=0.02)
+    assert point.ci_low <= point.efficiency <= point.ci_high
