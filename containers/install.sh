@@ -34,6 +34,8 @@ if [ "$KIND" != server ]; then
   "$RT" install -r /tmp/runtime.txt
   if [ "$KIND" = gpu ]; then
     "$RT" install -r "$SRC/runners/runtime-requirements-gpu.txt"
+  else
+    "$RT" install -r "$SRC/runners/runtime-requirements-ray.txt"
   fi
   chmod -R a+rX /opt/paragrade
 fi

@@ -1,0 +1,52 @@
+"""The shipped parallel-python course: every package validates, its reference grades with a
+speedup, and a plausible wrong solution (tests/fixtures/parallel-python/SLUG/wrong.py) fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from runners import grader, package, validate
+from runners.protocol import Verdict
+from runners.settings import REPO_ROOT, get_settings
+
+pytestmark = pytest.mark.slow
+PYCOURSE = REPO_ROOT / "assignments" / "parallel-python"
+WRONG = REPO_ROOT / "tests" / "fixtures" / "parallel-python"
+SLUGS = sorted(p.parent.name for p in PYCOURSE.glob("*/assignment.toml"))
+
+
+def test_the_course_ships_its_packages() -> None:
+    assert {"numba-parallel", "dask", "joblib-sweep", "scaling-study"} <= set(SLUGS)
+    assert all((WRONG / slug / "wrong.py").is_file() for slug in SLUGS)
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_package_validates_and_its_reference_speeds_up(
+        slug: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = validate.validate(PYCOURSE / slug)
+    bad = [f"{c.name}: {c.problems}" for c in checks if not c.ok]
+    assert not bad, bad
+    assert not [c.name for c in checks if c.skipped and c.name != "manifest and files"]
+
+    monkeypatch.setenv("PARAGRADE_TIMING_BUDGET_S", "8")
+    get_settings.cache_clear()
+    try:
+        a = package.load(PYCOURSE / slug)
+        r = grader.grade(a, grader.code_of(a, "reference"))
+    finally:
+        get_settings.cache_clear()
+    assert r.verdict is Verdict.PASSED, r.summary
+    assert r.speedup is not None and [p.workers for p in r.scaling] == [1, 2]
+    # On the 2-core runners these packages target, every reference beats its serial baseline.
+    assert r.speedup.median > 1.0, r.summary
+    if a.manifest.timing.weak_scaling:
+        assert [w.workers for w in r.weak_scaling] == [2] and r.weak_scaling[0].efficiency > 0
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_the_wrong_solution_does_not_pass(slug: str) -> None:
+    a = package.load(PYCOURSE / slug)
+    r = grader.grade(a, {a.manifest.entry.file: (WRONG / slug / "wrong.py").read_bytes()},
+                     with_timing=False)
+    assert r.verdict is not Verdict.PASSED, r.summary
+    assert r.verdict.fault == "student" and r.score < r.max_score
