@@ -155,7 +155,7 @@ def _authored_message(exc: AssertionError) -> str:
 def _judge(item: pytest.Item, call: pytest.CallInfo[None], hidden: bool) -> tuple[Verdict, str]:
     """Verdict and message for a failed phase, revealing nothing hidden."""
     exc = call.excinfo.value if call.excinfo else None
-    what = _describe(item)
+    what = _describe(item).rstrip(".")  # "Ten numbers.: …" reads badly
     if isinstance(exc, SubmissionFailure):
         return exc.verdict, f"{what}: {exc.message}"
     if isinstance(exc, SubmissionRaised):

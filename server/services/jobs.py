@@ -329,7 +329,9 @@ def requeue(*, session: Session, submission: Submission, priority: int | None = 
         submission.version_id = current.id
         session.flush()
         session.refresh(submission)
-    submission.status, submission.verdict, submission.score = "queued", None, None
+    # The previous verdict and score stand until the new grade lands: a regrade never makes a
+    # student's best grade vanish from exports in the meantime.
+    submission.status = "queued"
     return enqueue(session=session, submission=submission, priority=priority)
 
 

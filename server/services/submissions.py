@@ -30,6 +30,11 @@ NOT_READY = {
 }
 
 
+def is_late(assignment: Assignment) -> bool:
+    """Whether the assignment's deadline has passed."""
+    return assignment.deadline is not None and now() > _aware(assignment.deadline)
+
+
 def _aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
@@ -55,7 +60,11 @@ def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_byt
             files[name] = content
     allowed = allowed_names(manifest)
     single = len(uploads) == 1 and not uploads[0][0].lower().endswith(".zip")
-    if single and len(allowed) == 1:  # one plain file: graded as the entry file
+    if single and len(allowed) == 1:  # one plain file (any name): graded as the entry file
+        name = uploads[0][0].rsplit("/", 1)[-1]
+        want = manifest.entry.file.rsplit(".", 1)[-1]
+        if name.rsplit(".", 1)[-1].lower() != want.lower() or "." not in name:
+            raise Invalid(f"{name!r} is not a .{want} file; upload {manifest.entry.file}")
         files = {manifest.entry.file: next(iter(files.values()))}
     for name, content in files.items():
         base = name.rsplit("/", 1)[-1]
@@ -87,7 +96,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
         raise Conflict(NOT_READY.get(version.status, "this assignment does not take submissions"))
     manifest = manifest_of(assignment)
     files = check_files(uploads, manifest=manifest, max_bytes=max_bytes, max_unzipped=max_unzipped)
-    late = assignment.deadline is not None and now() > _aware(assignment.deadline)
+    late = is_late(assignment)
     if late and assignment.late_policy == "reject" and role != "instructor":
         raise Forbidden("the deadline has passed; this assignment takes no late submissions")
     window_start = now() - timedelta(seconds=assignment.quota_window_s)
@@ -95,7 +104,8 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
         Submission.user_id == user.id, Submission.assignment_id == assignment.id,
         Submission.counts_for_quota.is_(True), Submission.created_at >= window_start)) or 0
     if role != "instructor" and used >= assignment.quota_count:
-        raise QuotaExceeded(f"quota reached: {assignment.quota_count} submissions per "
+        n = assignment.quota_count
+        raise QuotaExceeded(f"quota reached: {n} submission{'s' * (n != 1)} per "
                             f"{assignment.quota_window_s // 60} minutes")
     sha = artifacts.store(session=session, root=artifacts_root, data=bundle(files),
                           kind="submission")

@@ -183,7 +183,7 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
     return render(request, "assignment.html", status_code=status_code, user=user, course=c,
                   role=role, a=a, manifest=manifest, allowed=allowed, error=error,
                   statement=Markup(_markdown.render(statement)),
-                  max_bytes=settings.max_upload_bytes,
+                  max_bytes=settings.max_upload_bytes, late=submission_service.is_late(a),
                   mine=submission_service.mine(session=session, user=user, assignment=a))
 
 

@@ -224,12 +224,16 @@ def test_deadline_passed_and_quota_reached_say_so(world: World) -> None:
     world.client.patch("/api/courses/th/assignments/t1-multiprocessing", headers=world.prof,
                        json={"quota_count": 1})
     files = {"files": ("solution.py", REFERENCE)}
+    r = b.post(f"{T1}/submit", files={"files": ("notes.txt", REFERENCE)},
+               data={"csrf_token": token})  # the page's own check bypassed
+    assert r.status_code == 422 and "is not a .py file" in r.text
     assert b.post(f"{T1}/submit", files=files, data={"csrf_token": token}).status_code == 303
     r = b.post(f"{T1}/submit", files=files, data={"csrf_token": token})
-    assert r.status_code == 429 and "quota reached: 1 submissions per 60 minutes" in r.text
+    assert r.status_code == 429 and "quota reached: 1 submission per 60 minutes" in r.text
     world.client.patch("/api/courses/th/assignments/t1-multiprocessing", headers=world.prof,
                        json={"quota_count": 10, "late_policy": "reject",
                              "deadline": "2020-01-01T00:00:00+00:00"})
     r = b.post(f"{T1}/submit", files=files, data={"csrf_token": token})
     assert r.status_code == 403 and "the deadline has passed" in r.text
+    assert "The deadline has passed; this assignment takes no late submissions" in b.get(T1).text
     assert "Due 2020-01-01 00:00 UTC (late: reject)" in b.get(T1).text
