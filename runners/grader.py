@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from runners import package, timing
+from runners import package, service, timing
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
@@ -111,6 +111,10 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     elif gpu_mode == "real":  # the node's CUDA toolkit, where it is not under /usr
         env.update({k: os.environ[k] for k in settings.gpu_env if k in os.environ})
         mounts = tuple(Mount(p, str(p)) for p in settings.gpu_paths if p.is_dir())
+    if m.service is not None:
+        served = Mount(service.ensure(assignment), service.INSIDE)
+        mounts += (served,)
+        env["PARAGRADE_SERVICE"] = f"{executor.path(served)}/{service.SOCKET}"
     limits = Limits(
         cpus=tuple(use), memory_mb=m.resources.memory_mb, pids=PIDS_MAX,
         wall_s=float(m.resources.wall_seconds), output_bytes=settings.output_limit_bytes,
@@ -204,6 +208,8 @@ def _platform_test(message: str) -> TestResult:
 
 def load_hook(assignment: Assignment) -> ModuleType:
     """The package's timing hook (trusted instructor code): make_input(rng, workers), check()."""
+    if assignment.manifest.service is not None:
+        service.load(assignment)  # the hook checks answers against it
     path = assignment.hidden_dir / assignment.manifest.timing.hook
     spec = importlib.util.spec_from_file_location(
         f"paragrade_hook_{abs(hash(str(path)))}", path)

@@ -377,6 +377,15 @@ class Timing(Frozen):
                                          "region leaves out")
 
 
+class Service(Frozen):
+    """A trusted I/O service the sandboxed program reaches through a Unix socket (no network)."""
+
+    hook: str = Field(default="service.py", description="Module in the hidden folder: "
+                      "LATENCY_S and respond(request) -> str")
+    max_connections: int = Field(default=64, ge=1, le=1024,
+                                 description="Connections served at once; more are closed")
+
+
 class Manifest(Frozen):
     """The whole `assignment.toml`."""
 
@@ -391,6 +400,7 @@ class Manifest(Frozen):
     launcher: Launcher = Launcher()
     scoring: Scoring = Scoring()
     timing: Timing = Timing()
+    service: Service | None = None
 
     @model_validator(mode="after")
     def _weak(self) -> Manifest:

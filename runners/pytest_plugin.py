@@ -188,7 +188,12 @@ def pytest_configure(config: pytest.Config) -> None:
         ctx = Context.load(path)
         from runners import package
 
-        weights = package.load(Path(ctx.assignment_root)).manifest.scoring.weights
+        assignment = package.load(Path(ctx.assignment_root))
+        weights = assignment.manifest.scoring.weights
+        if assignment.manifest.service is not None:
+            from runners import service
+
+            service.load(assignment)  # importable by the hidden tests before they are collected
         config.stash[_context_key] = ctx
         config.stash[_recorder_key] = Recorder(ctx, weights)
 

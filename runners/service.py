@@ -1,0 +1,107 @@
+"""Trusted I/O services: what a sandboxed program fetches lives on the trusted side.
+
+A package's hidden `service.py` defines `LATENCY_S` and `respond(request: str) -> str`. The grader
+serves it over a Unix socket that the sandbox sees at `/service/io.sock` (`PARAGRADE_SERVICE`; a
+sandbox has no network). Each request waits `LATENCY_S` of real wall time before its answer, so
+only overlapping requests (threads, asyncio) speed a program up, and since the data never enters
+the sandbox, no program can skip the wait. The module is importable as `paragrade_service` by the
+package's timing hook and hidden tests, which check answers against the same instance.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import shutil
+import socketserver
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runners.package import Assignment
+
+MODULE = "paragrade_service"
+INSIDE = "/service"
+SOCKET = "io.sock"
+MAX_REQUEST = 4096
+
+_servers: dict[str, Path] = {}
+_lock = threading.Lock()
+
+
+def load(assignment: Assignment) -> ModuleType:
+    """The package's service module, once per process, registered as `paragrade_service`."""
+    spec_m = assignment.manifest.service
+    assert spec_m is not None
+    path = assignment.hidden_dir / spec_m.hook
+    current = sys.modules.get(MODULE)
+    if current is not None and getattr(current, "__file__", None) == str(path):
+        return current
+    spec = importlib.util.spec_from_file_location(MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[MODULE] = module
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "respond", None)):
+        raise ImportError(f"{path.name} defines no respond()")
+    if not isinstance(getattr(module, "LATENCY_S", None), int | float):
+        raise ImportError(f"{path.name} defines no LATENCY_S (seconds per request)")
+    return module
+
+
+def ensure(assignment: Assignment) -> Path:
+    """The folder holding the service's socket; the server starts on first use in a process."""
+    spec_m = assignment.manifest.service
+    assert spec_m is not None
+    with _lock:
+        key = str(assignment.hidden_dir / spec_m.hook)
+        if key not in _servers:
+            _servers[key] = _start(load(assignment), spec_m.max_connections)
+        return _servers[key]
+
+
+def _start(module: ModuleType, max_connections: int) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="paragrade-service-"))
+    folder.chmod(0o755)  # the sandbox user must reach the socket
+    slots = threading.BoundedSemaphore(max_connections)
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            if not slots.acquire(blocking=False):
+                return  # too many connections at once: this one is closed unanswered
+            try:
+                while line := self.rfile.readline(MAX_REQUEST + 1):
+                    if len(line) > MAX_REQUEST or not line.endswith(b"\n"):
+                        return
+                    time.sleep(float(module.LATENCY_S))
+                    try:
+                        answer = str(module.respond(line[:-1].decode("utf-8", "replace")))
+                    except Exception as exc:  # the program's request was bad, not the grader
+                        answer = f"error: {type(exc).__name__}"
+                    self.wfile.write(answer.replace("\n", " ").encode() + b"\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            finally:
+                slots.release()
+
+    class Server(socketserver.ThreadingUnixStreamServer):
+        daemon_threads = True
+
+    server = Server(str(folder / SOCKET), Handler)
+    os.chmod(folder / SOCKET, 0o777)  # connect() needs write permission on the socket file
+    threading.Thread(target=server.serve_forever, name="paragrade-service", daemon=True).start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(stop)
+    return folder
