@@ -29,7 +29,8 @@ class RunnerSettings(BaseSettings):
     sandbox_uid: int = Field(default=65534, description="User the sandbox runs as when root")
     output_limit_bytes: int = 8 * 1024 * 1024
     disk_limit_bytes: int = 256 * 1024 * 1024
-    timing_budget_s: float = Field(default=30.0, description="Time for the timed A/B runs")
+    timing_budget_s: float = Field(default=30.0, gt=0, description="Cap on the time of one "
+                                   "grading's timed runs (the package's timing.budget_s, at most)")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
     gpu_env: list[str] = Field(
         default=["CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"],

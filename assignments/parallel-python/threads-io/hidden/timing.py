@@ -1,7 +1,6 @@
 """Timed inputs for threads-io (trusted side): 40 fresh keys per call, every record checked."""
 
 import numpy as np
-
 import paragrade_service
 
 
