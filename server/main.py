@@ -55,8 +55,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
 
     @app.exception_handler(RequestValidationError)
     def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, status_code=422)
+        return JSONResponse({"detail": pages.reasons(exc) or "invalid request"}, status_code=422)
 
     @app.middleware("http")
     async def _count(request: Request, call_next):  # type: ignore[no-untyped-def]

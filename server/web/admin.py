@@ -47,6 +47,11 @@ def create_course(request: Request, session: SessionDep, user: PageUser,
 def _course_page(request: Request, session: SessionDep, user: User, c: Course,
                  **extra: Any) -> HTMLResponse:
     items = assignment_service.of_course(session=session, course=c)
+    just = request.query_params.get("imported", "")  # after the import's redirect
+    for a in items:
+        if request.method == "GET" and a.slug == just:
+            v = a.versions[-1]
+            extra["imported"] = f"{a.slug} {v.version}: {v.status} (a runner checks it now)"
     return render(request, "course.html", user=user, course=c, assignments=items, **extra)
 
 
@@ -58,7 +63,7 @@ def course_page(course: str, request: Request, session: SessionDep,
 
 @router.post("/c/{course}/import", dependencies=[Csrf])
 def import_package(course: str, request: Request, session: SessionDep, settings: SettingsDep,
-                   user: PageUser, package: Annotated[UploadFile, File()]) -> HTMLResponse:
+                   user: PageUser, package: Annotated[UploadFile, File()]) -> Response:
     """Import a zip; every problem is listed, one per line."""
     c = _course(session, user, course)
     data = package.file.read(settings.max_package_bytes + 1)
@@ -78,9 +83,8 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
         session.rollback()
         return _course_page(request, session, user, c, error=exc.message,
                             status_code=exc.status)
-    return _course_page(request, session, user, c,
-                        imported=f"{version.assignment.slug} {version.version}: "
-                                 f"{version.status} (a runner checks it now)")
+    # Post/redirect/get: a refresh shows the page again instead of importing twice.
+    return RedirectResponse(f"/c/{course}?imported={version.assignment.slug}", status_code=303)
 
 
 def _manage(request: Request, session: SessionDep, user: User, course: str, slug: str,
@@ -90,6 +94,11 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
     subs = submission_service.of_assignment(session=session, assignment=a)
     who = request.query_params.get("student", "").strip().lower()
     verdict = request.query_params.get("verdict", "")
+    if request.query_params.get("saved"):
+        extra.setdefault("done", "Saved.")
+    if (n := request.query_params.get("regraded", "")).isdigit():
+        extra.setdefault("done", f"{int(n)} submission(s) queued for regrading, behind "
+                                 "students' own")
     if who:
         subs = [s for s in subs if who in s.user.email.lower() or who in s.user.name.lower()]
     if verdict:
@@ -137,19 +146,18 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
     except DomainError as exc:
         return _manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
-    return RedirectResponse(f"/c/{course}/{slug}/manage", status_code=303)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
 
 @router.post("/c/{course}/{slug}/manage/regrade-all", dependencies=[Csrf])
 def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
-                user: PageUser) -> HTMLResponse:
+                user: PageUser) -> Response:
     c = _course(session, user, course)
     a = assignment_service.get(session=session, course=c, slug=slug)
     with committing(session):
         n = submission_service.regrade_all(session=session, actor=user, assignment=a,
                                            role="instructor")
-    return _manage(request, session, user, course, slug,
-                   done=f"{n} submission(s) queued for regrading, behind students' own")
+    return RedirectResponse(f"/c/{course}/{slug}/manage?regraded={n}", status_code=303)
 
 
 @router.post("/s/{submission_id}/regrade", dependencies=[Csrf])

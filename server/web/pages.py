@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
@@ -77,9 +78,21 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
                                                           **context}, status_code=status_code)
 
 
-def reasons(exc: ValidationError) -> str:
+# Plain words for a pattern a field failed (pydantic would print the regular expression).
+PATTERN_HINTS = {"alias": "use letters, digits, spaces, '.', '_' or '-'",
+                 "slug": "use lowercase letters, digits and '-', starting with a letter or digit"}
+
+
+def reasons(exc: ValidationError | RequestValidationError) -> str:
     """A validation error as one line a person reads (the API's 422 says it the same way)."""
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    parts = []
+    for e in exc.errors():
+        field = ".".join(str(x) for x in e["loc"] if x != "body")
+        msg = e["msg"]
+        if e.get("type") == "string_pattern_mismatch":
+            msg = PATTERN_HINTS.get(str(e["loc"][-1]), "contains characters that are not allowed")
+        parts.append(f"{field}: {msg}")
+    return "; ".join(parts)
 
 
 def _start_session(request: Request, session: SessionDep, user: User) -> None:
