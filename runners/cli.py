@@ -63,16 +63,19 @@ def list_assignments() -> None:
 @assignments_app.command("validate")
 def validate_cmd(folder: Path, backend: Backend = None,
                  as_json: Annotated[bool, typer.Option("--json", help="print the checks as JSON")]
+                 = False,
+                 measure: Annotated[bool, typer.Option(
+                     help="grade the reference in full: its speedup here, against the curve")]
                  = False) -> None:
     """Check a package: manifest, reference passes, starter fails, baseline and timing hook work."""
     if not folder.exists():
         _fail(f"{folder}: no such folder")
     try:
         if as_json:
-            checks = validate.validate(folder, backend=backend)
+            checks = validate.validate(folder, backend=backend, measure=measure)
         else:
             with console.status("validating") as status:
-                checks = validate.validate(folder, backend=backend,
+                checks = validate.validate(folder, backend=backend, measure=measure,
                                            progress=lambda msg: status.update(msg))
     except BackendUnavailable as exc:
         _fail(str(exc))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from runners import grader, package
-from runners.protocol import TestOutcome, TestResult
+from runners.protocol import GradeReport, TestOutcome, TestResult
 from runners.sandbox import create_executor
 from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised
 from runners.settings import RunnerSettings, get_settings
@@ -22,6 +22,7 @@ class Check:
     ok: bool
     problems: list[str] = field(default_factory=list)
     skipped: str | None = None
+    report: GradeReport | None = None  # the reference's grading, when measured
 
 
 def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str]:
@@ -31,8 +32,11 @@ def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str
 
 
 def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings | None = None,
-             progress: grader.Progress = grader._noop) -> list[Check]:
-    """Every check of a package; a failed load is the only check when the manifest is broken."""
+             progress: grader.Progress = grader._noop, measure: bool = False) -> list[Check]:
+    """Every check of a package; a failed load is the only check when the manifest is broken.
+
+    `measure`: grade the reference in full (its speedup on this runner, against the scoring
+    curve) instead of running its tests only."""
     settings = settings or get_settings()
     try:
         a = package.load(path)
@@ -58,9 +62,24 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                                         gpu_mode=gpu_mode, cpus=cpus, reveal=True)
             return tests
 
-        ref = tests_of("reference")
+        report = None
+        if measure:
+            progress("grading the reference, speedup included")
+            report = grader.grade(a, grader.code_of(a, "reference"), backend=executor.name,
+                                  seed=seed, settings=settings)
+            ref = report.tests
+        else:
+            ref = tests_of("reference")
         checks.append(Check("reference passes", not _failures(ref) and bool(ref), _failures(ref)
-                            or ([] if ref else ["no tests ran"])))
+                            or ([] if ref else ["no tests ran"]), report=report))
+        if report is not None and report.speedup is not None:
+            low = a.manifest.scoring.speedup_min
+            checks.append(Check(
+                f"reference speeds up ({report.speedup.median:.2f}× here)",
+                report.speedup.median > low,
+                [] if report.speedup.median > low else [
+                    f"{report.speedup.median:.2f}× is not above scoring.speedup_min "
+                    f"({low}): the reference would earn no performance points"]))
         starter = tests_of("starter")
         hidden_fail = _failures(starter, hidden_only=True)
         checks.append(Check("starter fails", bool(hidden_fail),

@@ -23,23 +23,23 @@ def test_the_course_ships_its_packages() -> None:
 @pytest.mark.parametrize("slug", SLUGS)
 def test_package_validates_and_its_reference_speeds_up(
         slug: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    checks = validate.validate(PYCOURSE / slug)
-    bad = [f"{c.name}: {c.problems}" for c in checks if not c.ok]
-    assert not bad, bad
-    assert not [c.name for c in checks if c.skipped and c.name != "manifest and files"]
-
     monkeypatch.setenv("PARAGRADE_TIMING_BUDGET_S", "8")
     get_settings.cache_clear()
     try:
-        a = package.load(PYCOURSE / slug)
-        r = grader.grade(a, grader.code_of(a, "reference"))
+        # measure: the reference is graded in full (tests and speedup) as one of the checks
+        checks = validate.validate(PYCOURSE / slug, measure=True)
     finally:
         get_settings.cache_clear()
-    assert r.verdict is Verdict.PASSED, r.summary
+    bad = [f"{c.name}: {c.problems}" for c in checks if not c.ok]
+    # On the 2-core runners these packages target, every reference beats its serial baseline
+    # (a "reference speeds up" check fails otherwise).
+    assert not bad, bad
+    assert not [c.name for c in checks if c.skipped]
+    r = next(c.report for c in checks if c.name == "reference passes")
+    assert r is not None and r.verdict is Verdict.PASSED, r and r.summary
     assert r.speedup is not None and [p.workers for p in r.scaling] == [1, 2]
-    # On the 2-core runners these packages target, every reference beats its serial baseline.
-    assert r.speedup.median > 1.0, r.summary
-    if a.manifest.timing.weak_scaling:
+    assert any(c.name.startswith("reference speeds up") for c in checks)
+    if package.load(PYCOURSE / slug).manifest.timing.weak_scaling:
         assert [w.workers for w in r.weak_scaling] == [2] and r.weak_scaling[0].efficiency > 0
 
 

@@ -19,7 +19,7 @@ from server.services import jobs as job_service
 from server.services import submissions as submission_service
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError, Forbidden, Invalid
-from server.web.pages import Csrf, PageUser, reasons, render
+from server.web.pages import Csrf, PageUser, act_on_submission, reasons, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -162,12 +162,7 @@ def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
 
 @router.post("/s/{submission_id}/regrade", dependencies=[Csrf])
 def regrade(submission_id: int, session: SessionDep, user: PageUser) -> Response:
-    sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id)
-    with committing(session):
-        submission_service.regrade(session=session, actor=user, submission=sub,
-                                   role=course_service.role(session=session, user=user,
-                                                            course=sub.assignment.course))
-    return RedirectResponse(f"/s/{submission_id}", status_code=303)
+    return act_on_submission(submission_id, session, user, submission_service.regrade)
 
 
 @router.get("/fleet")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -254,6 +254,22 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "",
                   weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")
+
+
+def act_on_submission(submission_id: int, session: SessionDep, user: User,
+                      action: Callable[..., object]) -> Response:
+    """Run a submission service action (cancel, regrade) with the user's role, then show it."""
+    sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id)
+    with committing(session):
+        action(session=session, actor=user, submission=sub,
+               role=course_service.role(session=session, user=user, course=sub.assignment.course))
+    return RedirectResponse(f"/s/{submission_id}", status_code=303)
+
+
+@router.post("/s/{submission_id}/cancel", dependencies=[Csrf])
+def cancel_submission(submission_id: int, session: SessionDep, user: PageUser) -> Response:
+    """Cancel a queued or running submission (its owner, or the course's instructors)."""
+    return act_on_submission(submission_id, session, user, submission_service.cancel)
 
 
 async def _events(poll: Any, every_s: float = 1.0) -> AsyncIterator[str]:

@@ -240,3 +240,22 @@ def test_deadline_passed_and_quota_reached_say_so(world: World) -> None:
     assert r.status_code == 403 and "the deadline has passed" in r.text
     assert "The deadline has passed; this assignment takes no late submissions" in b.get(T1).text
     assert "Due 2020-01-01 00:00 UTC (late: reject)" in b.get(T1).text
+
+
+def test_a_student_cancels_a_queued_submission(world: World) -> None:
+    b = browser(world)
+    token = csrf(b.get(T1).text)
+    r = b.post(f"{T1}/submit", files={"files": ("solution.py", REFERENCE)},
+               data={"csrf_token": token})
+    page = r.headers["location"]
+    assert "Cancel this submission" in b.get(page).text  # no runner here: it stays queued
+    other = browser(world, email="bob@uni.edu")
+    r = other.post(f"{page}/cancel", data={"csrf_token": csrf(other.get("/").text)})
+    assert r.status_code in (403, 404)
+    r = b.post(f"{page}/cancel", data={"csrf_token": token})
+    assert r.status_code == 303 and r.headers["location"] == page
+    shown = b.get(page).text
+    assert "Cancelled; it does not count against your quota." in shown
+    assert "Cancel this submission" not in shown
+    r = b.post(f"{page}/cancel", data={"csrf_token": token})
+    assert r.status_code == 409 and "already cancelled" in r.text
