@@ -109,7 +109,7 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     if gpu_mode == "simulated":
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     elif gpu_mode == "real":  # the node's CUDA toolkit, where it is not under /usr
-        env.update({k: os.environ[k] for k in settings.gpu_env if k in os.environ})
+        env.update(settings.gpu_environment())
         mounts = tuple(Mount(p, str(p)) for p in settings.gpu_paths if p.is_dir())
     if m.service is not None:
         served = Mount(service.ensure(assignment), service.INSIDE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -40,6 +41,11 @@ class RunnerSettings(BaseSettings):
         default=[], description="Host folders a GPU sandbox also sees, read-only, at the same "
                                 "path (a CUDA toolkit outside /usr, e.g. /opt/cuda)")
     docker_url: str | None = Field(default=None, description="Docker API URL (podman's works)")
+
+    def gpu_environment(self) -> dict[str, str]:
+        """The runner's values of the `gpu_env` variables (those it has)."""
+        return {k: os.environ[k] for k in self.gpu_env if k in os.environ}
+
     docker_image: str = "paragrade/runner-cpu:latest"
     apptainer_image: str | None = None
     apptainer_bin: str = "apptainer"

@@ -124,16 +124,21 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
         block += 1
         if on_progress:
             on_progress(samples)
-        n = min(len(samples.baseline), len(samples.submission))
-        if n >= max_reps:
-            break
-        if n >= min_reps:
-            point, lo, hi = ratio_ci(samples.baseline, samples.submission)
-            if (hi - lo) / point <= target_width:
-                break
-        if time.monotonic() - started > budget_s and n >= 3:
-            break
-    return samples
+        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
+            return samples
+
+
+def _enough(samples: Samples, started: float, budget_s: float, min_reps: int, max_reps: int,
+            target_width: float) -> bool:
+    """Stop at `max_reps`, once the CI is narrow enough, or when the budget is spent (≥ 3 runs)."""
+    n = min(len(samples.baseline), len(samples.submission))
+    if n >= max_reps:
+        return True
+    if n >= min_reps:
+        point, lo, hi = ratio_ci(samples.baseline, samples.submission)
+        if (hi - lo) / point <= target_width:
+            return True
+    return time.monotonic() - started > budget_s and n >= 3
 
 
 def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
@@ -155,16 +160,8 @@ def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: 
             into.extend(_block(cfg, function, inputs, hook.check,
                                {workers_arg: k} if workers_arg else {}, side="submission"))
         block += 1
-        n = min(len(samples.baseline), len(samples.submission))
-        if n >= max_reps:
-            break
-        if n >= min_reps:
-            point, lo, hi = ratio_ci(samples.baseline, samples.submission)
-            if (hi - lo) / point <= target_width:
-                break
-        if time.monotonic() - started > budget_s and n >= 3:
-            break
-    return samples
+        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
+            return samples
 
 
 def summarize_weak(all_samples: list[Samples]) -> list[WeakScalingPoint]:

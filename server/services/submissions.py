@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import zipfile
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -61,10 +61,9 @@ def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_byt
     allowed = allowed_names(manifest)
     single = len(uploads) == 1 and not uploads[0][0].lower().endswith(".zip")
     if single and len(allowed) == 1:  # one plain file (any name): graded as the entry file
-        name = uploads[0][0].rsplit("/", 1)[-1]
-        want = manifest.entry.file.rsplit(".", 1)[-1]
-        if name.rsplit(".", 1)[-1].lower() != want.lower() or "." not in name:
-            raise Invalid(f"{name!r} is not a .{want} file; upload {manifest.entry.file}")
+        name, want = PurePosixPath(uploads[0][0]).name, PurePosixPath(manifest.entry.file).suffix
+        if PurePosixPath(name).suffix.lower() != want.lower():
+            raise Invalid(f"{name!r} is not a {want} file; upload {manifest.entry.file}")
         files = {manifest.entry.file: next(iter(files.values()))}
     for name, content in files.items():
         base = name.rsplit("/", 1)[-1]

@@ -47,11 +47,10 @@ def create_course(request: Request, session: SessionDep, user: PageUser,
 def _course_page(request: Request, session: SessionDep, user: User, c: Course,
                  **extra: Any) -> HTMLResponse:
     items = assignment_service.of_course(session=session, course=c)
-    just = request.query_params.get("imported", "")  # after the import's redirect
-    for a in items:
-        if request.method == "GET" and a.slug == just:
-            v = a.versions[-1]
-            extra["imported"] = f"{a.slug} {v.version}: {v.status} (a runner checks it now)"
+    just = request.query_params.get("imported") if request.method == "GET" else None
+    for a in (a for a in items if a.slug == just):  # after the import's redirect
+        v = a.versions[-1]
+        extra["imported"] = f"{a.slug} {v.version}: {v.status} (a runner checks it now)"
     return render(request, "course.html", user=user, course=c, assignments=items, **extra)
 
 
