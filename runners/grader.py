@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from runners import package, service, timing
+from runners import array, package, service, timing
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
@@ -142,6 +142,19 @@ def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
                            cpus=ctx.cpus, workers=workers, gpu_mode=ctx.gpu_mode)
 
     return assignment, cfg_for
+
+
+def array_runner(assignment: Assignment, cfg: RunConfig, n_tasks: int, concurrency: int,
+                 settings: RunnerSettings) -> timing.ArrayRun:
+    """Inputs -> (one value per task, makespan) for an [array] package's code under `cfg`."""
+    function = str(assignment.manifest.entry.function)
+
+    def run(inputs: dict[str, Any]) -> tuple[list[Any], float]:
+        result = array.run(cfg, function, inputs, n_tasks=n_tasks, concurrency=concurrency,
+                           settings=settings, assignment_root=assignment.root)
+        return result.values, result.makespan_s
+
+    return run
 
 
 def read_files(paths: list[Path], entry_file: str) -> dict[str, bytes]:
@@ -393,6 +406,17 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                                        cpus=cpus, workers=workers, gpu_mode=gpu_mode,
                                        serial=serial, settings=settings)
 
+                if m.array is not None:
+                    samples = timing.measure_array(
+                        hook=hook, workers=k, rng=rng, budget_s=budget,
+                        baseline=array_runner(assignment, cfg(base_dir, 1, True), 1, 1, settings),
+                        submission=array_runner(assignment, cfg(code_dir, k, False),
+                                                m.array.tasks, k, settings),
+                        min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
+                        target_width=m.timing.target_ci_width)
+                    timed_total += sum(samples.baseline) + sum(samples.submission)
+                    all_samples.append(samples)
+                    continue
                 samples = timing.measure(
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg,
@@ -416,6 +440,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 weak_samples.append(samples)
         except timing.WrongTimedAnswer as exc:
             return report(Verdict.FAILED, str(exc), tests, output=output)
+        except array.ArrayUnavailable as exc:
+            return report(Verdict.PLATFORM_ERROR, f"the job array could not run: {exc}", tests,
+                          output=output)
         except timing.BaselineBroken as exc:
             return report(Verdict.AUTHOR_ERROR, str(exc), tests, output=output)
         except SubmissionFailure as exc:

@@ -386,6 +386,16 @@ class Service(Frozen):
                                  description="Connections served at once; more are closed")
 
 
+class Array(Frozen):
+    """A job array: the submission's function is one task, `function(task_id=i, n_tasks=N, **inputs)`.
+
+    Graded by running the tasks as independent sandboxes (an `sbatch --array` on a SLURM runner,
+    concurrent local sandboxes otherwise); timing compares the array's makespan with the serial
+    baseline run as one task."""
+
+    tasks: int = Field(ge=1, le=10000, description="Array size: task ids 0 … tasks-1")
+
+
 class Manifest(Frozen):
     """The whole `assignment.toml`."""
 
@@ -401,9 +411,15 @@ class Manifest(Frozen):
     scoring: Scoring = Scoring()
     timing: Timing = Timing()
     service: Service | None = None
+    array: Array | None = None
 
     @model_validator(mode="after")
     def _weak(self) -> Manifest:
         if self.scoring.weak_share and not self.timing.weak_scaling:
             raise ValueError("scoring.weak_share needs timing.weak_scaling = true")
+        if self.array is not None:
+            if self.entry.style != "function" or self.launcher.kind != "python":
+                raise ValueError("an [array] package needs a function entry and launcher 'python'")
+            if self.timing.weak_scaling:
+                raise ValueError("an [array] package cannot also measure weak scaling")
         return self

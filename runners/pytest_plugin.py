@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from runners.array import ArrayUnavailable
 from runners.protocol import TestOutcome, Verdict
 from runners.session import (
     ScriptResult,
@@ -92,6 +93,27 @@ class Submission:
             raise AttributeError(name)
         return lambda *a, **k: self.call(name, *a, **k)
 
+    def array(self, n_tasks: int | None = None, *, concurrency: int | None = None,
+              **inputs: Any) -> list[Any]:
+        """Run an [array] package's tasks (0 … n_tasks-1, default the manifest's) as the grader
+        does, each in its own sandbox (through SLURM on a SLURM runner); one value per task."""
+        from runners import array, grader
+        from runners.settings import get_settings
+
+        m = self._assignment.manifest
+        if m.array is None or self.function is None:
+            raise RuntimeError("submission.array() needs an [array] package")
+        run = grader.array_runner(self._assignment, self._cfg_for(concurrency or self.workers),
+                                  n_tasks or m.array.tasks, concurrency or self.workers,
+                                  get_settings())
+        try:
+            return run(inputs)[0]
+        except array.ArrayUnavailable:
+            raise
+        except SubmissionFailure as exc:
+            self._recorder.add_output(exc.output)
+            raise
+
     def run(self, *args: str, workers: int | None = None) -> ScriptResult:
         """Run a script entry as a program with these arguments; files it wrote in out/ come back."""
         result = run_script(self._cfg_for(workers or self.workers), [str(a) for a in args])
@@ -158,6 +180,8 @@ def _judge(item: pytest.Item, call: pytest.CallInfo[None], hidden: bool) -> tupl
     what = _describe(item).rstrip(".")  # "Ten numbers.: …" reads badly
     if isinstance(exc, SubmissionFailure):
         return exc.verdict, f"{what}: {exc.message}"
+    if isinstance(exc, ArrayUnavailable):
+        return Verdict.PLATFORM_ERROR, f"{what}: the job array could not run: {exc}"
     if isinstance(exc, SubmissionRaised):
         detail = f"\n{exc.traceback}" if not hidden and exc.traceback else ""
         return Verdict.CRASHED, f"{what}: your code raised {exc.type_name}: {exc.message}{detail}"

@@ -57,6 +57,9 @@ class RunnerSettings(BaseSettings):
     heartbeat_s: float = Field(default=10.0, gt=0, description="How often a runner reports")
     cpus: str | None = Field(default=None, description="The cores this runner grades on, e.g. "
                              "'0-7' (several runners on one node each take their own slice)")
+    array_launcher: Literal["local", "slurm"] = Field(
+        default="local", description="How [array] packages' tasks run: concurrent local "
+        "sandboxes, or an sbatch --array (set on the nodes by the SLURM backend)")
     slurm_partition: str | None = Field(default=None, description="Partition jobs go to")
     slurm_exclusive: bool = Field(default=True, description="Whole node per job (timed cores "
                                   "are never shared)")

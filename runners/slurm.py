@@ -8,6 +8,9 @@ takes the whole node (`--exclusive`) unless told otherwise, so that no other job
 a speedup is timed on. Only named variables cross into the job (`--export`): never the runner's
 token. The JSON the engine prints is validated like any other message.
 
+An [array] package's engine job takes one core and submits the tasks as an `sbatch --array`
+from its node (runners/array.py); each task gets an allocation of its own.
+
 A sandbox has no network, so MPI ranks run inside one node's allocation; an MPI job across nodes
 would need the ranks' sandboxes to talk to each other, which this backend does not allow.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -57,24 +61,39 @@ def cores_per_node(settings: RunnerSettings) -> int:
     return max(numbers, default=1)
 
 
-def _srun(settings: RunnerSettings, assignment: package.Assignment, name: str,
-          time_limit_s: int, engine_args: list[str]) -> list[str]:
-    """srun with the allocation the package asks for, running `paragrade ENGINE_ARGS` in it."""
-    res = assignment.manifest.resources
+def export(settings: RunnerSettings) -> str:
+    """`--export=…` for a job running the engine: named settings only, never the runner's token.
+
+    The engine there may submit job arrays of its own ([array] packages), so it also learns
+    where the cluster's configuration is."""
     env = {"PATH": settings.slurm_path,
            "PARAGRADE_BACKEND": settings.slurm_inner_backend,
            "PARAGRADE_RUNTIME_DIR": str(settings.runtime_dir),
            "PARAGRADE_GPU_MODE": settings.gpu_mode,
-           "PARAGRADE_TIMING_BUDGET_S": str(settings.timing_budget_s)}
+           "PARAGRADE_TIMING_BUDGET_S": str(settings.timing_budget_s),
+           "PARAGRADE_ARRAY_LAUNCHER": "slurm"}
     if settings.scratch_dir is not None:
         env["PARAGRADE_SCRATCH_DIR"] = str(settings.scratch_dir)
+    if settings.slurm_partition:
+        env["PARAGRADE_SLURM_PARTITION"] = settings.slurm_partition
+    if "SLURM_CONF" in os.environ:
+        env["SLURM_CONF"] = os.environ["SLURM_CONF"]
     if any("," in v for v in env.values()):
         raise SlurmError("an exported setting contains a comma, which --export cannot carry")
+    return "--export=" + ",".join(f"{k}={v}" for k, v in env.items())
+
+
+def _srun(settings: RunnerSettings, assignment: package.Assignment, name: str,
+          time_limit_s: int, engine_args: list[str]) -> list[str]:
+    """srun with the allocation the package asks for, running `paragrade ENGINE_ARGS` in it."""
+    res = assignment.manifest.resources
+    # An [array] package's work runs in the array's own allocations: the engine needs one core.
+    cores = 1 if assignment.manifest.array is not None else res.cores
     argv = ["srun", f"--job-name={name}", "--nodes=1", "--ntasks=1",
-            f"--cpus-per-task={res.cores}", f"--time={math.ceil(time_limit_s / 60) + 1}",
-            "--export=" + ",".join(f"{k}={v}" for k, v in env.items()), "--quiet"]
+            f"--cpus-per-task={cores}", f"--time={math.ceil(time_limit_s / 60) + 1}",
+            export(settings), "--quiet"]
     # The engine itself (pytest, timing) needs memory beside the submission's own cap.
-    argv += (["--exclusive", "--mem=0"] if settings.slurm_exclusive
+    argv += (["--exclusive", "--mem=0"] if settings.slurm_exclusive and cores == res.cores
              else [f"--mem={res.memory_mb * 2 + 1024}M"])
     if settings.slurm_partition:
         argv.append(f"--partition={settings.slurm_partition}")

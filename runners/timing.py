@@ -141,6 +141,42 @@ def _enough(samples: Samples, started: float, budget_s: float, min_reps: int, ma
     return time.monotonic() - started > budget_s and n >= 3
 
 
+ArrayRun = Callable[[dict[str, Any]], tuple[list[Any], float]]
+
+
+def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submission: ArrayRun,
+                  rng: np.random.Generator, budget_s: float, min_reps: int, max_reps: int,
+                  target_width: float) -> Samples:
+    """Job arrays: each sample is one whole array's makespan (start-up included on both sides),
+    the baseline's single task against the submission's tasks; the gathered values (one per
+    task) are checked each time."""
+    samples = Samples(workers)
+    started = time.monotonic()
+    block = 0
+    while True:
+        inputs = hook.make_input(rng, workers)
+        sides = [("baseline", baseline, samples.baseline),
+                 ("submission", submission, samples.submission)]
+        if block % 2:
+            sides.reverse()
+        for side, run, into in sides:
+            try:
+                values, seconds = run(inputs)
+            except (SubmissionFailure, SubmissionRaised) as exc:
+                if side == "baseline":
+                    raise BaselineBroken(f"the baseline failed while timed: {exc}") from exc
+                raise
+            problem = hook.check(inputs, values)
+            if problem is not None:
+                if side == "baseline":
+                    raise BaselineBroken(f"the baseline's timed answer is wrong: {problem}")
+                raise WrongTimedAnswer(f"a timed array returned a wrong answer: {problem}")
+            into.append(seconds)
+        block += 1
+        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
+            return samples
+
+
 def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
                  one_cfg: RunConfig, many_cfg: RunConfig, rng: np.random.Generator,
                  budget_s: float, min_reps: int, max_reps: int, target_width: float) -> Samples:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from runners import grader, package
+from runners.array import ArrayUnavailable
 from runners.protocol import GradeReport, TestOutcome, TestResult
 from runners.sandbox import create_executor
 from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised
@@ -116,14 +117,19 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
             inputs.append(("weak-scaling", hook.make_weak_input(rng, a.workers)))
         for what, kwargs in inputs:
             try:
-                with Session(cfg) as session:
-                    value, secs = session.call(m.entry.function, **kwargs, **extra)
+                if m.array is not None:  # the baseline as one task, the reference as the array
+                    value, secs = grader.array_runner(
+                        a, cfg, 1 if role == "baseline" else m.array.tasks,
+                        1 if role == "baseline" else a.workers, settings)(kwargs)
+                else:
+                    with Session(cfg) as session:
+                        value, secs = session.call(m.entry.function, **kwargs, **extra)
                 problem = hook.check(kwargs, value)
                 if problem:
                     problems.append(f"{role}: the {what} input's answer fails the check: {problem}")
                 elif role == "baseline" and secs < 0.05:
                     problems.append(f"baseline: a timed input takes only {secs * 1000:.1f} ms; "
                                     "make it ≥ 50 ms so that speedups can be measured")
-            except (SubmissionFailure, SubmissionRaised) as exc:
+            except (SubmissionFailure, SubmissionRaised, ArrayUnavailable) as exc:
                 problems.append(f"{role}: a {what} input failed: {exc}")
     return Check("timing hook", not problems, problems)

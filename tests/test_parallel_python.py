@@ -16,7 +16,8 @@ SLUGS = sorted(p.parent.name for p in PYCOURSE.glob("*/assignment.toml"))
 
 
 def test_the_course_ships_its_packages() -> None:
-    assert {"numba-parallel", "dask", "joblib-sweep", "scaling-study", "threads-io"} <= set(SLUGS)
+    assert {"numba-parallel", "dask", "joblib-sweep", "scaling-study", "slurm-array",
+            "threads-io"} <= set(SLUGS)
     assert all((WRONG / slug / "wrong.py").is_file() for slug in SLUGS)
 
 

@@ -8,16 +8,20 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from runners import grader, package, slurm
+from runners import array, grader, package, slurm
 from runners.protocol import Verdict
-from runners.settings import RunnerSettings
+from runners.sandbox import create_executor
+from runners.session import Stage
+from runners.settings import REPO_ROOT, RunnerSettings
 from tests.conftest import COURSE
 from tests.slurm_cluster import SlurmCluster, missing
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 QUICK = Path(__file__).parent / "fixtures" / "queue" / "quick"
+SWEEP = REPO_ROOT / "assignments" / "parallel-python" / "slurm-array"
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +124,43 @@ def test_a_runner_on_the_login_node_grades_through_slurm(cluster: SlurmCluster,
                                                capture_output=True, text=True).stdout
     finally:
         p.close()
+
+
+def test_a_job_array_package_runs_its_tasks_through_sbatch(cluster: SlurmCluster,
+                                                           settings: RunnerSettings) -> None:
+    # The engine's job takes one core; every array of the hidden tests is an sbatch --array
+    # submitted from the node, each task a sandbox in its own allocation.
+    a = package.load(SWEEP)
+    report = slurm.grade(a, grader.code_of(a, "reference"), settings=settings, time_limit_s=600,
+                         tag="sweep", with_timing=False)
+    assert report.verdict is Verdict.PASSED, report.summary
+    assert "NumCPUs=1 " in _job(cluster, "paragrade-sweep")
+    out = subprocess.run(["scontrol", "show", "job", "--oneliner"], env=cluster.env,
+                         capture_output=True, text=True).stdout
+    tasks = [line for line in out.splitlines() if "JobName=paragrade-array-" in line]
+    assert tasks and all("JobState=COMPLETED" in t for t in tasks)
+    assert "ArrayTaskId=4 " in out  # the five-task test ran as a five-task array
+
+
+def test_an_array_is_timed_from_the_tasks_own_records(cluster: SlurmCluster,
+                                                      settings: RunnerSettings) -> None:
+    a = package.load(SWEEP)
+    slurm_settings = settings.model_copy(update={"array_launcher": "slurm"})
+    hook = grader.load_hook(a)
+    inputs = hook.make_input(np.random.default_rng(5), 2)
+    stage = Stage(scratch=settings.scratch_dir)
+    try:
+        made = {}
+        for role, tasks, slots in (("baseline", 1, 1), ("reference", 4, 2)):
+            cfg = grader.make_config(a, executor=create_executor(slurm_settings, "bwrap"),
+                                     stage=stage, code_dir=stage.add_code(role, grader.code_of(
+                                         a, role)), cpus=[0, 1], workers=slots, gpu_mode="none",
+                                     settings=slurm_settings)
+            made[role] = array.run(cfg, "run_task", inputs, n_tasks=tasks, concurrency=slots,
+                                   settings=slurm_settings, assignment_root=a.root)
+            assert hook.check(inputs, made[role].values) is None
+    finally:
+        stage.cleanup()
+    # Four balanced tasks on two slots: well under the serial sweep, though SLURM left seconds
+    # between the tasks (the makespan leaves the dispatch gaps out).
+    assert 0 < made["reference"].makespan_s < 0.9 * made["baseline"].makespan_s, made

@@ -80,3 +80,12 @@ def test_weak_efficiency_is_one_worker_time_over_k_worker_time() -> None:
     (point,) = timing.summarize_weak([s])
     assert point.workers == 2 and point.efficiency == pytest.approx(0.8, abs=0.02)
     assert point.ci_low <= point.efficiency <= point.ci_high
+
+
+def test_an_arrays_makespan_is_its_tasks_list_scheduled_in_id_order() -> None:
+    from runners.array import list_schedule
+
+    # Two slots: 4 and 1 start at once; 2 goes where 1 ended (t=1), 3 where 2 ended (t=3).
+    assert list_schedule([4.0, 1.0, 2.0, 3.0], 2) == 6.0
+    assert list_schedule([4.0, 1.0, 2.0, 3.0], 1) == 10.0  # one slot: the sum
+    assert list_schedule([4.0, 1.0], 8) == 4.0  # more slots than tasks: the longest
