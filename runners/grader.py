@@ -173,8 +173,10 @@ def code_of(assignment: Assignment, role: str) -> dict[str, bytes]:
 
 def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
               cpus: list[int], reveal: bool = False, public_only: bool = False,
+              hidden_only: bool = False,
               timeout: float | None = None) -> tuple[list[TestResult], str]:
-    """Run the package's tests (trusted pytest process) against the code in `code_dir`."""
+    """Run the package's tests (trusted pytest process) against the code in `code_dir`: public
+    and hidden, or one kind only."""
     with tempfile.TemporaryDirectory(prefix="paragrade-tests-") as tmp:
         results = Path(tmp) / "results.json"
         ctx = Context(assignment_root=str(assignment.root), code_dir=str(code_dir),
@@ -182,7 +184,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
                       hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal)
         ctx_path = Path(tmp) / "context.json"
         ctx_path.write_text(json.dumps(ctx.__dict__))
-        targets = [str(assignment.public_dir)]
+        targets = [] if hidden_only else [str(assignment.public_dir)]
         if not public_only:
             targets.append(str(assignment.hidden_dir))
         ini = Path(tmp) / "pytest.ini"  # the package's tests never pick up a project's config

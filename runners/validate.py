@@ -57,10 +57,11 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
         dirs = {role: stage.add_code(role, grader.code_of(a, role))
                 for role in ("reference", "starter", "baseline")}
 
-        def tests_of(role: str) -> list[TestResult]:
+        def tests_of(role: str, *, hidden_only: bool = False) -> list[TestResult]:
             progress(f"running the tests against the {role}")
             tests, _ = grader.run_tests(a, dirs[role], backend=executor.name, seed=seed,
-                                        gpu_mode=gpu_mode, cpus=cpus, reveal=True)
+                                        gpu_mode=gpu_mode, cpus=cpus, reveal=True,
+                                        hidden_only=hidden_only)
             return tests
 
         report = None
@@ -81,11 +82,11 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                 [] if report.speedup.median > low else [
                     f"{report.speedup.median:.2f}× is not above scoring.speedup_min "
                     f"({low}): the reference would earn no performance points"]))
-        starter = tests_of("starter")
-        hidden_fail = _failures(starter, hidden_only=True)
+        # The starter and the baseline are judged on the hidden tests only.
+        hidden_fail = _failures(tests_of("starter", hidden_only=True))
         checks.append(Check("starter fails", bool(hidden_fail),
                             [] if hidden_fail else ["the starter passes every hidden test"]))
-        base = [t for t in tests_of("baseline") if t.hidden]
+        base = tests_of("baseline", hidden_only=True)
         checks.append(Check("baseline is correct", not _failures(base), _failures(base)))
         checks.append(_check_hook(a, stage, dirs, executor, cpus, gpu_mode, seed, settings))
     finally:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +23,7 @@ from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import users as user_service
 from server.services.errors import DomainError
-from server.settings import get_settings
+from server.settings import ServerSettings, get_settings
 
 console = Console()
 admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
@@ -37,30 +38,47 @@ def _prepare() -> None:
     migrate.upgrade(settings.database_url)
 
 
-def import_shipped_course(course_slug: str = "treasure-hunt") -> list[str]:
-    """Create the shipped course (owned by the first instructor) and import its packages."""
-    settings = get_settings()
+def shipped_courses(root: Path) -> list[tuple[str, str]]:
+    """(slug, title) of every course folder under `root` (one with a `course.toml`)."""
+    found = []
+    for meta in sorted(root.glob("*/course.toml")):
+        try:
+            title = str(tomllib.loads(meta.read_text(encoding="utf-8"))["title"])
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as exc:
+            console.print(f"[red]{meta}: no usable title ({exc})[/]")
+            continue
+        found.append((meta.parent.name, title))
+    return found
+
+
+def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
+    """Create each shipped course (owned by the first instructor) and import its packages;
+    `course/slug` of each package (one unchanged since the last start is not imported again)."""
+    settings = settings or get_settings()
     sessions, _ = publishing_sessions(settings)
     imported: list[str] = []
-    with sessions() as session, session.begin():
-        owner = session.scalar(select(User).where(User.is_instructor.is_(True)).order_by(User.id))
-        if owner is None:
-            return imported
-        course = session.scalar(select(Course).where(Course.slug == course_slug))
-        if course is None:
-            course = course_service.create(session=session, actor=owner, slug=course_slug,
-                                           title="Treasure hunt: parallel Python")
-        role = course_service.role(session=session, user=owner, course=course)
-        for folder in sorted((settings.assignments_dir / course_slug).glob("*/assignment.toml")):
-            try:
-                assignment_service.import_files(
-                    session=session, actor=owner, course=course,
-                    files=assignment_service.read_folder(folder.parent),
-                    artifacts_root=settings.artifacts_dir, role=role)
-                imported.append(folder.parent.name)
-            except DomainError as exc:
-                console.print(f"[red]{folder.parent.name}: {exc.message}[/]")
-        console.print(f"course [bold]{course_slug}[/]: join code [bold]{course.join_code}[/]")
+    for course_slug, title in shipped_courses(settings.assignments_dir):
+        with sessions() as session, session.begin():
+            owner = session.scalar(select(User).where(User.is_instructor.is_(True))
+                                   .order_by(User.id))
+            if owner is None:
+                return imported
+            course = session.scalar(select(Course).where(Course.slug == course_slug))
+            if course is None:
+                course = course_service.create(session=session, actor=owner, slug=course_slug,
+                                               title=title)
+            role = course_service.role(session=session, user=owner, course=course)
+            for folder in sorted((settings.assignments_dir / course_slug).glob(
+                    "*/assignment.toml")):
+                try:
+                    assignment_service.import_files(
+                        session=session, actor=owner, course=course,
+                        files=assignment_service.read_folder(folder.parent),
+                        artifacts_root=settings.artifacts_dir, role=role)
+                    imported.append(f"{course_slug}/{folder.parent.name}")
+                except DomainError as exc:
+                    console.print(f"[red]{folder.parent.name}: {exc.message}[/]")
+            console.print(f"course [bold]{course_slug}[/]: join code [bold]{course.join_code}[/]")
     return imported
 
 
@@ -70,13 +88,13 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     """Start the server (migrating the schema first) and a local runner."""
     settings = get_settings()
     _prepare()
-    imported = import_shipped_course()
+    imported = import_shipped_courses()
     url = f"http://{host}:{port}"
     console.print(f"paragrade serving on [bold]{url}[/]  (API docs: {url}/docs)")
     if not imported:
         console.print("No instructor yet: create one (in another terminal) with [bold]"
                       ".venv/bin/paragrade admin create-instructor EMAIL[/]; that imports the "
-                      "shipped course and prints its join code.")
+                      "shipped courses and prints their join codes.")
     console.print(f"Open [bold]{url}[/] in a browser to log in, or from a terminal: "
                   f"[bold]paragrade login {url}[/]")
     procs = []
@@ -122,4 +140,4 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
             console.print(f"[red]error:[/] {exc.message}")
             raise typer.Exit(2) from exc
     console.print(f"instructor [bold]{email}[/] created")
-    import_shipped_course()  # the first instructor owns the shipped course
+    import_shipped_courses()  # the first instructor owns the shipped courses

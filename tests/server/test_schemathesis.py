@@ -39,7 +39,7 @@ from server.services import users as user_service
 
 from .conftest import REFERENCE, World, bearer, claim
 
-MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "15"))
 RUNNER = bearer("runner-secret-1234")  # the `settings` fixture's runner token
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
