@@ -19,6 +19,7 @@ Values cross back as the harness encoded them and are decoded strictly here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -75,39 +76,63 @@ def _one_core(cfg: RunConfig, core: int) -> RunConfig:
 
 def run_local(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks: int,
               concurrency: int) -> ArrayResult:
-    """Tasks as sandboxes on this runner: slot i runs on the allotment's i-th core."""
+    """Tasks as sandboxes on this runner: slot i runs on the allotment's i-th core. When a task
+    fails the others are stopped and that failure is raised."""
     cores = cfg.limits.cpus
     slots = max(1, min(concurrency, n_tasks, len(cores)))
     values: list[Any] = [None] * n_tasks
     pending = iter(range(n_tasks))
     lock = threading.Lock()
-    errors: list[BaseException] = []
+    failure: list[BaseException] = []
+    live: set[Session] = set()
+    stopped = threading.Event()
+
+    def stop_all() -> None:
+        stopped.set()
+        with lock:
+            running = list(live)
+        for session in running:
+            session.kill()
 
     def slot(core: int) -> None:
         one = _one_core(cfg, core)
         while True:
             with lock:
-                task = None if errors else next(pending, None)
-            if task is None:
-                return
+                task = None if stopped.is_set() else next(pending, None)
+                if task is None:
+                    return
+                session = Session(one)
+                live.add(session)
             try:
-                with Session(one) as session:
-                    values[task], _ = session.call(function, task_id=task, n_tasks=n_tasks,
-                                                   **inputs)
+                session.start()
+                values[task], _ = session.call(function, task_id=task, n_tasks=n_tasks,
+                                               **inputs)
             except BaseException as exc:  # re-raised in the caller's thread
                 with lock:
-                    errors.append(exc)
+                    first = not stopped.is_set()  # not one of the tasks stopped because of it
+                    if first:
+                        failure.append(exc)
+                if first:
+                    stop_all()
                 return
+            finally:
+                session.close()
+                with lock:
+                    live.discard(session)
 
     threads = [threading.Thread(target=slot, args=(cores[i],), daemon=True) for i in range(slots)]
     t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:  # also when interrupted (cancelled, out of time): no sandbox outlives the call
+        if any(t.is_alive() for t in threads):
+            stop_all()
     makespan = time.perf_counter() - t0
-    if errors:
-        raise errors[0]
+    if failure:
+        raise failure[0]
     return ArrayResult(values, makespan)
 
 
@@ -118,43 +143,41 @@ def run_slurm(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks:
               concurrency: int, settings: RunnerSettings, assignment_root: Path) -> ArrayResult:
     """One `sbatch --array …`; the values and durations the tasks' engines recorded."""
     work = (settings.scratch_dir or Path("/tmp")) / "paragrade-array" / uuid.uuid4().hex
-    work.mkdir(parents=True)
+    client_env = {"PATH": os.environ.get("PATH", settings.slurm_path)}
+    if "SLURM_CONF" in os.environ:
+        client_env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+    job = ""
     try:
+        work.mkdir(parents=True, mode=0o700)
         (work / "job.json").write_text(json.dumps({
             "function": function, "n_tasks": n_tasks, "inputs": encode(inputs),
             "code_dir": str(cfg.code_dir), "assignment": str(assignment_root)}))
-        work.chmod(0o755)
-        try:
-            exported = slurm.export(settings)
-        except slurm.SlurmError as exc:
-            raise ArrayUnavailable(str(exc)) from exc
         waves = math.ceil(n_tasks / max(1, concurrency))
         minutes = math.ceil(cfg.limits.wall_s / 60) + 1
         python = settings.slurm_python or sys.executable
         argv = ["sbatch", "--parsable", f"--array=0-{n_tasks - 1}%{max(1, concurrency)}",
                 f"--job-name=paragrade-array-{work.name[:8]}", "--nodes=1", "--ntasks=1",
                 "--cpus-per-task=1", f"--mem={cfg.limits.memory_mb + 512}M",
-                f"--time={minutes}", f"--output={work}/slurm-%a.out",
-                exported]
+                f"--time={minutes}", f"--output={work}/slurm-%a.out", slurm.export(settings)]
         if settings.slurm_partition:
             argv.append(f"--partition={settings.slurm_partition}")
         argv += [*settings.slurm_args, "--wrap",
                  shlex.join([python, "-m", "runners.array", str(work)])]
-        client_env = {"PATH": os.environ.get("PATH", settings.slurm_path)}
-        if "SLURM_CONF" in os.environ:
-            client_env["SLURM_CONF"] = os.environ["SLURM_CONF"]
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, env=client_env,
-                                  timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ArrayUnavailable(f"sbatch could not submit the array: {exc}") from exc
+        proc = subprocess.run(argv, capture_output=True, text=True, env=client_env, timeout=60)
         job = proc.stdout.strip().split(";")[0]
         if proc.returncode != 0 or not job.isdigit():
             raise ArrayUnavailable(f"sbatch failed: {proc.stderr.strip()[-500:]}")
         _wait(work, job, n_tasks, client_env, deadline=time.monotonic() + waves * (
             cfg.limits.wall_s + 60) + 120)
-        return _gather(work, n_tasks, concurrency)
+        result = _gather(work, n_tasks, concurrency)
+        job = ""  # done: nothing to cancel
+        return result
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, slurm.SlurmError) as exc:
+        raise ArrayUnavailable(f"the array job failed: {exc}") from exc
     finally:
+        if job:  # failed or interrupted: no task outlives the call
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(["scancel", job], env=client_env, capture_output=True, timeout=30)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -166,14 +189,13 @@ def _wait(work: Path, job: str, n_tasks: int, env: dict[str, str], deadline: flo
     while not all(r.is_file() for r in results):
         now = time.monotonic()
         if now > deadline:
-            subprocess.run(["scancel", job], env=env, capture_output=True, timeout=30)
             raise ArrayUnavailable("the array job did not finish in time")
         if now - checked > 2:  # is the job still queued or running?
             checked = now
             q = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=env,
                                capture_output=True, text=True, timeout=30)
-            if q.returncode == 0 and not q.stdout.strip():
-                return  # finished: whatever is missing is reported by _gather
+            if not q.stdout.strip():
+                return  # finished (or gone): whatever is missing is reported by _gather
         time.sleep(0.1)
 
 
@@ -198,6 +220,8 @@ def _gather(work: Path, n_tasks: int, concurrency: int) -> ArrayResult:
             raise ArrayUnavailable(f"array task {task} left no result: {tail}")
         record = json.loads(path.read_text())
         if not record["ok"]:
+            if record["kind"] == "platform":
+                raise ArrayUnavailable(f"array task {task}: {record['message']}")
             if record["kind"] == "raised":
                 raise SubmissionRaised(record["type"], record["message"], record["traceback"])
             raise SubmissionFailure(Verdict(record["verdict"]), record["message"],
@@ -211,35 +235,50 @@ def _gather(work: Path, n_tasks: int, concurrency: int) -> ArrayResult:
 
 
 def task_main(work: Path, task: int) -> None:
-    """One array task on its node (trusted): a sandbox on this task's cores, one call, a record."""
+    """One array task on its node (trusted): a sandbox on this task's cores, one call, a record.
+
+    Every outcome leaves a record: the value, the submission's failure, or a platform error."""
     from runners import grader, package
     from runners.sandbox import create_executor
     from runners.session import Stage
     from runners.settings import get_settings
 
-    job = json.loads((work / "job.json").read_text())
-    settings = get_settings()
-    assignment = package.load(Path(job["assignment"]))
-    stage = Stage(scratch=settings.scratch_dir)
     start = time.time()
     record: dict[str, Any]
+    stage: Stage | None = None
     try:
+        job = json.loads((work / "job.json").read_text())
+        settings = get_settings()
+        assignment = package.load(Path(job["assignment"]))
+        stage = Stage(scratch=settings.scratch_dir)
+        if assignment.data_dir is not None:
+            stage.add_data(assignment.data_dir)
         cfg = grader.make_config(assignment, executor=create_executor(settings, None),
                                  stage=stage, code_dir=Path(job["code_dir"]),
                                  cpus=grader.host_cpus(), workers=1, gpu_mode="none",
                                  settings=settings)
-        with Session(cfg) as session:
+        session = Session(cfg)
+        try:
+            session.start()
             value, _ = session.call(job["function"], task_id=task, n_tasks=job["n_tasks"],
                                     **decode(job["inputs"]))
-        record = {"ok": True, "value": encode(value)}
+        finally:
+            session.close()
+        try:
+            record = {"ok": True, "value": encode(value)}
+        except (TypeError, ValueError, RecursionError) as exc:  # e.g. nested beyond the limit
+            raise ProtocolViolation(f"a value that cannot be passed on ({exc})") from exc
     except SubmissionRaised as exc:
         record = {"ok": False, "kind": "raised", "type": exc.type_name, "message": exc.message,
                   "traceback": exc.traceback}
     except SubmissionFailure as exc:
         record = {"ok": False, "kind": "failure", "verdict": exc.verdict.value,
                   "message": exc.message, "output": exc.output}
+    except Exception as exc:  # the platform's (a package or sandbox problem on this node)
+        record = {"ok": False, "kind": "platform", "message": f"{type(exc).__name__}: {exc}"}
     finally:
-        stage.cleanup()
+        if stage is not None:
+            stage.cleanup()
     record.update(start=start, end=time.time())
     tmp = work / f".{RESULT.format(task)}"
     tmp.write_text(json.dumps(record))

@@ -373,6 +373,11 @@ class Session:
         raise SubmissionRaised(type_name, str(err.get("message", "")),
                                str(err.get("traceback", "")))
 
+    def kill(self) -> None:
+        """Stop the sandbox now (from any thread); a call waiting on it ends as a failure."""
+        if self._run.running is not None:
+            self._run.running.kill()
+
     def close(self) -> ExitInfo:
         """Ask the harness to exit, then make sure nothing of the run is left."""
         if self._sock is not None:

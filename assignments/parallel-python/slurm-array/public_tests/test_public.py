@@ -8,7 +8,8 @@ def test_two_tasks_share_a_small_grid(submission):
     assert len(per_task) == 2, "one list per task"
     indices = sorted(r["index"] for task in per_task for r in task)
     assert indices == list(range(6)), f"every configuration exactly once, got {indices}"
-    assert all(0.0 <= r["accuracy"] <= 1.0 and r["loss"] > 0 for t in per_task for r in t)
+    assert all(0.0 <= r["accuracy"] <= 1.0 and r["loss"] > 0 and isinstance(r["bias"], float)
+               for t in per_task for r in t)
 
 
 def test_one_task_trains_everything(submission):

@@ -20,7 +20,8 @@ def make_data(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 
 def train(config: dict, data: tuple) -> dict:
-    """Logistic regression by full-batch gradient descent: validation accuracy and final loss.
+    """Logistic regression by full-batch gradient descent (float64): validation accuracy, final
+    training loss and the fitted intercept.
 
     Its cost is proportional to config["epochs"]."""
     x, y, xv, yv = data
@@ -34,7 +35,7 @@ def train(config: dict, data: tuple) -> dict:
     p = np.clip(1.0 / (1.0 + np.exp(-(x @ w + b))), 1e-12, 1 - 1e-12)
     loss = float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
     accuracy = float(np.mean(((xv @ w + b) > 0) == (yv > 0.5)))
-    return {"accuracy": accuracy, "loss": loss}
+    return {"accuracy": accuracy, "loss": loss, "bias": float(b)}
 
 
 def my_configs(task_id: int, n_tasks: int, grid: list[dict]) -> list[int]:
@@ -54,6 +55,6 @@ def my_configs(task_id: int, n_tasks: int, grid: list[dict]) -> list[int]:
 
 
 def run_task(task_id: int, n_tasks: int, seed: int, grid: list[dict]) -> list[dict]:
-    """One array task: {"index", "accuracy", "loss"} for each configuration it owns."""
+    """One array task: {"index", "accuracy", "loss", "bias"} for each configuration it owns."""
     data = make_data(seed)
     return [{"index": i, **train(grid[i], data)} for i in my_configs(task_id, n_tasks, grid)]
