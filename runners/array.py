@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
 import shlex
 import shutil
 import subprocess
@@ -143,9 +142,9 @@ def run_slurm(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks:
               concurrency: int, settings: RunnerSettings, assignment_root: Path) -> ArrayResult:
     """One `sbatch --array …`; the values and durations the tasks' engines recorded."""
     work = (settings.scratch_dir or Path("/tmp")) / "paragrade-array" / uuid.uuid4().hex
-    client_env = {"PATH": os.environ.get("PATH", settings.slurm_path)}
-    if "SLURM_CONF" in os.environ:
-        client_env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+    client_env = {"PATH": settings.slurm_path}
+    if settings.slurm_conf is not None:
+        client_env["SLURM_CONF"] = str(settings.slurm_conf)
     job = ""
     try:
         work.mkdir(parents=True, mode=0o700)
@@ -286,7 +285,9 @@ def task_main(work: Path, task: int) -> None:
 
 
 if __name__ == "__main__":  # an array task, as SLURM starts it: python -m runners.array WORK
-    task_id = os.environ.get("SLURM_ARRAY_TASK_ID", "")
-    if len(sys.argv) != 2 or not task_id.isdigit():
+    from runners.settings import get_settings
+
+    task_id = get_settings().slurm_array_task_id
+    if len(sys.argv) != 2 or task_id is None:
         sys.exit("usage: python -m runners.array WORK, inside an sbatch --array job")
-    task_main(Path(sys.argv[1]), int(task_id))
+    task_main(Path(sys.argv[1]), task_id)

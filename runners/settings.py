@@ -60,6 +60,12 @@ class RunnerSettings(BaseSettings):
     array_launcher: Literal["local", "slurm"] = Field(
         default="local", description="How [array] packages' tasks run: concurrent local "
         "sandboxes, or an sbatch --array (set on the nodes by the SLURM backend)")
+    slurm_conf: Path | None = Field(default=None, validation_alias="SLURM_CONF",
+                                    description="SLURM's own SLURM_CONF, passed on to the jobs "
+                                                "that submit arrays")
+    slurm_array_task_id: int | None = Field(default=None,
+                                            validation_alias="SLURM_ARRAY_TASK_ID",
+                                            description="Set by SLURM in an array task")
     slurm_partition: str | None = Field(default=None, description="Partition jobs go to")
     slurm_exclusive: bool = Field(default=True, description="Whole node per job (timed cores "
                                   "are never shared)")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -76,8 +75,8 @@ def export(settings: RunnerSettings) -> str:
         env["PARAGRADE_SCRATCH_DIR"] = str(settings.scratch_dir)
     if settings.slurm_partition:
         env["PARAGRADE_SLURM_PARTITION"] = settings.slurm_partition
-    if "SLURM_CONF" in os.environ:
-        env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+    if settings.slurm_conf is not None:
+        env["SLURM_CONF"] = str(settings.slurm_conf)
     if any("," in v for v in env.values()):
         raise SlurmError("an exported setting contains a comma, which --export cannot carry")
     return "--export=" + ",".join(f"{k}={v}" for k, v in env.items())
