@@ -197,8 +197,11 @@ class _Run:
                     f"--nproc-per-node={cfg.ranks}", *program[1:]]
         else:
             argv = program
+        env = base_env(cfg, cfg.executor.path(self.m_work))
+        # Processes the code starts itself (Ray's workers, a spawn pool) import it by name too.
+        env["PYTHONPATH"] = cfg.executor.path(self.m_sub)
         spec = SandboxSpec(argv=argv, mounts=self.mounts + extra_mounts, workdir=self.m_work,
-                           env=base_env(cfg, cfg.executor.path(self.m_work)), limits=cfg.limits)
+                           env=env, limits=cfg.limits)
         self.running = cfg.executor.start(spec)
 
     def finish(self, grace: float = 2.0) -> ExitInfo:

@@ -201,7 +201,8 @@ def test_environment_holds_no_secrets(make_session: SessionFactory,
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE",
                         "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                         "NUMBA_NUM_THREADS", "NUMBA_CACHE_DIR", "MPLCONFIGDIR", "HYDRA_LAUNCHER",
-                        "UCX_LOG_LEVEL", "HWLOC_HIDE_ERRORS", "LC_CTYPE", "PWD"}
+                        "UCX_LOG_LEVEL", "HWLOC_HIDE_ERRORS", "LC_CTYPE", "PWD",
+                        "PYTHONPATH"}  # the submission's own folder (for its child processes)
 
 
 # 16. writing outside the work dir ----------------------------------------------------------

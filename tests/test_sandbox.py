@@ -202,3 +202,12 @@ def probe(home):
     finally:
         get_settings.cache_clear()
         shutil.rmtree(toolkit)
+
+
+def test_processes_the_code_starts_can_import_it_by_name(make_session: SessionFactory) -> None:
+    # Ray's workers (joblib-sweep's Ray backend) and spawn pools import the module afresh.
+    source = ("import subprocess, sys\nMARK = 41\n"
+              "def child():\n"
+              "    return subprocess.run([sys.executable, '-c', 'import solution; "
+              "print(solution.MARK + 1)'], capture_output=True, text=True).stdout.strip()\n")
+    assert make_session(source).call("child")[0] == "42"
