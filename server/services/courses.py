@@ -46,6 +46,10 @@ def join(*, session: Session, user: User, join_code: str, alias: str | None = No
                                                        Enrollment.course_id == course.id))
     if existing is not None:
         return existing
+    if alias is None:  # the alias this student already shows on other leaderboards, if any
+        alias = session.scalar(select(Enrollment.alias).where(
+            Enrollment.user_id == user.id, Enrollment.alias.is_not(None))
+            .order_by(Enrollment.id).limit(1))
     enrollment = Enrollment(user_id=user.id, course_id=course.id, role="student", alias=alias)
     session.add(enrollment)
     session.flush()

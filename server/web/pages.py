@@ -25,7 +25,7 @@ from server import security
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
 from server.models import Assignment, Course, GradeReportRow, Submission, User
-from server.schemas import UserCreate
+from server.schemas import JoinCreate, UserCreate
 from server.services import artifacts
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
@@ -160,13 +160,38 @@ def logout(request: Request, session: SessionDep, user: PageUser) -> Response:
 
 # student pages -----------------------------------------------------------------------------
 @router.get("/")
-def home(request: Request, session: SessionDep, user: PageUser) -> HTMLResponse:
+def home(request: Request, session: SessionDep, user: PageUser, joined: str = "") -> HTMLResponse:
+    return _home(request, session, user, joined=joined)
+
+
+def _home(request: Request, session: SessionDep, user: User, *, status_code: int = 200,
+          **extra: str) -> HTMLResponse:
     courses = []
     for course, role in course_service.mine(session=session, user=user):
         items = [a for a in assignment_service.of_course(session=session, course=course)
                  if a.current_version is not None]
         courses.append({"course": course, "role": role, "assignments": items})
-    return render(request, "home.html", user=user, courses=courses)
+    return render(request, "home.html", status_code=status_code, user=user, courses=courses,
+                  **extra)
+
+
+@router.post("/join", dependencies=[Csrf])
+def join(request: Request, session: SessionDep, user: PageUser,
+         join_code: Annotated[str, Form()], alias: Annotated[str, Form()] = "") -> Response:
+    """Join another course with its join code (the first one came with registering)."""
+    form = {"code": join_code, "alias": alias}
+    try:
+        body = JoinCreate(join_code=join_code, alias=alias or None)
+    except ValidationError as exc:
+        return _home(request, session, user, status_code=422, error=reasons(exc), **form)
+    try:
+        with committing(session):
+            enrollment = course_service.join(session=session, user=user,
+                                             join_code=body.join_code, alias=body.alias)
+            slug = enrollment.course.slug
+    except DomainError as exc:
+        return _home(request, session, user, status_code=exc.status, error=exc.message, **form)
+    return RedirectResponse(f"/?joined={slug}", status_code=303)
 
 
 def _assignment(session: SessionDep, user: User, course: str, slug: str

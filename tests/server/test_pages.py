@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from runners.protocol import GradeReport
 from server.db import session_factory
-from server.models import Submission
+from server.models import Enrollment, Submission, User
 from server.services import jobs
 from tests.server.conftest import (
     REFERENCE,
@@ -259,3 +259,26 @@ def test_a_student_cancels_a_queued_submission(world: World) -> None:
     assert "Cancel this submission" not in shown
     r = b.post(f"{page}/cancel", data={"csrf_token": token})
     assert r.status_code == 409 and "already cancelled" in r.text
+
+
+def test_a_student_joins_another_course_from_the_home_page(world: World, engine: Engine) -> None:
+    r = world.post(world.prof, "/api/courses", json={"slug": "c2", "title": "Second course"})
+    assert r.status_code == 201, r.text
+    code = r.json()["join_code"]
+    b = browser(world)
+    token = csrf(b.get("/").text)
+    r = b.post("/join", data={"csrf_token": token, "join_code": "no-such-code"})
+    assert r.status_code == 404 and "no course has this join code" in r.text
+    assert 'value="no-such-code"' in r.text  # what was typed stays in the form
+    r = b.post("/join", data={"csrf_token": token, "join_code": code, "alias": XSS})
+    assert r.status_code == 422 and "alias: use letters, digits" in r.text
+    assert b.post("/join", data={"join_code": code}).status_code == 403  # no CSRF token
+    r = b.post("/join", data={"csrf_token": token, "join_code": code})
+    assert r.status_code == 303 and r.headers["location"] == "/?joined=c2"
+    home = b.get(r.headers["location"]).text
+    assert "You joined <strong>c2</strong>" in home and "Second course" in home
+    assert "Treasure hunt" in home  # the first course is still there
+    with session_factory(engine)() as s:  # no alias given: the one she shows elsewhere
+        aliases = {e.course.slug: e.alias for e in s.scalars(
+            select(Enrollment).join(User).where(User.email == "ada@uni.edu"))}
+    assert aliases["c2"] == aliases["th"] is not None

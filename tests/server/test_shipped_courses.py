@@ -82,10 +82,9 @@ def test_every_shipped_reference_is_graded_and_ranked(tmp_path: Path) -> None:
                 lambda s: s if s["status"] not in ("queued", "running") else None)(
                 p.get(ada, f"/api/submissions/{sid}")), 900, 1)
             board = p.get(ada, f"/api/courses/{course}/assignments/{slug}/leaderboard")
-            # (her alias is per course: the one she chose where she registered, a default
-            # "student-N" in the course she joined)
-            assert [(e["rank"], e["submission_id"]) for e in board] == [(1, sid)], (
-                slug, (results[slug]["report"] or {}).get("summary"))
+            # (in the course she joined too, her alias is the one she registered with)
+            assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [
+                ("ada", 1, sid)], (slug, (results[slug]["report"] or {}).get("summary"))
         summary = {slug: (s["verdict"], s["score"], (s["report"]["speedup"] or {}).get("median"))
                    for slug, s in results.items()}
         print("\n".join(f"{k}: {v}" for k, v in summary.items()))
