@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
 W, H = 420, 260
 LEFT, RIGHT, TOP, BOTTOM = 48, 52, 16, 40
+
+
+def _axes(aria: str, left_ticks: Sequence[tuple[float, str]], workers: Sequence[int],
+          x: Callable[[float], float], x_label: str) -> list[str]:
+    """The opening of a plot: frame, left-axis ticks with grid lines, worker ticks, x label.
+    `left_ticks` holds (y position, text) pairs."""
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
+           f'class="plot" aria-label="{escape(aria)}">',
+           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" class="frame"/>']
+    for at, text in left_ticks:
+        out.append(f'<text x="{LEFT - 6}" y="{at + 4:.1f}" class="tick" text-anchor="end">'
+                   f'{text}</text>')
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{at:.1f}" y2="{at:.1f}" '
+                   'class="grid"/>')
+    for w in workers:
+        out.append(f'<text x="{x(w):.1f}" y="{TOP + ph + 16}" class="tick" '
+                   f'text-anchor="middle">{int(w)}</text>')
+    out.append(f'<text x="{LEFT + pw / 2}" y="{H - 6}" class="label" text-anchor="middle">'
+               f'{escape(x_label)}</text>')
+    return out
 
 
 def scaling_svg(points: Sequence[dict[str, Any]]) -> str:
@@ -32,23 +53,12 @@ def scaling_svg(points: Sequence[dict[str, Any]]) -> str:
     def y_eff(e: float) -> float:
         return TOP + ph - min(max(e, 0.0), 1.2) / 1.2 * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
-           'class="plot" aria-label="strong scaling: speedup and efficiency against workers">',
-           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" class="frame"/>']
-    for i in range(5):  # left axis: speedup
-        v = y_max * i / 4
-        out.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" class="tick" text-anchor="end">'
-                   f'{v:.1f}</text>')
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-                   'class="grid"/>')
+    out = _axes("strong scaling: speedup and efficiency against workers",
+                [(y(y_max * i / 4), f"{y_max * i / 4:.1f}") for i in range(5)],
+                [p["workers"] for p in pts], x, "workers")
     for e in (0.0, 0.5, 1.0):  # right axis: efficiency
         out.append(f'<text x="{LEFT + pw + 6}" y="{y_eff(e) + 4:.1f}" class="tick eff">'
                    f'{e:.0%}</text>')
-    for p in pts:
-        out.append(f'<text x="{x(p["workers"]):.1f}" y="{TOP + ph + 16}" class="tick" '
-                   f'text-anchor="middle">{int(p["workers"])}</text>')
-    out.append(f'<text x="{LEFT + pw / 2}" y="{H - 6}" class="label" text-anchor="middle">'
-               'workers</text>')
     out.append(f'<line x1="{x(1):.1f}" y1="{y(1):.1f}" x2="{x(max_w):.1f}" y2="{y(max_w):.1f}" '
                'class="ideal"><title>ideal: speedup = workers</title></line>')
     speed = " ".join(f"{x(p['workers']):.1f},{y(p['speedup']):.1f}" for p in pts)
@@ -87,19 +97,9 @@ def weak_svg(points: Sequence[dict[str, Any]]) -> str:
     def y(e: float) -> float:
         return TOP + ph - min(max(e, 0.0), top) / top * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
-           'class="plot" aria-label="weak scaling: efficiency against workers">',
-           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" class="frame"/>']
-    for e in (0.0, 0.25, 0.5, 0.75, 1.0):
-        out.append(f'<text x="{LEFT - 6}" y="{y(e) + 4:.1f}" class="tick" text-anchor="end">'
-                   f'{e:.0%}</text>')
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{y(e):.1f}" y2="{y(e):.1f}" '
-                   'class="grid"/>')
-    for p in pts:
-        out.append(f'<text x="{x(p["workers"]):.1f}" y="{TOP + ph + 16}" class="tick" '
-                   f'text-anchor="middle">{int(p["workers"])}</text>')
-    out.append(f'<text x="{LEFT + pw / 2}" y="{H - 6}" class="label" text-anchor="middle">'
-               'workers (problem size ∝ workers)</text>')
+    out = _axes("weak scaling: efficiency against workers",
+                [(y(e), f"{e:.0%}") for e in (0.0, 0.25, 0.5, 0.75, 1.0)],
+                [p["workers"] for p in pts], x, "workers (problem size ∝ workers)")
     out.append(f'<line x1="{x(1):.1f}" y1="{y(1):.1f}" x2="{x(max_w):.1f}" y2="{y(1):.1f}" '
                'class="ideal"><title>ideal: efficiency 100 %</title></line>')
     line = " ".join(f"{x(p['workers']):.1f},{y(p['efficiency']):.1f}" for p in pts)
