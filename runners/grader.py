@@ -208,8 +208,13 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
     return [TestResult(**t) for t in data["tests"]], data["output"]
 
 
+# The runner's credentials: the tests (the package author's code) have no use for them.
+_NOT_FOR_TESTS = ("PARAGRADE_RUNNER_TOKEN", "PARAGRADE_BROKER_URL", "PARAGRADE_SERVER_")
+
+
 def _test_env() -> dict[str, str]:
-    env = dict(os.environ)
+    """The trusted test process's environment: the runner's, less its credentials."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_NOT_FOR_TESTS)}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     # Only our plugin: whatever else is installed (hypothesis, schemathesis…) costs seconds to load.
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"

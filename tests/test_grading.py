@@ -169,3 +169,14 @@ def test_empty_submission_measures_under_one_percent_of_the_baseline(
         stage.cleanup()
     ratio = float(np.median(s.submission) / np.median(s.baseline))
     assert ratio < 0.01, f"empty submission measured {ratio:.2%} of the baseline"
+
+
+def test_the_test_process_gets_no_runner_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARAGRADE_RUNNER_TOKEN", "fleet-token-secret")
+    monkeypatch.setenv("PARAGRADE_BROKER_URL", "redis://:pw@broker:6379/0")
+    monkeypatch.setenv("PARAGRADE_SERVER_SECRET_KEY", "server-secret")
+    monkeypatch.setenv("PARAGRADE_RUNTIME_DIR", "/opt/paragrade/runtime")
+    env = grader._test_env()
+    assert not {"PARAGRADE_RUNNER_TOKEN", "PARAGRADE_BROKER_URL",
+                "PARAGRADE_SERVER_SECRET_KEY"} & set(env)
+    assert env["PARAGRADE_RUNTIME_DIR"] == "/opt/paragrade/runtime"  # settings still reach it
