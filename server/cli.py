@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import signal
@@ -104,10 +105,18 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
         # GPU jobs wait for a GPU runner unless this machine has a GPU.
         queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi"
         procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
-                                       "--queues", queues, "--name", "local"], env=env))
+                                       "--queues", queues, "--name", "local"], env=env,
+                                      start_new_session=True))  # its own group, stopped below
     import uvicorn
 
     from server import reaper
+
+    def stop_on_sigterm(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwinds to the `finally` below, which stops the runner
+
+    # uvicorn shuts down on SIGTERM, then raises it again under the handler found before it
+    # started: the default one would end this process before its runner.
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
 
     stop = reaper.start(*publishing_sessions(settings), lease_s=settings.job_lease_s,
                         max_attempts=settings.max_job_attempts)
@@ -116,9 +125,16 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                     log_level="warning")
     finally:
         stop.set()
+        for p in procs:  # the runner finishes its job (warm shutdown) …
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
         for p in procs:
-            p.send_signal(signal.SIGTERM)
-            p.wait(10)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:  # … or, a long one, is stopped with its sandboxes
+                with contextlib.suppress(ProcessLookupError):  # (the job's lease re-queues it)
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
 
 
 @admin_app.command("create-instructor")
