@@ -97,19 +97,17 @@ class Submission:
               **inputs: Any) -> list[Any]:
         """Run an [array] package's tasks (0 … n_tasks-1, default the manifest's) as the grader
         does, each in its own sandbox (through SLURM on a SLURM runner); one value per task."""
-        from runners import array, grader
+        from runners import grader
         from runners.settings import get_settings
 
         m = self._assignment.manifest
-        if m.array is None or self.function is None:
+        if m.array is None:
             raise RuntimeError("submission.array() needs an [array] package")
-        run = grader.array_runner(self._assignment, self._cfg_for(concurrency or self.workers),
-                                  n_tasks or m.array.tasks, concurrency or self.workers,
-                                  get_settings())
+        slots = concurrency or self.workers
+        run = grader.array_runner(self._assignment, self._cfg_for(slots), n_tasks or m.array.tasks,
+                                  slots, get_settings())
         try:
             return run(inputs)[0]
-        except array.ArrayUnavailable:
-            raise
         except SubmissionFailure as exc:
             self._recorder.add_output(exc.output)
             raise

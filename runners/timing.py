@@ -8,8 +8,9 @@ same inputs. Every timed answer is checked on the trusted side.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -73,14 +74,30 @@ def amdahl_fit(points: list[tuple[int, float]]) -> float | None:
 Checker = Callable[[dict[str, Any], Any], str | None]
 
 
-def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
-           extra: dict[str, Any], *, side: str) -> list[float]:
+@contextlib.contextmanager
+def _blamed(side: str) -> Iterator[None]:
+    """A failure of the baseline's code is the author's (BaselineBroken), not the student's."""
     try:
-        return _timed_calls(cfg, function, inputs, check, extra, side=side)
+        yield
     except (SubmissionFailure, SubmissionRaised) as exc:
         if side == "baseline":
             raise BaselineBroken(f"the baseline failed while timed: {exc}") from exc
         raise
+
+
+def _judge(problem: str | None, side: str, what: str = "run") -> None:
+    """Raise for a timed answer the checker rejected: the author's or the student's fault."""
+    if problem is None:
+        return
+    if side == "baseline":
+        raise BaselineBroken(f"the baseline's timed answer is wrong: {problem}")
+    raise WrongTimedAnswer(f"a timed {what} returned a wrong answer: {problem}")
+
+
+def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
+           extra: dict[str, Any], *, side: str) -> list[float]:
+    with _blamed(side):
+        return _timed_calls(cfg, function, inputs, check, extra, side=side)
 
 
 def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
@@ -97,10 +114,7 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
                 if problem is not None:
                     break
                 times.append(elapsed)
-        if problem is not None:
-            if side == "baseline":
-                raise BaselineBroken(f"the baseline's timed answer is wrong: {problem}")
-            raise WrongTimedAnswer(f"a timed run returned a wrong answer: {problem}")
+        _judge(problem, side)
     return times
 
 
@@ -160,17 +174,9 @@ def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submiss
         if block % 2:
             sides.reverse()
         for side, run, into in sides:
-            try:
+            with _blamed(side):
                 values, seconds = run(inputs)
-            except (SubmissionFailure, SubmissionRaised) as exc:
-                if side == "baseline":
-                    raise BaselineBroken(f"the baseline failed while timed: {exc}") from exc
-                raise
-            problem = hook.check(inputs, values)
-            if problem is not None:
-                if side == "baseline":
-                    raise BaselineBroken(f"the baseline's timed answer is wrong: {problem}")
-                raise WrongTimedAnswer(f"a timed array returned a wrong answer: {problem}")
+            _judge(hook.check(inputs, values), side, "array")
             into.append(seconds)
         block += 1
         if _enough(samples, started, budget_s, min_reps, max_reps, target_width):

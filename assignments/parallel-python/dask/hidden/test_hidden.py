@@ -1,24 +1,15 @@
 """Hidden tests for the dask assignment: inputs drawn per grading, answers from plain numpy."""
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-RADIUS = 2  # the filter's window is 5×5
-
-
-def expected_means(field: np.ndarray) -> np.ndarray:
-    """Row means of the edge-preserving 5×5 mean of `field` (border values repeated), whole-field."""
-    padded = np.pad(field, RADIUS, mode="edge")
-    rows, cols = field.shape
-    num = np.zeros(field.shape)
-    den = np.zeros(field.shape)
-    for di in range(2 * RADIUS + 1):
-        for dj in range(2 * RADIUS + 1):
-            nb = padded[di:di + rows, dj:dj + cols]
-            w = np.exp(-((nb - field) ** 2))
-            num += w * nb
-            den += w
-    return (num / den).mean(axis=1)
+_spec = importlib.util.spec_from_file_location("dask_hook", Path(__file__).with_name("timing.py"))
+hook = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hook)
+expected_means = hook._expected_means  # the whole-field answer, computed on the trusted side
 
 
 def means_ok(got: object, field: np.ndarray) -> bool:

@@ -1,40 +1,29 @@
 """Timed inputs for slurm-array (trusted side): a fresh data seed and grid per run, every result
-recomputed here. Also imported by the hidden tests (the trusted sweep and the gathered check)."""
+recomputed here with the baseline's own training. Also imported by the hidden tests (the gathered
+check)."""
 
+import importlib.util
 import math
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-N_TRAIN, N_VAL, FEATURES = 16_000, 4_000, 48
+# The trusted sweep is the instructor's serial baseline (its make_data and train, float64).
+_spec = importlib.util.spec_from_file_location(
+    "slurm_array_baseline", Path(__file__).resolve().parents[1] / "baseline" / "sweep.py")
+assert _spec is not None and _spec.loader is not None
+sweep = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sweep)
+
 EPOCHS = (100, 200, 400, 800)  # the grid is epochs-major: contiguous blocks are unequal
-
-
-def make_data(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(N_TRAIN + N_VAL, FEATURES))
-    w = rng.normal(size=FEATURES) / np.sqrt(FEATURES)
-    y = (x @ w + 0.5 * rng.normal(size=N_TRAIN + N_VAL) > 0).astype(np.float64)
-    return x[:N_TRAIN], y[:N_TRAIN], x[N_TRAIN:], y[N_TRAIN:]
-
-
-def train(config: dict, data: tuple) -> tuple[float, float, float]:
-    x, y, xv, yv = data
-    w = np.zeros(x.shape[1])
-    b = 0.0
-    for _ in range(config["epochs"]):
-        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
-        w -= config["lr"] * (x.T @ (p - y) / len(y) + config["l2"] * w)
-        b -= config["lr"] * float(np.mean(p - y))
-    p = np.clip(1.0 / (1.0 + np.exp(-(x @ w + b))), 1e-12, 1 - 1e-12)
-    loss = float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
-    return float(np.mean(((xv @ w + b) > 0) == (yv > 0.5))), loss, float(b)
 
 
 @lru_cache(maxsize=8)
 def _expected(seed: int, grid: tuple[tuple[float, float, int], ...]) -> list[tuple[float, ...]]:
-    data = make_data(seed)
-    return [train({"lr": lr, "l2": l2, "epochs": e}, data) for lr, l2, e in grid]
+    data = sweep.make_data(seed)
+    return [tuple(sweep.train({"lr": lr, "l2": l2, "epochs": e}, data)[k]
+                  for k in ("accuracy", "loss", "bias")) for lr, l2, e in grid]
 
 
 def expected(seed: int, grid: list[dict]) -> list[tuple[float, ...]]:
@@ -75,7 +64,7 @@ def gather_problem(inputs: dict, per_task: object) -> str | None:
             return "accuracy, loss and bias must be finite floats"
         acc, loss, bias = want[r["index"]]
         # float64 in another summation order agrees to ~1e-12; float32 training does not.
-        if not (abs(got[0] - acc) <= 1.5 / N_VAL and abs(got[1] - loss) <= 1e-9 * abs(loss)
+        if not (abs(got[0] - acc) <= 1.5 / sweep.N_VAL and abs(got[1] - loss) <= 1e-9 * abs(loss)
                 and abs(got[2] - bias) <= 1e-8 * abs(bias) + 1e-12):
             return f"configuration {r['index']}: wrong accuracy, loss or bias"
     return None
