@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,13 +76,9 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
         checks.append(Check("reference passes", not _failures(ref) and bool(ref), _failures(ref)
                             or ([] if ref else ["no tests ran"]), report=report))
         if report is not None and report.speedup is not None:
-            low = a.manifest.scoring.speedup_min
-            checks.append(Check(
-                f"reference speeds up ({report.speedup.median:.2f}× here)",
-                report.speedup.median > low,
-                [] if report.speedup.median > low else [
-                    f"{report.speedup.median:.2f}× is not above scoring.speedup_min "
-                    f"({low}): the reference would earn no performance points"]))
+            checks.append(_check_speedup(a, report, lambda: grader.grade(
+                a, grader.code_of(a, "reference"), backend=executor.name, seed=seed,
+                settings=settings), progress))
         # The starter and the baseline are judged on the hidden tests only.
         hidden_fail = _failures(tests_of("starter", hidden_only=True))
         checks.append(Check("starter fails", bool(hidden_fail),
@@ -92,6 +89,29 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
     finally:
         stage.cleanup()
     return checks
+
+
+def _check_speedup(a: package.Assignment, report: GradeReport,
+                   regrade: Callable[[], GradeReport], progress: grader.Progress) -> Check:
+    """The reference's speedup beats `scoring.speedup_min`. A shared machine can take a core
+    away for a whole timed block, so a figure at or below it is measured once more before the
+    check fails; both figures are shown."""
+    low = a.manifest.scoring.speedup_min
+    figures: list[float] = []
+    for attempt in range(2):
+        if attempt:
+            progress(f"the reference reached only {figures[0]:.2f}×: measuring it once more")
+            report = regrade()
+        if report.speedup is None:
+            break
+        figures.append(report.speedup.median)
+        if figures[-1] > low:
+            break
+    shown = ", then ".join(f"{f:.2f}×" for f in figures) or "no figure"
+    ok = bool(figures) and figures[-1] > low
+    return Check(f"reference speeds up ({shown} here)", ok, [] if ok else [
+        f"{shown} is not above scoring.speedup_min ({low}): the reference would earn no "
+        "performance points"])
 
 
 def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], executor: object,

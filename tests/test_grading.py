@@ -111,6 +111,31 @@ def test_validate_names_a_broken_reference(tmp_path: Path) -> None:
     assert "✘ reference passes" in out.stdout and "test_hidden.py::" in out.stdout
 
 
+def test_a_reference_below_speedup_min_is_measured_once_more(t1: package.Assignment) -> None:
+    from runners import validate
+    from tests.server.reports import sample_report
+
+    def measured(median: float) -> GradeReport:
+        return GradeReport.model_validate(sample_report(median=median, lo=median, hi=median))
+
+    regrades: list[float] = []
+
+    def regrade_to(median: float) -> GradeReport:
+        regrades.append(median)
+        return measured(median)
+
+    # Above scoring.speedup_min (1.0 for t1) at once: one measurement.
+    check = validate._check_speedup(t1, measured(1.8), lambda: regrade_to(1.9), print)
+    assert check.ok and check.name == "reference speeds up (1.80× here)" and not regrades
+    # A noisy first figure, a good second one: it passes and shows both.
+    check = validate._check_speedup(t1, measured(0.92), lambda: regrade_to(1.7), print)
+    assert check.ok and "0.92×, then 1.70×" in check.name and regrades == [1.7]
+    # Twice at or below: it fails, naming both figures and the scoring curve's floor.
+    check = validate._check_speedup(t1, measured(0.9), lambda: regrade_to(1.0), print)
+    assert not check.ok and "0.90×, then 1.00× is not above scoring.speedup_min (1.0)" in \
+        check.problems[0]
+
+
 def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
     out = cli("grade", "treasure-hunt/nope", "x.py")
     assert out.returncode == 2 and "no such assignment" in out.stderr
