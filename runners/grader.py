@@ -404,6 +404,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         # The operator's cap (PARAGRADE_TIMING_BUDGET_S) bounds the package's own budget.
         total = min(m.timing.budget_s, settings.timing_budget_s)
         budget = total / (len(counts) + len(weak_counts))
+        # A freezer stops a frozen side's CPU work, not kernels it queued on a real GPU.
+        paired = gpu_mode != "real"
         try:
             for k in counts:
                 progress(f"timing with {k} worker{'s' * (k > 1)} against the baseline")
@@ -430,7 +432,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
                     rng=rng, budget_s=budget, min_reps=m.timing.min_repetitions,
                     max_reps=m.timing.max_repetitions, target_width=m.timing.target_ci_width,
-                    on_progress=lambda s: progress(
+                    paired=paired, on_progress=lambda s: progress(
                         f"timing with {s.workers} workers: {len(s.submission)} runs"),
                 )
                 timed_total += sum(samples.baseline) + sum(samples.submission)
@@ -442,7 +444,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     workers_arg=m.entry.workers_arg, one_cfg=cfg(code_dir, 1, False),
                     many_cfg=cfg(code_dir, k, False), rng=rng, budget_s=budget,
                     min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
-                    target_width=m.timing.target_ci_width)
+                    target_width=m.timing.target_ci_width, paired=paired)
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 weak_samples.append(samples)
         except timing.WrongTimedAnswer as exc:

@@ -231,6 +231,8 @@ class Session:
         self._sock: socket.socket | None = None
         self._next_id = 0
         self._deadline = 0.0
+        self._frozen = False
+        self._frozen_at = 0.0
         self.exit_info: ExitInfo | None = None
 
     def __enter__(self) -> Session:
@@ -376,6 +378,24 @@ class Session:
         raise SubmissionRaised(type_name, str(err.get("message", "")),
                                str(err.get("traceback", "")))
 
+    def freeze(self, frozen: bool) -> bool:
+        """Stop (or restart) the whole sandbox between calls; False where the backend cannot.
+        The wall limit does not run while frozen."""
+        if not self._run.proc.freeze(frozen):
+            return False
+        now = time.monotonic()
+        if frozen and not self._frozen:
+            self._frozen_at = now
+        elif not frozen and self._frozen:
+            self._deadline += now - self._frozen_at  # frozen time is not the run's time
+        self._frozen = frozen
+        return True
+
+    @property
+    def seconds_left(self) -> float:
+        """Wall time left before the run's limit ends it (time spent frozen excluded)."""
+        return self._deadline - (self._frozen_at if self._frozen else time.monotonic())
+
     def kill(self) -> None:
         """Stop the sandbox now (from any thread); a call waiting on it ends as a failure."""
         if self._run.running is not None:
@@ -383,6 +403,8 @@ class Session:
 
     def close(self) -> ExitInfo:
         """Ask the harness to exit, then make sure nothing of the run is left."""
+        if self._frozen:
+            self.freeze(False)
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.settimeout(1.0)

@@ -1,9 +1,13 @@
 """Speedup measurement: interleaved baseline/submission runs, medians, bootstrap CIs, scaling.
 
-Each block starts a fresh sandbox for one side (never two at once, so an idle submission cannot
-slow the baseline), makes an untimed warm-up call (import, JIT, pool start-up of the first call
-stay out of the samples) and then timed calls on inputs drawn for that block; both sides get the
-same inputs. Every timed answer is checked on the trusted side.
+Both sides get the same inputs, drawn per call, and every timed answer is checked on the trusted
+side. Each block opens a fresh sandbox per side and makes one untimed warm-up call there (import,
+JIT, pool start-up stay out of the samples). Where the backend can freeze a sandbox (a cgroup
+freezer), both sides' sandboxes live through the block and their calls alternate one by one, the
+idle side frozen: it uses no CPU while the other is timed, and a core lost for a while to another
+tenant of the machine spoils a call or two of each side rather than a whole side of a block.
+Elsewhere (and for real GPUs, whose queued kernels a freezer does not stop) a block runs one
+side's sandbox at a time, never two at once.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ class WrongTimedAnswer(Exception):
 
 class BaselineBroken(Exception):
     """The instructor's baseline failed during timing: the assignment's fault."""
+
+
+class FreezeUnavailable(Exception):
+    """The backend could not freeze a sandbox: timing goes on one side at a time."""
 
 
 @dataclass
@@ -121,25 +129,94 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
 def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
             baseline_cfg: RunConfig, submission_cfg: RunConfig, rng: np.random.Generator,
             budget_s: float, min_reps: int, max_reps: int, target_width: float,
-            on_progress: Callable[[Samples], None] | None = None) -> Samples:
-    """A/B blocks at one worker count until the CI is narrow, `max_reps`, or the budget ends."""
+            paired: bool = True, on_progress: Callable[[Samples], None] | None = None) -> Samples:
+    """A/B blocks at one worker count until the CI is narrow, `max_reps`, or the budget ends.
+
+    `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise."""
     samples = Samples(workers)
     started = time.monotonic()
+    extra = {workers_arg: workers} if workers_arg else {}
+    return _blocks(samples, function, hook.check, [
+        _Side("baseline", baseline_cfg, {}, samples.baseline),
+        _Side("submission", submission_cfg, extra, samples.submission)],
+        lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
+        enough=lambda: _enough(samples, started, budget_s, min_reps, max_reps, target_width),
+        on_progress=on_progress)
+
+
+@dataclass
+class _Side:
+    """One side of a block: whose code (blamed for its failures), how it runs, where its times go."""
+
+    name: str  # baseline | submission
+    cfg: RunConfig
+    extra: dict[str, Any]
+    into: list[float]
+
+
+def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
+            draw: Callable[[], list[dict[str, Any]]], *, paired: bool, enough: Callable[[], bool],
+            on_progress: Callable[[Samples], None] | None) -> Samples:
+    """Blocks until `enough`; `draw` gives one input per side (in `sides` order) per call."""
     block = 0
     while True:
-        inputs = [hook.make_input(rng, workers) for _ in range(CALLS_PER_BLOCK + 1)]
-        sides = [("baseline", baseline_cfg, {}), ("submission", submission_cfg,
-                 {workers_arg: workers} if workers_arg else {})]
-        if block % 2:
-            sides.reverse()
-        for side, cfg, extra in sides:
-            got = _block(cfg, function, inputs, hook.check, extra, side=side)
-            (samples.baseline if side == "baseline" else samples.submission).extend(got)
+        order = sides[::-1] if block % 2 else sides
+        if paired:
+            try:
+                _paired_block(function, check, sides, order, draw, enough, on_progress, samples)
+            except FreezeUnavailable:
+                paired = False
+                continue
+        else:
+            per_side = list(zip(*[draw() for _ in range(CALLS_PER_BLOCK + 1)], strict=True))
+            for side in order:
+                side.into.extend(_block(side.cfg, function, list(per_side[sides.index(side)]),
+                                        check, side.extra, side=side.name))
         block += 1
         if on_progress:
             on_progress(samples)
-        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
+        if enough():
             return samples
+
+
+def _paired_block(function: str, check: Checker, sides: list[_Side], order: list[_Side],
+                  draw: Callable[[], list[dict[str, Any]]], enough: Callable[[], bool],
+                  on_progress: Callable[[Samples], None] | None, samples: Samples) -> None:
+    """Both sides' sandboxes open at once (started in `order`), each frozen while the other
+    runs; one call each in turn (ABBA order) until `enough`, or until half of a sandbox's wall
+    limit is spent."""
+    index = {id(side): i for i, side in enumerate(sides)}
+    with contextlib.ExitStack() as stack:
+        sessions: dict[int, Session] = {}
+        warm = draw()
+        for side in order:
+            kwargs = warm[index[id(side)]]
+            with _blamed(side.name):
+                session = stack.enter_context(Session(side.cfg))
+                value, _ = session.call(function, **kwargs, **side.extra)
+            _judge(check(kwargs, value), side.name)
+            if not session.freeze(True):
+                raise FreezeUnavailable
+            sessions[id(side)] = session
+        half = min(side.cfg.limits.wall_s for side in order) / 2
+        turn = 0
+        while True:
+            inputs = draw()
+            for side in (order[::-1] if turn % 2 else order):
+                session, kwargs = sessions[id(side)], inputs[index[id(side)]]
+                if not session.freeze(False):
+                    raise FreezeUnavailable
+                with _blamed(side.name):
+                    value, elapsed = session.call(function, **kwargs, **side.extra)
+                if not session.freeze(True):
+                    raise FreezeUnavailable
+                _judge(check(kwargs, value), side.name)
+                side.into.append(elapsed)
+            turn += 1
+            if on_progress:
+                on_progress(samples)
+            if enough() or min(s.seconds_left for s in sessions.values()) < half:
+                return
 
 
 def _enough(samples: Samples, started: float, budget_s: float, min_reps: int, max_reps: int,
@@ -185,25 +262,24 @@ def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submiss
 
 def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
                  one_cfg: RunConfig, many_cfg: RunConfig, rng: np.random.Generator,
-                 budget_s: float, min_reps: int, max_reps: int, target_width: float) -> Samples:
+                 budget_s: float, min_reps: int, max_reps: int, target_width: float,
+                 paired: bool = True) -> Samples:
     """Weak scaling at one worker count: the submission alone, interleaved blocks of one worker
     on the one-worker size and `workers` workers on the size for `workers` (make_weak_input);
     `baseline` holds the one-worker times."""
     samples = Samples(workers)
     started = time.monotonic()
-    block = 0
-    while True:
-        sides = [("one", one_cfg, 1, samples.baseline),
-                 ("many", many_cfg, workers, samples.submission)]
-        if block % 2:
-            sides.reverse()
-        for _, cfg, k, into in sides:
-            inputs = [hook.make_weak_input(rng, k) for _ in range(CALLS_PER_BLOCK + 1)]
-            into.extend(_block(cfg, function, inputs, hook.check,
-                               {workers_arg: k} if workers_arg else {}, side="submission"))
-        block += 1
-        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
-            return samples
+
+    def args(k: int) -> dict[str, Any]:
+        return {workers_arg: k} if workers_arg else {}
+
+    return _blocks(samples, function, hook.check, [
+        _Side("submission", one_cfg, args(1), samples.baseline),
+        _Side("submission", many_cfg, args(workers), samples.submission)],
+        lambda: [hook.make_weak_input(rng, 1), hook.make_weak_input(rng, workers)],
+        paired=paired,
+        enough=lambda: _enough(samples, started, budget_s, min_reps, max_reps, target_width),
+        on_progress=None)
 
 
 def summarize_weak(all_samples: list[Samples]) -> list[WeakScalingPoint]:

@@ -10,12 +10,13 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runners import grader, package
 from runners.protocol import GradeReport, TestOutcome, Verdict
-from runners.session import SubmissionFailure, SubmissionRaised
+from runners.session import Session, SubmissionFailure, SubmissionRaised
 from tests.conftest import FIXTURES, SessionFactory
 
 HOSTILE = Path(__file__).parent / "hostile"
@@ -157,6 +158,50 @@ def test_oversubscription_cannot_beat_the_core_bound(sum1: package.Assignment) -
     assert r.speedup is not None
     assert r.speedup.median <= sum1.manifest.resources.cores * 1.1
     assert r.environment.core_set == [grader.host_cpus()[0]]
+
+
+# 10b. burning the CPU while the baseline is timed -------------------------------------------
+def test_an_idle_submission_cannot_slow_the_baseline(sum1: package.Assignment) -> None:
+    # Unfrozen, its spinning thread would share the one core with the baseline's timed calls
+    # and double them (a speedup near 2 for a serial answer).
+    r = grade(sum1, "idle_burner.py")
+    assert r.verdict is Verdict.PASSED and r.speedup is not None
+    assert r.speedup.median < 1.3, r.speedup
+
+
+@pytest.mark.parametrize("freezer", [True, False])
+def test_timed_sandboxes_overlap_only_when_the_idle_one_is_frozen(
+        sum1: package.Assignment, monkeypatch: pytest.MonkeyPatch, freezer: bool) -> None:
+    most, unfrozen_overlap = [0], [False]
+    real_start, real_close, real_freeze = Session.start, Session.close, Session.freeze
+    live: list[Session] = []
+
+    def start(self: Session) -> None:
+        if any(not other._frozen for other in live):
+            unfrozen_overlap[0] = True
+        live.append(self)
+        most[0] = max(most[0], len(live))
+        real_start(self)
+
+    def close(self: Session) -> Any:
+        if self in live:
+            live.remove(self)
+        return real_close(self)
+
+    def freeze(self: Session, frozen: bool) -> bool:
+        if not freezer:  # a test double of a backend without a cgroup freezer
+            return False
+        if not frozen and any(o is not self and not o._frozen for o in live):
+            unfrozen_overlap[0] = True
+        return real_freeze(self, frozen)
+
+    monkeypatch.setattr(Session, "start", start)
+    monkeypatch.setattr(Session, "close", close)
+    monkeypatch.setattr(Session, "freeze", freeze)
+    r = grader.grade(sum1, grader.code_of(sum1, "reference"))
+    assert r.verdict is Verdict.PASSED and r.speedup is not None and r.speedup.repetitions >= 3
+    assert not unfrozen_overlap[0]
+    assert most[0] == (2 if freezer else 1)
 
 
 # 11. caching across runs -------------------------------------------------------------------

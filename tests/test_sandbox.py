@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,65 @@ def test_wall_clock_limit(make_session: SessionFactory) -> None:
     with pytest.raises(SubmissionFailure) as err:
         s.call("spin")
     assert err.value.verdict is Verdict.TIMEOUT
+
+
+BURNER = """
+import multiprocessing as mp
+import threading
+
+shared = mp.Value("q", 0, lock=False)
+spins = [0]
+
+
+def _thread():
+    while True:
+        spins[0] += 1
+
+
+def _child(v):
+    while True:
+        v.value += 1
+
+
+threading.Thread(target=_thread, daemon=True).start()
+mp.get_context("fork").Process(target=_child, args=(shared,), daemon=True).start()
+
+
+def count():
+    return spins[0] + shared.value
+"""
+
+
+def test_a_frozen_sandbox_burns_nothing_and_its_wall_clock_stops(
+        make_session: SessionFactory) -> None:
+    # What keeps an idle side of a timed pair from slowing the other: a thread and a child
+    # process that spin forever do not advance while their sandbox is frozen.
+    s = make_session(BURNER, cpus=(0, 1), wall_s=3)
+    if not s.freeze(True):
+        assert os.getuid() != 0, "running as root, yet no cgroup freezer could be used"
+        pytest.skip("no cgroup freezer without root")
+    s.freeze(False)
+    time.sleep(0.3)
+
+    def spun_in(seconds: float, *, frozen: bool) -> int:
+        before = s.call("count")[0]
+        s.freeze(frozen)
+        time.sleep(seconds)
+        s.freeze(False)
+        return int(s.call("count")[0]) - int(before)
+
+    free, frozen = spun_in(0.5, frozen=False), spun_in(0.5, frozen=True)
+    assert free > 0 and frozen < free / 10, (free, frozen)
+    # 4 s frozen on a 3 s wall limit: the limit counts the run's own time only.
+    s.freeze(True)
+    time.sleep(4)
+    s.freeze(False)
+    assert s.call("count")[0] > 0 and s.seconds_left > 0.5
+    # A frozen sandbox still ends at once when closed.
+    s.freeze(True)
+    started = time.monotonic()
+    s.close()
+    assert time.monotonic() - started < 2
 
 
 def test_strict_decoding_refuses_object_arrays() -> None:

@@ -144,6 +144,11 @@ class Running(abc.ABC):
     @abc.abstractmethod
     def alive(self) -> bool: ...
 
+    def freeze(self, frozen: bool) -> bool:
+        """Stop (or restart) the whole program, children and threads, without ending it; False
+        where this backend cannot, and then nothing changed."""
+        return False
+
 
 class Executor(abc.ABC):
     """A way to run an untrusted program under limits."""
@@ -202,6 +207,8 @@ class HostRunning(Running):
         self._limits = limits
         self._watch_dir = watch_dir
         self._started = time.monotonic()
+        self._deadline = self._started + limits.wall_s
+        self._frozen_at: float | None = None  # the wall clock stops while the run is frozen
         self.info = ExitInfo(returncode=None)
         self._lock = threading.Lock()
         self._proc = subprocess.Popen(
@@ -216,11 +223,10 @@ class HostRunning(Running):
         threading.Thread(target=self._watchdog, daemon=True).start()
 
     def _watchdog(self) -> None:
-        deadline = self._started + self._limits.wall_s
         while not self._stop.wait(0.5):
             if self._proc.poll() is not None:
                 return
-            if time.monotonic() > deadline:
+            if self._frozen_at is None and time.monotonic() > self._deadline:
                 self.info.timed_out = True
                 self.kill()
                 return
@@ -233,8 +239,21 @@ class HostRunning(Running):
     def alive(self) -> bool:
         return self._proc.poll() is None
 
+    def freeze(self, frozen: bool) -> bool:
+        if not self._cg.freeze(frozen):
+            return False
+        now = time.monotonic()
+        if frozen:
+            self._frozen_at = self._frozen_at or now
+        elif self._frozen_at is not None:
+            self._deadline += now - self._frozen_at
+            self._frozen_at = None
+        return True
+
     def kill(self) -> None:
         with self._lock:
+            if self._cg.frozen:  # a frozen process takes its SIGKILL only once thawed
+                self._cg.freeze(False)
             if self._proc.poll() is None:
                 # Inside first, so that the outer process reaps its children (killing it first
                 # would orphan the sandbox's init to a host pid 1 that may never reap it).

@@ -38,8 +38,10 @@ class RunCgroup:
     dirs: list[Path] = field(default_factory=list)
     procs_files: list[Path] = field(default_factory=list)
     memory_dir: Path | None = None
+    freezer_dir: Path | None = None
     version: int = 0
     enforced: list[str] = field(default_factory=list)
+    frozen: bool = False
 
     def oom_killed(self) -> bool:
         """True when the kernel OOM-killed something in this run."""
@@ -63,8 +65,36 @@ class RunCgroup:
                 found |= {int(x) for x in f.read_text().split()}
         return found
 
+    def freeze(self, frozen: bool) -> bool:
+        """Stop (or restart) every process of the run at once; False where no freezer exists.
+
+        Returns once the kernel reports the whole group in the new state: a frozen group uses no
+        CPU at all, whatever threads or children it has."""
+        d = self.freezer_dir
+        if d is None:
+            return False
+        if self.version == 1:
+            f, want = d / "freezer.state", "FROZEN" if frozen else "THAWED"
+            request = want
+        else:
+            f, want = d / "cgroup.events", f"frozen {int(frozen)}"
+            request = str(int(frozen))
+        try:
+            _write(d / ("freezer.state" if self.version == 1 else "cgroup.freeze"), request)
+            deadline = time.monotonic() + 5
+            while want not in f.read_text():
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.001)
+        except OSError:
+            return False
+        self.frozen = frozen
+        return True
+
     def kill_all(self) -> None:
         """SIGKILL everything left in the run (v1 has no cgroup.kill)."""
+        if self.frozen:  # a frozen task takes its SIGKILL only once thawed
+            self.freeze(False)
         for _ in range(50):
             pids = self.pids()
             if not pids:
@@ -94,7 +124,7 @@ def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
     own = _own_paths()
     if (ROOT / "memory").is_dir() or (ROOT / "pids").is_dir():
         run.version = 1
-        for controller in ("memory", "pids", "cpuset"):
+        for controller in ("memory", "pids", "cpuset", "freezer"):
             base = ROOT / controller
             if not base.is_dir() or controller not in own:
                 continue
@@ -112,6 +142,10 @@ def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
                     run.memory_dir = d
                 elif controller == "pids":
                     _write(d / "pids.max", str(pids_max))
+                elif controller == "freezer":  # no limit: timing freezes an idle side
+                    run.freezer_dir = d
+                    run.procs_files.append(d / "cgroup.procs")
+                    continue
                 else:
                     _write(d / "cpuset.mems", (d.parent / "cpuset.mems").read_text().strip())
                     _write(d / "cpuset.cpus", ",".join(map(str, cpus)))
@@ -138,8 +172,11 @@ def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
             if "cpuset" in available:
                 _write(d / "cpuset.cpus", ",".join(map(str, cpus)))
                 run.enforced.append("cgroup-v2 cpuset")
+            if (d / "cgroup.freeze").exists():
+                run.freezer_dir = d
             run.procs_files.append(d / "cgroup.procs")
         except OSError:
+            run.freezer_dir = None
             run.enforced = []
             run.procs_files = []
     return run
