@@ -101,31 +101,7 @@ def test_wall_clock_limit(make_session: SessionFactory) -> None:
     assert err.value.verdict is Verdict.TIMEOUT
 
 
-BURNER = """
-import multiprocessing as mp
-import threading
-
-shared = mp.Value("q", 0, lock=False)
-spins = [0]
-
-
-def _thread():
-    while True:
-        spins[0] += 1
-
-
-def _child(v):
-    while True:
-        v.value += 1
-
-
-threading.Thread(target=_thread, daemon=True).start()
-mp.get_context("fork").Process(target=_child, args=(shared,), daemon=True).start()
-
-
-def count():
-    return spins[0] + shared.value
-"""
+BURNER = (Path(__file__).parent / "hostile" / "spin_always.py").read_text()
 
 
 def test_a_frozen_sandbox_burns_nothing_and_its_wall_clock_stops(

@@ -99,6 +99,8 @@ class DockerRunning(Running):
         # missing image is an error here rather than an attempt to pull it.
         self._container = self._client.containers.create(**executor.run_kwargs(spec))
         self._started = time.monotonic()
+        self._deadline = self._started + spec.limits.wall_s
+        self._paused_at: float | None = None  # the wall clock stops while paused
         try:
             self._container.start()
         except BaseException:
@@ -140,11 +142,10 @@ class DockerRunning(Running):
             self._exited.set()
 
     def _watchdog(self) -> None:
-        deadline = self._started + self._spec.limits.wall_s
         while not self._stop.wait(0.5):
             if self._exited.is_set():
                 return
-            if time.monotonic() > deadline:
+            if self._paused_at is None and time.monotonic() > self._deadline:
                 self.info.timed_out = True
                 self.kill()
                 return
@@ -157,7 +158,28 @@ class DockerRunning(Running):
     def alive(self) -> bool:
         return not self._exited.is_set()
 
+    def freeze(self, frozen: bool) -> bool:
+        """The engine's pause (its cgroup freezer); False where it refuses."""
+        if frozen == (self._paused_at is not None):
+            return True
+        from docker.errors import APIError
+
+        try:
+            self._container.pause() if frozen else self._container.unpause()
+        except APIError:  # an engine without a freezer: timing falls back to one side at a time
+            return False
+        now = time.monotonic()
+        if frozen:
+            self._paused_at = now
+        else:
+            assert self._paused_at is not None
+            self._deadline += now - self._paused_at
+            self._paused_at = None
+        return True
+
     def kill(self) -> None:
+        if self._paused_at is not None:  # a paused container takes its SIGKILL only once resumed
+            self.freeze(False)
         if not self._exited.is_set():
             self._killed = True
             with contextlib.suppress(Exception):
