@@ -462,6 +462,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                           output=output)
         figure, scaling = timing.summarize(all_samples)
         weak = timing.summarize_weak(weak_samples)
+        if any(s.paired for s in all_samples + weak_samples):
+            notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
+                         "frozen (no CPU while the other side is timed)")
         share = performance_share(m.scoring, figure.median, weak[-1].efficiency if weak else None)
         perf = m.scoring.performance_points * share
         summary += f"; speedup {figure.median:.2f}× (95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})"

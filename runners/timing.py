@@ -45,6 +45,7 @@ class Samples:
     workers: int
     baseline: list[float] = field(default_factory=list)
     submission: list[float] = field(default_factory=list)
+    paired: bool = False  # some block ran as a frozen pair
 
 
 def ratio_ci(baseline: list[float], submission: list[float], *, seed: int = 0,
@@ -163,8 +164,10 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
         order = sides[::-1] if block % 2 else sides
         if paired:
             try:
+                samples.paired = True
                 _paired_block(function, check, sides, order, draw, enough, on_progress, samples)
             except FreezeUnavailable:
+                samples.paired = bool(samples.baseline)
                 paired = False
                 continue
         else:

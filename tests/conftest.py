@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -65,3 +66,31 @@ def make_session(stage: Stage) -> Iterator[SessionFactory]:
     yield factory
     for s in opened:
         s.close()
+
+
+SPIN_ALWAYS = (Path(__file__).parent / "hostile" / "spin_always.py").read_text()
+
+
+def check_freezing(s: Session, wall_s: float) -> None:
+    """A started session of SPIN_ALWAYS, frozen, spins no further (thread and child process
+    alike), its wall limit waits, and it still closes at once."""
+    def spun(seconds: float, *, frozen: bool) -> int:
+        before = s.call("count")[0]
+        s.freeze(frozen)
+        time.sleep(seconds)
+        s.freeze(False)
+        return int(s.call("count")[0]) - int(before)
+
+    free = spun(1.0, frozen=False)
+    # Freezing and thawing may take a moment (an engine's API), spinning meanwhile: a short and
+    # a long freeze differ by frozen time only.
+    short, long = spun(0.2, frozen=True), spun(1.2, frozen=True)
+    assert free > 0 and long - short < free / 10, (free, short, long)
+    s.freeze(True)
+    time.sleep(wall_s + 1)  # past the wall limit, all of it frozen
+    s.freeze(False)
+    assert s.call("count")[0] > 0
+    s.freeze(True)
+    started = time.monotonic()
+    s.close()
+    assert time.monotonic() - started < 5

@@ -202,6 +202,7 @@ def test_timed_sandboxes_overlap_only_when_the_idle_one_is_frozen(
     assert r.verdict is Verdict.PASSED and r.speedup is not None and r.speedup.repetitions >= 3
     assert not unfrozen_overlap[0]
     assert most[0] == (2 if freezer else 1)
+    assert any("timed in pairs" in note for note in r.notes) == freezer, r.notes
 
 
 # 11. caching across runs -------------------------------------------------------------------
