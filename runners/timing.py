@@ -172,9 +172,10 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
                 continue
         else:
             per_side = list(zip(*[draw() for _ in range(CALLS_PER_BLOCK + 1)], strict=True))
+            inputs_of = {id(side): list(per_side[i]) for i, side in enumerate(sides)}
             for side in order:
-                side.into.extend(_block(side.cfg, function, list(per_side[sides.index(side)]),
-                                        check, side.extra, side=side.name))
+                side.into.extend(_block(side.cfg, function, inputs_of[id(side)], check,
+                                        side.extra, side=side.name))
         block += 1
         if on_progress:
             on_progress(samples)

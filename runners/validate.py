@@ -108,7 +108,10 @@ def _check_speedup(a: package.Assignment, report: GradeReport,
         if figures[-1] > low:
             break
     shown = ", then ".join(f"{f:.2f}×" for f in figures) or "no figure"
-    ok = bool(figures) and figures[-1] > low
+    if report.speedup is None:  # the second grading failed before its speedup
+        return Check(f"reference speeds up ({shown} here)", False, [
+            f"measured again after {shown}, the reference got no speedup: {report.summary}"])
+    ok = figures[-1] > low
     return Check(f"reference speeds up ({shown} here)", ok, [] if ok else [
         f"{shown} is not above scoring.speedup_min ({low}): the reference would earn no "
         "performance points"])

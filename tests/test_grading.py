@@ -136,6 +136,19 @@ def test_a_reference_below_speedup_min_is_measured_once_more(t1: package.Assignm
         check.problems[0]
 
 
+def test_timing_pairs_sandboxes_only_where_a_frozen_side_is_harmless(
+        t1: package.Assignment) -> None:
+    settings = get_settings()
+    bwrap, process = create_executor(settings, "bwrap"), create_executor(settings, "process")
+    threads_io = package.load(REPO_ROOT / "assignments" / "parallel-python" / "threads-io")
+    assert grader.can_pair(t1, bwrap, "none", freezer=True)
+    assert grader.can_pair(t1, bwrap, "simulated", freezer=True)
+    assert not grader.can_pair(t1, bwrap, "none", freezer=False)
+    assert not grader.can_pair(t1, process, "none", freezer=True)  # same uid: they could meddle
+    assert not grader.can_pair(t1, bwrap, "real", freezer=True)  # queued GPU kernels run on
+    assert not grader.can_pair(threads_io, bwrap, "none", freezer=True)  # one shared service
+
+
 def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
     out = cli("grade", "treasure-hunt/nope", "x.py")
     assert out.returncode == 2 and "no such assignment" in out.stderr

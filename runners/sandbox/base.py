@@ -252,7 +252,7 @@ class HostRunning(Running):
 
     def kill(self) -> None:
         with self._lock:
-            if self._cg.frozen:  # a frozen process takes its SIGKILL only once thawed
+            if self._cg.freezer_dir is not None:  # a frozen task takes SIGKILL only once thawed
                 self._cg.freeze(False)
             if self._proc.poll() is None:
                 # Inside first, so that the outer process reaps its children (killing it first

@@ -69,31 +69,39 @@ class RunCgroup:
         """Stop (or restart) every process of the run at once; False where no freezer exists.
 
         Returns once the kernel reports the whole group in the new state: a frozen group uses no
-        CPU at all, whatever threads or children it has."""
+        CPU at all, whatever threads or children it has. A freeze the kernel does not complete
+        in time is undone (False); a thaw is always attempted."""
         d = self.freezer_dir
         if d is None:
             return False
+        if self._set_frozen(d, frozen):
+            self.frozen = frozen
+            return True
+        if frozen:
+            self._set_frozen(d, False)
+        return False
+
+    def _set_frozen(self, d: Path, frozen: bool) -> bool:
         if self.version == 1:
-            f, want = d / "freezer.state", "FROZEN" if frozen else "THAWED"
-            request = want
+            control, events = d / "freezer.state", d / "freezer.state"
+            request = want = "FROZEN" if frozen else "THAWED"
         else:
-            f, want = d / "cgroup.events", f"frozen {int(frozen)}"
-            request = str(int(frozen))
+            control, events = d / "cgroup.freeze", d / "cgroup.events"
+            request, want = str(int(frozen)), f"frozen {int(frozen)}"
         try:
-            _write(d / ("freezer.state" if self.version == 1 else "cgroup.freeze"), request)
+            _write(control, request)
             deadline = time.monotonic() + 5
-            while want not in f.read_text():
+            while want not in events.read_text():
                 if time.monotonic() > deadline:
                     return False
                 time.sleep(0.001)
         except OSError:
             return False
-        self.frozen = frozen
         return True
 
     def kill_all(self) -> None:
         """SIGKILL everything left in the run (v1 has no cgroup.kill)."""
-        if self.frozen:  # a frozen task takes its SIGKILL only once thawed
+        if self.freezer_dir is not None:  # a frozen task takes its SIGKILL only once thawed
             self.freeze(False)
         for _ in range(50):
             pids = self.pids()

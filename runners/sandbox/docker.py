@@ -162,11 +162,17 @@ class DockerRunning(Running):
         """The engine's pause (its cgroup freezer); False where it refuses."""
         if frozen == (self._paused_at is not None):
             return True
+        import requests
         from docker.errors import APIError
 
         try:
             self._container.pause() if frozen else self._container.unpause()
-        except APIError:  # an engine without a freezer: timing falls back to one side at a time
+        except (APIError, requests.RequestException):
+            # An engine without a freezer (timing falls back to one side at a time), or one that
+            # did not answer: never leave the container paused behind our back.
+            if frozen:
+                with contextlib.suppress(APIError, requests.RequestException):
+                    self._container.unpause()
             return False
         now = time.monotonic()
         if frozen:
