@@ -292,19 +292,23 @@ def unpublished(*, session: Session, broker_depth: dict[str, int], grace_s: floa
     """Publish again the queued jobs of each queue the broker holds nothing for (lost messages).
 
     A queued job whose queue is empty in the broker lost its message (the broker restarted
-    without persistence, or publishing failed). Publishing one twice is harmless: the second
-    claim is refused.
+    without persistence, or publishing failed) once it was published more than `grace_s` ago.
+    Then the queue's every queued job is published again, in fair-share order: republishing only
+    the stale ones would put them ahead of a fairer job submitted a moment later. Publishing one
+    twice is harmless: the second claim is refused.
     """
     cutoff = now() - timedelta(seconds=grace_s)
     n = 0
     for queue in QUEUES:
         if broker_depth.get(queue, 0) > 0:
             continue
-        for job in session.scalars(select(Job).where(Job.state == "queued", Job.queue == queue)
-                                   .order_by(Job.priority, Job.id)):
-            if job.published_at is None or _aware(job.published_at) < cutoff:
+        waiting = list(session.scalars(select(Job).where(Job.state == "queued",
+                                                         Job.queue == queue)
+                                       .order_by(Job.priority, Job.id)))
+        if any(j.published_at is None or _aware(j.published_at) < cutoff for j in waiting):
+            for job in waiting:
                 _publish(session, job)
-                n += 1
+            n += len(waiting)
     return n
 
 

@@ -350,6 +350,31 @@ def test_reaper_requeues_then_fails_without_charging(world: World, engine: Engin
         assert sub is not None and sub.counts_for_quota is False
 
 
+def test_lost_messages_are_published_again_in_fair_share_order(world: World,
+                                                                engine: Engine) -> None:
+    from server.dispatch import outbox
+    from server.models import Job
+    from server.services import jobs
+
+    ada1, ada2 = (world.submit(world.ada, REFERENCE).json()["id"] for _ in range(2))
+    bob1 = world.submit(world.bob, REFERENCE).json()["id"]
+    with session_factory(engine)() as s:
+        grading = list(s.scalars(select(Job).where(Job.kind == "grade")))
+        for job in grading:  # Ada's went out a while ago, Bob's a moment ago
+            if job.submission_id != bob1:
+                job.published_at = datetime.now(UTC) - timedelta(minutes=1)
+        s.commit()
+        of_job = {j.id: j.submission_id for j in grading}
+        assert jobs.unpublished(session=s, broker_depth={"cpu": 3}, grace_s=10) == 0
+        # The broker lost everything: all three go out again in one pass, Bob's first
+        # submission ahead of Ada's second, though only Ada's were overdue.
+        assert jobs.unpublished(session=s, broker_depth={"cpu": 0}, grace_s=10) == 3
+        assert [of_job[m.job_id] for m in outbox(s)] == [ada1, bob1, ada2]
+        s.rollback()
+    with session_factory(engine)() as s:  # nothing is due while every message is fresh
+        assert jobs.unpublished(session=s, broker_depth={"cpu": 0}, grace_s=600) == 0
+
+
 def test_exports(world: World, engine: Engine) -> None:
     import csv
 
