@@ -41,6 +41,7 @@ from runners.protocol import (
     RunnerHello,
     ValidationCheck,
 )
+from runners.sandbox import cgroups
 from runners.settings import RunnerSettings, get_settings
 
 log = logging.getLogger("paragrade.runner")
@@ -309,6 +310,8 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     if settings.cpus:
         take_cpus(settings.cpus)
     _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
+    if swept := cgroups.sweep():
+        log.info("removed %d empty run cgroups an earlier runner left", swept)
     hello = capabilities(settings, name, queues)  # fails here, at start, if the backend cannot run
     app = consumer_app(broker_url, settings.broker_key_prefix)
     # The server unreachable at the claim: try again later (the job stays queued meanwhile).

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from runners import grader, package
 from runners.protocol import Verdict
 from runners.sandbox import Limits, Mount, SandboxSpec, create_executor
 from runners.sandbox.apptainer import ApptainerExecutor
+from runners.sandbox.base import HostRunning
 from runners.sandbox.bwrap import BwrapExecutor
 from runners.sandbox.docker import DockerExecutor
 from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised, decode
@@ -109,6 +111,30 @@ def test_a_frozen_sandbox_burns_nothing_and_its_wall_clock_stops(
         pytest.skip("no cgroup freezer without root")
     s.freeze(False)
     check_freezing(s, wall_s=3)
+
+
+def test_a_killed_runners_empty_cgroups_are_swept_and_live_ones_kept(
+        make_session: SessionFactory) -> None:
+    from runners.sandbox import cgroups
+
+    if os.getuid() != 0:
+        pytest.skip("cgroups need root")
+    left = cgroups.create(memory_bytes=1 << 26, pids_max=8, cpus=[0])  # as a killed runner would
+    live = make_session("def f():\n    return 1\n")
+    running = live._run.proc
+    assert isinstance(running, HostRunning)
+    busy = running._cg.dirs
+    assert left.dirs and busy
+    for d in left.dirs + busy:  # both old enough to be swept
+        os.utime(d, (time.time() - 3600, time.time() - 3600))
+    assert cgroups.sweep(older_than_s=600) >= len(left.dirs)
+    assert not any(d.exists() for d in left.dirs)
+    assert all(d.exists() for d in busy)  # a run in progress keeps its cgroups
+    assert live.call("f")[0] == 1
+    fresh = cgroups.create(memory_bytes=1 << 26, pids_max=8, cpus=[0])
+    cgroups.sweep(older_than_s=600)
+    assert all(d.exists() for d in fresh.dirs)  # too young to be anyone's leftover
+    fresh.remove()
 
 
 def test_strict_decoding_refuses_object_arrays() -> None:

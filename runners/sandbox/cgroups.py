@@ -125,6 +125,27 @@ class RunCgroup:
                     time.sleep(0.01)
 
 
+def sweep(*, older_than_s: float = 600) -> int:
+    """Remove the empty run cgroups a killed runner left behind (any controller, v1 or v2);
+    only old ones, so that a run another runner is starting right now is never touched.
+    Returns how many went."""
+    own = _own_paths()
+    parents = {ROOT / c / own[c].lstrip("/") for c in ("memory", "pids", "cpuset", "freezer")
+               if c in own and (ROOT / c).is_dir()}
+    if (ROOT / "cgroup.controllers").is_file() and "" in own:
+        parents.add(ROOT / own[""].lstrip("/"))
+    gone = 0
+    cutoff = time.time() - older_than_s
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            for d in parent.glob("paragrade-*"):
+                with contextlib.suppress(OSError):
+                    if d.stat().st_mtime < cutoff:
+                        d.rmdir()  # refused (EBUSY) while anything still runs in it
+                        gone += 1
+    return gone
+
+
 def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
     """Make this run's cgroups; whatever cannot be made is simply not in `enforced`."""
     run = RunCgroup()

@@ -127,16 +127,23 @@ class Platform:
     def runner_log(self, name: str) -> str:
         return (self.tmp / f"runner-{name}.log").read_text(errors="replace")
 
-    def kill(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
-        """Signal the runner's whole process group (its worker child and sandboxes too)."""
+    def kill(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL,
+             patience: float = 30) -> None:
+        """Signal the runner's whole process group (its worker child and sandboxes too); SIGKILL
+        it after `patience` seconds."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        proc.wait(30)
+        try:
+            proc.wait(patience)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
     def close(self) -> None:
         for proc in self.runners:
-            if proc.poll() is None:
-                self.kill(proc, signal.SIGTERM)
+            if proc.poll() is None:  # the test is over: a warm shutdown need not be waited out
+                self.kill(proc, signal.SIGTERM, patience=2)
         self.stop_reaper.set()
         self.server.should_exit = True
         self.http.close()
