@@ -24,7 +24,8 @@ def test_the_course_ships_its_packages() -> None:
 @pytest.mark.parametrize("slug", SLUGS)
 def test_package_validates_and_its_reference_speeds_up(
         slug: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PARAGRADE_TIMING_BUDGET_S", "8")
+    # numba-parallel pays import and JIT on both sides per block: 8 s would leave ~4 timed calls.
+    monkeypatch.setenv("PARAGRADE_TIMING_BUDGET_S", "16" if slug == "numba-parallel" else "8")
     get_settings.cache_clear()
     try:
         # measure: the reference is graded in full (tests and speedup) as one of the checks
