@@ -36,7 +36,7 @@ from runners.protocol import (
     performance_share,
 )
 from runners.pytest_plugin import Context
-from runners.sandbox import Executor, Limits, Mount, create_executor
+from runners.sandbox import Executor, Limits, Mount, cgroups, create_executor
 from runners.session import RunConfig, Stage, SubmissionFailure, SubmissionRaised
 from runners.settings import RunnerSettings, get_settings
 
@@ -304,24 +304,13 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _cgroup_probe() -> tuple[bool, bool]:
-    """(a cpuset holds, a freezer exists) for the runs this host's cgroups can make."""
-    from runners.sandbox import cgroups
-
-    cg = cgroups.create(memory_bytes=1 << 30, pids_max=8, cpus=host_cpus()[:1])
-    try:
-        return any("cpuset" in e for e in cg.enforced), cg.freezer_dir is not None
-    finally:
-        cg.remove()
-
-
-def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str, freezer: bool) -> bool:
+def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
     """Whether timing may keep both sides' sandboxes alive, the idle one frozen."""
     if not executor.sandboxed or gpu_mode == "real" or assignment.manifest.service is not None:
         # Unsandboxed sides share a uid and could reach each other; a freezer does not stop
         # kernels queued on a GPU; a trusted service is one slot pool both sides would share.
         return False
-    return freezer or executor.name == "docker"  # docker: the engine's pause
+    return executor.can_freeze()
 
 
 def overall_verdict(tests: list[TestResult]) -> Verdict:
@@ -349,8 +338,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         notes.append(cpu_note)
     if not executor.sandboxed:
         notes.append("UNSAFE: graded with the 'process' backend (no sandbox)")
-    cpuset_held, freezer = _cgroup_probe()
-    env = environment(executor, cpus, gpu_mode, settings, cpuset_held)
+    env = environment(executor, cpus, gpu_mode, settings, cgroups.probe()[0])
     timed_total = 0.0
 
     def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",
@@ -415,7 +403,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         # The operator's cap (PARAGRADE_TIMING_BUDGET_S) bounds the package's own budget.
         total = min(m.timing.budget_s, settings.timing_budget_s)
         budget = total / (len(counts) + len(weak_counts))
-        paired = can_pair(assignment, executor, gpu_mode, freezer)
+        paired = can_pair(assignment, executor, gpu_mode)
         try:
             for k in counts:
                 progress(f"timing with {k} worker{'s' * (k > 1)} against the baseline")

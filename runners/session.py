@@ -230,9 +230,6 @@ class Session:
         self._run = _Run(cfg)
         self._sock: socket.socket | None = None
         self._next_id = 0
-        self._deadline = 0.0
-        self._frozen = False
-        self._frozen_at = 0.0
         self.exit_info: ExitInfo | None = None
 
     def __enter__(self) -> Session:
@@ -258,7 +255,6 @@ class Session:
                    "--socket", sock_inside, "--module", run.entry]
         if self.cfg.launcher == "mpirun":
             program.append("--mpi")
-        self._deadline = time.monotonic() + self.cfg.limits.wall_s
         run.launch(program, [m_ctl])
         try:
             listener.settimeout(0.1)
@@ -299,7 +295,7 @@ class Session:
         assert self._sock is not None
         buf = bytearray()
         while len(buf) < n:
-            remaining = self._deadline - time.monotonic()
+            remaining = self.seconds_left
             if remaining <= 0:
                 self._run.proc.info.timed_out = True
                 self._run.proc.kill()
@@ -326,7 +322,7 @@ class Session:
     def _send(self, obj: dict[str, Any]) -> None:
         assert self._sock is not None
         # A send may take long for big arguments; it is bounded by the run's deadline only.
-        self._sock.settimeout(max(0.5, self._deadline - time.monotonic()))
+        self._sock.settimeout(max(0.5, self.seconds_left))
         try:
             self._sock.sendall(_frame(obj))
         except TimeoutError:
@@ -359,7 +355,7 @@ class Session:
             raise ProtocolViolation("the arguments were not acknowledged as sent")
         self._next_id += 1
         frame = _frame({"id": self._next_id, "op": "call", "function": function})
-        self._sock.settimeout(max(0.5, self._deadline - time.monotonic()))
+        self._sock.settimeout(max(0.5, self.seconds_left))
         t0 = time.perf_counter_ns()
         self._sock.sendall(frame)
         reply = self._recv()
@@ -381,20 +377,16 @@ class Session:
     def freeze(self, frozen: bool) -> bool:
         """Stop (or restart) the whole sandbox between calls; False where the backend cannot.
         The wall limit does not run while frozen."""
-        if not self._run.proc.freeze(frozen):
-            return False
-        now = time.monotonic()
-        if frozen and not self._frozen:
-            self._frozen_at = now
-        elif not frozen and self._frozen:
-            self._deadline += now - self._frozen_at  # frozen time is not the run's time
-        self._frozen = frozen
-        return True
+        return self._run.proc.freeze(frozen)
+
+    @property
+    def frozen(self) -> bool:
+        return self._run.running is not None and self._run.running.clock.paused
 
     @property
     def seconds_left(self) -> float:
         """Wall time left before the run's limit ends it (time spent frozen excluded)."""
-        return self._deadline - (self._frozen_at if self._frozen else time.monotonic())
+        return self._run.proc.clock.left()
 
     def kill(self) -> None:
         """Stop the sandbox now (from any thread); a call waiting on it ends as a failure."""
@@ -403,7 +395,7 @@ class Session:
 
     def close(self) -> ExitInfo:
         """Ask the harness to exit, then make sure nothing of the run is left."""
-        if self._frozen:
+        if self.frozen:
             self.freeze(False)
         if self._sock is not None:
             with contextlib.suppress(OSError):

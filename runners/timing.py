@@ -161,21 +161,18 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
     """Blocks until `enough`; `draw` gives one input per side (in `sides` order) per call."""
     block = 0
     while True:
-        order = sides[::-1] if block % 2 else sides
+        order = [1, 0] if block % 2 else [0, 1]  # which side starts alternates
         if paired:
             try:
-                samples.paired = True
                 _paired_block(function, check, sides, order, draw, enough, on_progress, samples)
             except FreezeUnavailable:
-                samples.paired = bool(samples.baseline)
                 paired = False
                 continue
         else:
             per_side = list(zip(*[draw() for _ in range(CALLS_PER_BLOCK + 1)], strict=True))
-            inputs_of = {id(side): list(per_side[i]) for i, side in enumerate(sides)}
-            for side in order:
-                side.into.extend(_block(side.cfg, function, inputs_of[id(side)], check,
-                                        side.extra, side=side.name))
+            for i in order:
+                sides[i].into.extend(_block(sides[i].cfg, function, list(per_side[i]), check,
+                                            sides[i].extra, side=sides[i].name))
         block += 1
         if on_progress:
             on_progress(samples)
@@ -183,38 +180,37 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
             return samples
 
 
-def _paired_block(function: str, check: Checker, sides: list[_Side], order: list[_Side],
+def _paired_block(function: str, check: Checker, sides: list[_Side], order: list[int],
                   draw: Callable[[], list[dict[str, Any]]], enough: Callable[[], bool],
                   on_progress: Callable[[Samples], None] | None, samples: Samples) -> None:
     """Both sides' sandboxes open at once (started in `order`), each frozen while the other
     runs; one call each in turn (ABBA order) until `enough`, or until half of a sandbox's wall
     limit is spent."""
-    index = {id(side): i for i, side in enumerate(sides)}
     with contextlib.ExitStack() as stack:
         sessions: dict[int, Session] = {}
         warm = draw()
-        for side in order:
-            kwargs = warm[index[id(side)]]
+        for i in order:
+            side = sides[i]
             with _blamed(side.name):
-                session = stack.enter_context(Session(side.cfg))
-                value, _ = session.call(function, **kwargs, **side.extra)
-            _judge(check(kwargs, value), side.name)
-            if not session.freeze(True):
+                sessions[i] = stack.enter_context(Session(side.cfg))
+                value, _ = sessions[i].call(function, **warm[i], **side.extra)
+            _judge(check(warm[i], value), side.name)
+            if not sessions[i].freeze(True):
                 raise FreezeUnavailable
-            sessions[id(side)] = session
-        half = min(side.cfg.limits.wall_s for side in order) / 2
+        samples.paired = True
+        half = min(side.cfg.limits.wall_s for side in sides) / 2
         turn = 0
         while True:
             inputs = draw()
-            for side in (order[::-1] if turn % 2 else order):
-                session, kwargs = sessions[id(side)], inputs[index[id(side)]]
+            for i in (order[::-1] if turn % 2 else order):
+                side, session = sides[i], sessions[i]
                 if not session.freeze(False):
                     raise FreezeUnavailable
                 with _blamed(side.name):
-                    value, elapsed = session.call(function, **kwargs, **side.extra)
+                    value, elapsed = session.call(function, **inputs[i], **side.extra)
                 if not session.freeze(True):
                     raise FreezeUnavailable
-                _judge(check(kwargs, value), side.name)
+                _judge(check(inputs[i], value), side.name)
                 side.into.append(elapsed)
             turn += 1
             if on_progress:

@@ -177,7 +177,7 @@ def test_timed_sandboxes_overlap_only_when_the_idle_one_is_frozen(
     live: list[Session] = []
 
     def start(self: Session) -> None:
-        if any(not other._frozen for other in live):
+        if any(not other.frozen for other in live):
             unfrozen_overlap[0] = True
         live.append(self)
         most[0] = max(most[0], len(live))
@@ -191,7 +191,7 @@ def test_timed_sandboxes_overlap_only_when_the_idle_one_is_frozen(
     def freeze(self: Session, frozen: bool) -> bool:
         if not freezer:  # a test double of a backend without a cgroup freezer
             return False
-        if not frozen and any(o is not self and not o._frozen for o in live):
+        if not frozen and any(o is not self and not o.frozen for o in live):
             unfrozen_overlap[0] = True
         return real_freeze(self, frozen)
 

@@ -128,10 +128,40 @@ def dir_size(path: Path, cap: int) -> int:
     return total
 
 
+class WallClock:
+    """A run's wall-clock limit, which does not run while the run is frozen."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.started = time.monotonic()
+        self._deadline = self.started + limit_s
+        self._paused_at: float | None = None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    def pause(self) -> None:
+        if self._paused_at is None:
+            self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            self._deadline += time.monotonic() - self._paused_at
+            self._paused_at = None
+
+    def left(self) -> float:
+        """Seconds of the limit left (frozen time excluded)."""
+        return self._deadline - (self._paused_at or time.monotonic())
+
+    def expired(self) -> bool:
+        return self.left() <= 0 and not self.paused
+
+
 class Running(abc.ABC):
     """A started sandboxed program."""
 
     info: ExitInfo
+    clock: WallClock
 
     @abc.abstractmethod
     def wait(self, timeout: float | None = None) -> ExitInfo | None:
@@ -172,6 +202,10 @@ class Executor(abc.ABC):
         """The container image this backend runs (with its digest where known)."""
         return None
 
+    def can_freeze(self) -> bool:
+        """Whether its runs can be frozen (`Running.freeze`): here, where a cgroup freezer is."""
+        return cgroups.probe()[1]
+
 
 def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | None) -> list[str]:
     """Commands that confine a host process before it execs the sandbox: cgroup, rlimits, user."""
@@ -206,9 +240,7 @@ class HostRunning(Running):
         self._cg = cg
         self._limits = limits
         self._watch_dir = watch_dir
-        self._started = time.monotonic()
-        self._deadline = self._started + limits.wall_s
-        self._frozen_at: float | None = None  # the wall clock stops while the run is frozen
+        self.clock = WallClock(limits.wall_s)
         self.info = ExitInfo(returncode=None)
         self._lock = threading.Lock()
         self._proc = subprocess.Popen(
@@ -226,7 +258,7 @@ class HostRunning(Running):
         while not self._stop.wait(0.5):
             if self._proc.poll() is not None:
                 return
-            if self._frozen_at is None and time.monotonic() > self._deadline:
+            if self.clock.expired():
                 self.info.timed_out = True
                 self.kill()
                 return
@@ -242,12 +274,7 @@ class HostRunning(Running):
     def freeze(self, frozen: bool) -> bool:
         if not self._cg.freeze(frozen):
             return False
-        now = time.monotonic()
-        if frozen:
-            self._frozen_at = self._frozen_at or now
-        elif self._frozen_at is not None:
-            self._deadline += now - self._frozen_at
-            self._frozen_at = None
+        self.clock.pause() if frozen else self.clock.resume()
         return True
 
     def kill(self) -> None:
@@ -283,6 +310,6 @@ class HostRunning(Running):
         self.info.output_excerpt = self._out.excerpt()
         self.info.output_bytes = self._out.total
         self.info.oom_killed = self._cg.oom_killed()
-        self.info.wall_s = time.monotonic() - self._started
+        self.info.wall_s = time.monotonic() - self.clock.started
         self._cg.remove()
         return self.info

@@ -7,6 +7,7 @@ failure to create or configure one degrades to rlimits and is reported, never fa
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -123,6 +124,16 @@ class RunCgroup:
                     break
                 except OSError:
                     time.sleep(0.01)
+
+
+@functools.cache
+def probe() -> tuple[bool, bool]:
+    """(a cpuset holds, a freezer exists) for the runs this host lets us make; asked once."""
+    cg = create(memory_bytes=1 << 30, pids_max=8, cpus=sorted(os.sched_getaffinity(0))[:1])
+    try:
+        return any("cpuset" in e for e in cg.enforced), cg.freezer_dir is not None
+    finally:
+        cg.remove()
 
 
 def sweep(*, older_than_s: float = 600) -> int:

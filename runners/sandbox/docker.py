@@ -13,6 +13,7 @@ from runners.sandbox.base import (
     OutputCollector,
     Running,
     SandboxSpec,
+    WallClock,
     dir_size,
 )
 
@@ -46,6 +47,9 @@ class DockerExecutor(Executor):
     def isolation(self) -> list[str]:
         return ["container: network none, caps dropped, read-only root, no-new-privileges",
                 "cgroup memory pids cpuset", "wall-clock limit", "output cap"]
+
+    def can_freeze(self) -> bool:
+        return True  # the engine's pause; a refusal makes timing fall back (DockerRunning.freeze)
 
     def run_kwargs(self, spec: SandboxSpec) -> dict[str, Any]:
         """Arguments to `containers.run` for this spec (pure: tested without an engine)."""
@@ -98,9 +102,7 @@ class DockerRunning(Running):
         # create + start (not `containers.run`): a container that fails to start is removed, and a
         # missing image is an error here rather than an attempt to pull it.
         self._container = self._client.containers.create(**executor.run_kwargs(spec))
-        self._started = time.monotonic()
-        self._deadline = self._started + spec.limits.wall_s
-        self._paused_at: float | None = None  # the wall clock stops while paused
+        self.clock = WallClock(spec.limits.wall_s)
         try:
             self._container.start()
         except BaseException:
@@ -145,7 +147,7 @@ class DockerRunning(Running):
         while not self._stop.wait(0.5):
             if self._exited.is_set():
                 return
-            if self._paused_at is None and time.monotonic() > self._deadline:
+            if self.clock.expired():
                 self.info.timed_out = True
                 self.kill()
                 return
@@ -160,7 +162,7 @@ class DockerRunning(Running):
 
     def freeze(self, frozen: bool) -> bool:
         """The engine's pause (its cgroup freezer); False where it refuses."""
-        if frozen == (self._paused_at is not None):
+        if frozen == self.clock.paused:
             return True
         import requests
         from docker.errors import APIError
@@ -174,17 +176,11 @@ class DockerRunning(Running):
                 with contextlib.suppress(APIError, requests.RequestException):
                     self._container.unpause()
             return False
-        now = time.monotonic()
-        if frozen:
-            self._paused_at = now
-        else:
-            assert self._paused_at is not None
-            self._deadline += now - self._paused_at
-            self._paused_at = None
+        self.clock.pause() if frozen else self.clock.resume()
         return True
 
     def kill(self) -> None:
-        if self._paused_at is not None:  # a paused container takes its SIGKILL only once resumed
+        if self.clock.paused:  # a paused container takes its SIGKILL only once resumed
             self.freeze(False)
         if not self._exited.is_set():
             self._killed = True
@@ -214,7 +210,7 @@ class DockerRunning(Running):
             self.info.output_exceeded = self._out.exceeded
             self.info.output_excerpt = self._out.excerpt()
             self.info.output_bytes = self._out.total
-            self.info.wall_s = time.monotonic() - self._started
+            self.info.wall_s = time.monotonic() - self.clock.started
             with contextlib.suppress(Exception):
                 self._container.remove(force=True)
             return self.info
