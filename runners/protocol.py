@@ -6,10 +6,11 @@ change to a field's meaning bumps PROTOCOL_VERSION.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PROTOCOL_VERSION = 1
 MANIFEST = "assignment.toml"
@@ -35,6 +36,28 @@ def broker_options(url: str, key_prefix: str = "") -> dict[str, object]:
         options["global_keyprefix"] = key_prefix
     return options
 SLUG_RE = r"^[a-z0-9][a-z0-9-]{0,62}$"
+_NAME_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+
+def check_relpath(name: str) -> str:
+    """`name` if it is a safe relative file name (posix parts of letters, digits, `_.-`, no part
+    starting with a dot, at most 8 deep), else ValueError saying why: manifests, uploads and the
+    runner all check names with this before any file is written under them."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a file name must not be empty")
+    if "\\" in name or "\x00" in name:
+        raise ValueError(f"{name!r}: backslashes and NUL are not allowed in file names")
+    if name.startswith("/"):
+        raise ValueError(f"{name!r}: an absolute path is not allowed")
+    parts = name.split("/")
+    if len(parts) > 8:
+        raise ValueError(f"{name!r}: nested too deep")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ValueError(f"{name!r}: empty, '.' and '..' path parts are not allowed")
+        if not _NAME_PART_RE.match(part):
+            raise ValueError(f"{name!r}: use letters, digits, '_', '.' and '-' only (no leading dot)")
+    return name
 
 
 class Frozen(BaseModel):
@@ -276,6 +299,11 @@ class Entry(Frozen):
         default=None, description="Keyword the grader passes the worker count as"
     )
     allowed_files: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_files")
+    @classmethod
+    def _safe_names(cls, names: list[str]) -> list[str]:
+        return [check_relpath(n) for n in names]
 
     @model_validator(mode="after")
     def _function_named(self) -> Entry:
