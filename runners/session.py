@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.harness import worker as wire
-from runners.protocol import Verdict
+from runners.protocol import Verdict, check_relpath
 from runners.sandbox import Executor, ExitInfo, Limits, Mount, Running, SandboxSpec
 
 HARNESS_DIR = Path(wire.__file__).resolve().parent
@@ -62,6 +62,15 @@ class ProtocolViolation(SubmissionFailure):
         super().__init__(Verdict.FORBIDDEN, f"result channel tampered with: {message}")
 
 
+class UnsafeFileName(ValueError):
+    """A code file's name would be written outside its folder (or is not a plain name).
+
+    The server checks every name at upload and import, so one reaching a runner means the
+    server let it through: the worker answers a platform_error (logged, retried a bounded
+    number of times, never charged to the student) rather than a verdict it cannot prove.
+    """
+
+
 def _chmod_tree(root: Path) -> None:
     for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
@@ -81,11 +90,24 @@ class Stage:
         self.data: Path | None = None
 
     def add_code(self, name: str, files: dict[str, bytes]) -> Path:
-        """A folder holding one side's code (submission, baseline, reference)."""
+        """A folder holding one side's code (submission, baseline, reference).
+
+        Names come from the server and are checked again here (the runner may run as root):
+        UnsafeFileName, a ValueError, for any name that is not a plain relative path inside the
+        folder; nothing is written then.
+        """
         d = self.root / f"code-{name}"
+        for rel in files:
+            try:
+                check_relpath(rel)
+            except ValueError as exc:
+                raise UnsafeFileName(f"refused to write {name} code: {exc}") from exc
         d.mkdir()
+        inside = d.resolve()
         for rel, content in files.items():
             target = d / rel
+            if not target.resolve().is_relative_to(inside):  # a link on the way, however made
+                raise UnsafeFileName(f"refused to write {name} code: {rel!r} leaves its folder")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
         _chmod_tree(d)
