@@ -5,6 +5,11 @@ token (a job already done, claimed, superseded or cancelled is refused, so a red
 grades nothing twice), then uses the job's own secret to fetch the bundle and the submission,
 to renew the job's lease while it grades, and to post the outcome. It holds no database
 credentials. Bundles are cached by content hash.
+
+Each runner process makes a random key at its start (kept in memory only: never in its
+environment, its command line or a file, so no sandbox or other user sees it) and sends it as
+X-Runner-Key with every request: the server binds a claimed job to it, and answers requests about
+that job from this process alone.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -22,7 +28,7 @@ import warnings
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -94,12 +100,14 @@ class Runner:
     name: str
     queues: list[Queue]
     server: str
-    token: str
+    token: str = field(repr=False)
     settings: RunnerSettings
+    key: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.server, timeout=60,
-                            headers={"Authorization": f"Bearer {self.token}"})
+                            headers={"Authorization": f"Bearer {self.token}",
+                                     "X-Runner-Key": self.key})
 
     def cache(self) -> BundleCache:
         return BundleCache((self.settings.scratch_dir or Path(tempfile.gettempdir()))

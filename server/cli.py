@@ -24,7 +24,14 @@ from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import users as user_service
 from server.services.errors import DomainError
-from server.settings import ServerSettings, get_settings
+from server.settings import (
+    ServerSettings,
+    UnsafeSecrets,
+    get_settings,
+    is_loopback,
+    public_secret_problems,
+    with_local_secrets,
+)
 
 console = Console()
 admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
@@ -87,7 +94,19 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
           port: Annotated[int, typer.Option()] = 8000,
           runner: Annotated[bool, typer.Option(help="also start a local runner")] = True) -> None:
     """Start the server (migrating the schema first) and a local runner."""
-    settings = get_settings()
+    try:
+        # Never the documented development secrets: anyone who read the README could then
+        # claim jobs and post grades, or forge a session cookie.
+        settings = with_local_secrets(get_settings())
+    except UnsafeSecrets as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    if not is_loopback(host) and (public := public_secret_problems(settings)):
+        console.print(f"[red]error:[/] refusing to listen on {host}: {', '.join(public)} "
+                      "is a documented development secret (or shorter than 16 characters). "
+                      "Unset it (a random one is then kept in "
+                      f"{settings.secrets_file}) or set your own.")
+        raise typer.Exit(2)
     _prepare()
     imported = import_shipped_courses()
     url = f"http://{host}:{port}"
@@ -100,8 +119,12 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                   f"[bold]paragrade login {url}[/]")
     procs = []
     if runner:
-        env = {**os.environ, "PARAGRADE_RUNNER_SERVER": url, "PARAGRADE_BROKER_URL":
-               settings.broker_url, "PARAGRADE_RUNNER_TOKEN": settings.runner_token}
+        # The token goes in the runner's environment as it is spawned: readable only by this
+        # user (/proc/PID/environ), never on its command line (`ps` shows that to everyone).
+        # The server's own settings stay here: a runner needs none of them.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PARAGRADE_SERVER_")}
+        env.update(PARAGRADE_RUNNER_SERVER=url, PARAGRADE_BROKER_URL=settings.broker_url,
+                   PARAGRADE_RUNNER_TOKEN=settings.runner_token)
         # GPU jobs wait for a GPU runner unless this machine has a GPU.
         queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi"
         procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
@@ -118,11 +141,14 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     # started: the default one would end this process before its runner.
     signal.signal(signal.SIGTERM, stop_on_sigterm)
 
+    from server.main import create_app
+
     stop = reaper.start(*publishing_sessions(settings), lease_s=settings.job_lease_s,
-                        max_attempts=settings.max_job_attempts)
+                        max_attempts=settings.max_job_attempts,
+                        login_window_s=settings.login_window_s)
     try:
-        uvicorn.run("server.main:create_app", factory=True, host=host, port=port,
-                    log_level="warning")
+        # The app is built here, over the settings with this installation's secrets.
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
     finally:
         stop.set()
         for p in procs:  # the runner finishes its job (warm shutdown) …

@@ -41,6 +41,22 @@ SettingsDep = Annotated[ServerSettings, Depends(_settings)]
 DispatcherDep = Annotated[Dispatcher, Depends(_dispatcher)]
 
 
+def _client_address(request: Request) -> str:
+    # The peer uvicorn saw; behind a reverse proxy, uvicorn's --proxy-headers (trusting only the
+    # proxy's address, --forwarded-allow-ips) makes it the real client's.
+    return request.client.host if request.client else "unknown"
+
+
+ClientAddress = Annotated[str, Depends(_client_address)]
+
+
+def _login_limits(settings: SettingsDep) -> user_service.LoginLimits:
+    return user_service.LoginLimits.of(settings)
+
+
+LoginLimitsDep = Annotated[user_service.LoginLimits, Depends(_login_limits)]
+
+
 def _bearer(authorization: Annotated[str | None, Header()] = None) -> str:
     if not authorization or not authorization.lower().startswith("bearer "):
         raise Unauthorized("log in first (Authorization: Bearer TOKEN)")
@@ -125,3 +141,8 @@ def _runner(settings: SettingsDep, token: BearerDep) -> str:
 
 
 RunnerDep = Annotated[str, Depends(_runner)]
+# A runner process's own key, made at its start and sent with every claim and job request: the
+# claim binds the job to it, so only the process that claimed a job can fetch, renew or report it.
+RunnerKey = Annotated[str, Header(alias="X-Runner-Key", min_length=16, max_length=200,
+                                  description="The runner process's own key (random, made at "
+                                              "its start); a job answers only its claimer's")]

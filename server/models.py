@@ -46,9 +46,25 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(String(100), default="cli")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
 
     user: Mapped[User] = relationship()
+
+
+class LoginFailure(Base):
+    """One failed login: the throttle counts these per (email, address) and per address.
+
+    The email is kept as typed (normalised), whether or not an account has it, so that the
+    throttle answers alike for known and unknown emails. Rows older than the window are purged.
+    """
+
+    __tablename__ = "login_failures"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), index=True)
+    address: Mapped[str] = mapped_column(String(64), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, index=True)
 
 
 class Course(Base):
@@ -176,6 +192,9 @@ class Job(Base):
     queue: Mapped[str] = mapped_column(String(8), index=True)
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     token_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    # Hash of the claiming runner process's own key: with token_hash, the job answers only the
+    # runner that claimed it (another holder of the fleet token cannot report for it).
+    runner_key_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     runner: Mapped[str | None] = mapped_column(String(200), default=None)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)

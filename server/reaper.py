@@ -1,4 +1,5 @@
-"""The reaper: re-queues jobs whose runner went silent, publishes again what the broker lost."""
+"""The reaper: re-queues jobs whose runner went silent, publishes again what the broker lost,
+and deletes expired or revoked tokens and failed logins older than the throttle's window."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.dispatch import Dispatcher
 from server.services import jobs as job_service
+from server.services import users as user_service
 
 log = logging.getLogger("paragrade.reaper")
 
 
 def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
-          max_attempts: int, grace_s: float) -> tuple[int, int]:
+          max_attempts: int, grace_s: float, login_window_s: int = 900) -> tuple[int, int]:
     """One pass: (jobs re-queued or failed, jobs published again)."""
     with sessions() as session:
         reaped = job_service.reap(session=session, lease_s=lease_s, max_attempts=max_attempts)
+        session.commit()
+    with sessions() as session:
+        user_service.purge(session=session, login_window_s=login_window_s)
         session.commit()
     republished = 0
     depth = dispatcher.depth()
@@ -30,7 +35,8 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
 
 
 def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
-          max_attempts: int, every_s: float | None = None) -> threading.Event:
+          max_attempts: int, every_s: float | None = None,
+          login_window_s: int = 900) -> threading.Event:
     """Run the reaper in a daemon thread; set the returned event to stop it."""
     stop = threading.Event()
     every = every_s or max(1.0, min(15.0, lease_s / 3))
@@ -39,7 +45,8 @@ def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
         while not stop.wait(every):
             try:
                 reaped, republished = sweep(sessions, dispatcher, lease_s=lease_s,
-                                            max_attempts=max_attempts, grace_s=2 * every)
+                                            max_attempts=max_attempts, grace_s=2 * every,
+                                            login_window_s=login_window_s)
                 if reaped or republished:
                     log.warning("re-queued or failed %d job(s); published %d again",
                                 reaped, republished)

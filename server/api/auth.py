@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, status
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, status
 
 from server import security
 from server.db import committing
-from server.deps import CredentialDep, CurrentUser, SessionDep
+from server.deps import (
+    ClientAddress,
+    CredentialDep,
+    CurrentUser,
+    LoginLimitsDep,
+    SessionDep,
+    SettingsDep,
+)
 from server.schemas import (
     ErrorPublic,
     SessionPublic,
@@ -15,11 +27,26 @@ from server.schemas import (
     UserCreate,
     UserPublic,
 )
-from server.services import courses as course_service
 from server.services import users as user_service
 
 router = APIRouter(prefix="/api", tags=["auth"],
                    responses={401: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
+
+
+THROTTLED: dict[int | str, dict[str, Any]] = {429: {
+    "model": ErrorPublic, "description": "Too many failed logins from this address: wait "
+                                         "Retry-After seconds",
+    "headers": {"Retry-After": {"schema": {"type": "integer"}}}}}
+
+
+@contextmanager
+def _throttled() -> Iterator[None]:
+    """TooManyAttempts as a 429 with its Retry-After header."""
+    try:
+        yield
+    except user_service.TooManyAttempts as exc:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=exc.message,
+                            headers={"Retry-After": str(exc.retry_after_s)}) from exc
 
 
 @router.post("/auth/register", response_model=UserPublic, status_code=status.HTTP_201_CREATED,
@@ -27,29 +54,34 @@ router = APIRouter(prefix="/api", tags=["auth"],
 def register(body: UserCreate, session: SessionDep) -> object:
     """Create a student account and join the course of the join code."""
     with committing(session):
-        user = user_service.create(session=session, email=body.email, name=body.name,
-                                   password=body.password)
-        course_service.join(session=session, user=user, join_code=body.join_code,
-                            alias=body.alias)
-    return user
+        return user_service.register(session=session, email=body.email, name=body.name,
+                                     password=body.password, join_code=body.join_code,
+                                     alias=body.alias)
 
 
-@router.post("/auth/token", response_model=TokenPublic, responses={403: {"model": ErrorPublic}})
-def login(body: TokenCreate, session: SessionDep) -> TokenPublic:
-    """Exchange email and password for a bearer token (for the CLI)."""
-    with committing(session):
+@router.post("/auth/token", response_model=TokenPublic,
+             responses={403: {"model": ErrorPublic}, **THROTTLED})
+def login(body: TokenCreate, session: SessionDep, settings: SettingsDep, address: ClientAddress,
+          limits: LoginLimitsDep) -> TokenPublic:
+    """Exchange email and password for a bearer token (for the CLI; it expires)."""
+    with _throttled(), committing(session):
         user = user_service.authenticate(session=session, email=body.email,
-                                         password=body.password)
-        return TokenPublic(token=user_service.issue_token(session=session, user=user))
+                                         password=body.password, address=address, limits=limits)
+        return TokenPublic(token=user_service.issue_token(
+            session=session, user=user, ttl=timedelta(days=settings.token_ttl_days)))
 
 
-@router.post("/auth/session", response_model=SessionPublic, responses={403: {"model": ErrorPublic}})
-def browser_login(body: TokenCreate, request: Request, session: SessionDep) -> SessionPublic:
+@router.post("/auth/session", response_model=SessionPublic,
+             responses={403: {"model": ErrorPublic}, **THROTTLED})
+def browser_login(body: TokenCreate, request: Request, session: SessionDep,
+                  settings: SettingsDep, address: ClientAddress,
+                  limits: LoginLimitsDep) -> SessionPublic:
     """Log a browser in: a signed HttpOnly cookie, and a CSRF token for its writes."""
-    with committing(session):
+    with _throttled(), committing(session):
         user = user_service.authenticate(session=session, email=body.email,
-                                         password=body.password)
-        raw = user_service.issue_token(session=session, user=user, name="browser")
+                                         password=body.password, address=address, limits=limits)
+        raw = user_service.issue_token(session=session, user=user, name="browser",
+                                       ttl=timedelta(days=settings.token_ttl_days))
     csrf = security.new_token()
     request.session.update(token=raw, csrf=csrf)
     return SessionPublic(csrf_token=csrf, user=UserPublic.model_validate(user))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 
 from runners.protocol import JobOffer, JobOutcome, RunnerHello
 from server.api import RowId
-from server.deps import RunnerDep, SessionDep, SettingsDep
+from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
 from server.models import AssignmentVersion, Submission
 from server.schemas import ErrorPublic
 from server.services import artifacts
@@ -32,24 +32,26 @@ def hello(body: RunnerHello, _: RunnerDep, session: SessionDep) -> None:
 @router.post("/jobs/{job_id}/claim", response_model=JobOffer,
              responses={409: {"model": ErrorPublic, "description": "not queued (done, "
                               "claimed, superseded or cancelled): drop the message"}})
-def claim(job_id: RowId, _: RunnerDep, session: SessionDep,
+def claim(job_id: RowId, _: RunnerDep, key: RunnerKey, session: SessionDep,
           runner: Annotated[str, Query(pattern=NO_NUL, min_length=1, max_length=200)]
           ) -> JobOffer:
-    """Claim the job a broker message named; a job is claimed once per attempt."""
-    return job_service.claim(session=session, job_id=job_id, runner=runner)
+    """Claim the job a broker message named; a job is claimed once per attempt, and answers
+    only the runner process (its X-Runner-Key) that claimed it."""
+    return job_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key)
 
 
 @router.post("/jobs/{job_id}/heartbeat", status_code=status.HTTP_204_NO_CONTENT)
-def heartbeat(job_id: RowId, _: RunnerDep, token: JobToken, session: SessionDep) -> None:
+def heartbeat(job_id: RowId, _: RunnerDep, key: RunnerKey, token: JobToken,
+              session: SessionDep) -> None:
     """Still grading: extends the job's lease. 403 once the job was cancelled or superseded."""
-    job = job_service.authorize(session=session, job_id=job_id, token=token)
+    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key)
     job_service.heartbeat(session=session, job=job)
     session.commit()
 
 
-def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str,
+def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str, key: str,
               which: str) -> Response:
-    job = job_service.authorize(session=session, job_id=job_id, token=token)
+    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key)
     if job.kind == "validate":
         version = session.get(AssignmentVersion, job.version_id)
         if version is None or which != "bundle":
@@ -64,22 +66,22 @@ def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: st
 
 
 @router.get("/jobs/{job_id}/bundle", responses={200: {"content": {"application/zip": {}}}})
-def bundle(job_id: RowId, _: RunnerDep, token: JobToken, session: SessionDep,
+def bundle(job_id: RowId, _: RunnerDep, key: RunnerKey, token: JobToken, session: SessionDep,
            settings: SettingsDep) -> Response:
-    return _artifact(session, settings, job_id, token, "bundle")
+    return _artifact(session, settings, job_id, token, key, "bundle")
 
 
 @router.get("/jobs/{job_id}/submission", responses={200: {"content": {"application/zip": {}}}})
-def submission(job_id: RowId, _: RunnerDep, token: JobToken, session: SessionDep,
-               settings: SettingsDep) -> Response:
-    return _artifact(session, settings, job_id, token, "submission")
+def submission(job_id: RowId, _: RunnerDep, key: RunnerKey, token: JobToken,
+               session: SessionDep, settings: SettingsDep) -> Response:
+    return _artifact(session, settings, job_id, token, key, "submission")
 
 
 @router.post("/jobs/{job_id}/result", status_code=status.HTTP_204_NO_CONTENT)
-def result(job_id: RowId, outcome: JobOutcome, _: RunnerDep, token: JobToken,
+def result(job_id: RowId, outcome: JobOutcome, _: RunnerDep, key: RunnerKey, token: JobToken,
            session: SessionDep, settings: SettingsDep) -> None:
-    """Record the outcome once (a redelivery changes nothing)."""
-    job = job_service.authorize(session=session, job_id=job_id, token=token)
+    """Record the outcome once (a redelivery changes nothing), from the runner that claimed it."""
+    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key)
     job_service.record(session=session, job=job, outcome=outcome,
                        max_attempts=settings.max_job_attempts)
     session.commit()

@@ -5,6 +5,14 @@ session's outbox; the dispatcher publishes it once the transaction commits. A ru
 the message claims the job over HTTP with the fleet's token (compare-and-set, so a redelivered
 message is refused) and receives a per-job secret for the job's bundle, archive, heartbeats and
 result. Recording a result is idempotent; the database, not the broker, says what is done.
+
+A job answers only the runner process that claimed it. Every runner process makes a random key
+at its start and sends it with the claim and with every request about the job; the claim stores
+its hash beside the per-job secret's. `authorize` wants both: the fleet token says "a runner of
+ours", the key says "this runner", the per-job secret says "this attempt". So another holder of
+the fleet token (a second runner, or whoever read the token) cannot fetch, renew or report a job
+another runner claimed, even with its per-job secret (a log line, a proxy); it can only claim
+queued jobs, which a compromised fleet token always allows (see docs/security.md).
 """
 
 from __future__ import annotations
@@ -97,12 +105,14 @@ def grade_job(submission: Submission, job: Job) -> GradeJob:
                     time_limit_s=job.time_limit_s, entry_file=manifest.entry.file)
 
 
-def claim(*, session: Session, job_id: int, runner: str) -> JobOffer:
-    """Claim one queued job for `runner` (compare-and-set); Conflict if it is not claimable."""
+def claim(*, session: Session, job_id: int, runner: str, runner_key: str) -> JobOffer:
+    """Claim one queued job for `runner`, bound to its key (compare-and-set); Conflict if it is
+    not claimable."""
     token = security.new_token()
     won = session.execute(
         update(Job).where(Job.id == job_id, Job.state == "queued")
         .values(state="claimed", token_hash=security.token_hash(token), runner=runner,
+                runner_key_hash=security.token_hash(runner_key),
                 claimed_at=now(), heartbeat_at=now(), attempts=Job.attempts + 1))
     job = session.get(Job, job_id)
     if job is None:
@@ -127,14 +137,21 @@ def claim(*, session: Session, job_id: int, runner: str) -> JobOffer:
     return JobOffer(job_id=job.id, token=token, job=grade_job(sub, job))
 
 
-def authorize(*, session: Session, job_id: int, token: str) -> Job:
-    """The job this per-job secret was issued for (claimed, not yet finished)."""
+def authorize(*, session: Session, job_id: int, token: str, runner_key: str) -> Job:
+    """The job this per-job secret was issued for (claimed, not yet finished), asked about by
+    the runner process that claimed it."""
     job = session.get(Job, job_id)
     if job is None:
         raise NotFound("no such job")
-    if job.token_hash is None or not security.same_secret(job.token_hash,
-                                                          security.token_hash(token)):
+    # Both compared, always: the answer takes as long whichever of the two is wrong.
+    token_ok = job.token_hash is not None and security.same_secret(
+        job.token_hash, security.token_hash(token))
+    key_ok = job.runner_key_hash is not None and security.same_secret(
+        job.runner_key_hash, security.token_hash(runner_key))
+    if not token_ok:
         raise Forbidden(f"this token is not valid for this job (the job is {job.state})")
+    if not key_ok:
+        raise Forbidden("this job was claimed by another runner")
     return job
 
 

@@ -1,47 +1,151 @@
-"""Accounts and API tokens."""
+"""Accounts, API tokens and the failed-login throttle.
+
+Answers never tell whether an account exists: registration checks the join code before the
+email, a login for an unknown email spends the time of a real password check, and the throttle
+counts failures by the email as typed, account or not.
+
+The throttle (decided in issue 17): failures are counted per (email, client address) and, more
+loosely, per address. An address that failed `per_account` times for one email within the window
+waits (429 with Retry-After), even with the right password; the same account from another
+address is not affected, so a stranger cannot lock its owner out. The per-address limit slows one
+address trying many accounts, and is loose because a lab behind NAT is one address. A slow
+attack spread over many addresses against one account is not throttled: argon2 and the refusal of
+common passwords are what stand against it (an account-wide lockout would hand strangers a way to
+lock students out before a deadline).
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import ColumnElement, delete, or_, select
 from sqlalchemy.orm import Session
 
 from server import security
-from server.models import ApiToken, User, now
-from server.services.errors import Conflict, Forbidden
+from server.models import ApiToken, Course, LoginFailure, User, now
+from server.services import courses as course_service
+from server.services.errors import Conflict, Forbidden, Invalid, NotFound, QuotaExceeded
+from server.settings import ServerSettings
+
+DEFAULT_TOKEN_TTL = timedelta(days=30)
+
+
+def _email(email: str) -> str:
+    return email.strip().lower()
 
 
 def create(*, session: Session, email: str, name: str, password: str,
            is_instructor: bool = False) -> User:
-    """A new account (email unique, case-insensitive)."""
-    email = email.strip().lower()
+    """A new account (email unique, case-insensitive; not a common password)."""
+    if (problem := security.password_problem(password)) is not None:
+        raise Invalid(problem)
+    email = _email(email)
+    hashed = security.hash_password(password)  # first: a taken email answers no sooner
     if session.scalar(select(User).where(User.email == email)):
         raise Conflict(f"an account with {email} already exists")
-    user = User(email=email, name=name.strip(), password_hash=security.hash_password(password),
-                is_instructor=is_instructor)
+    user = User(email=email, name=name.strip(), password_hash=hashed, is_instructor=is_instructor)
     session.add(user)
     session.flush()
     return user
 
 
-def authenticate(*, session: Session, email: str, password: str) -> User:
-    """The user with these credentials, or Forbidden."""
-    user = session.scalar(select(User).where(User.email == email.strip().lower()))
-    if user is None or not security.verify_password(password, user.password_hash):
-        raise Forbidden("wrong email or password")
+def register(*, session: Session, email: str, name: str, password: str, join_code: str,
+             alias: str | None) -> User:
+    """A student account enrolled in the join code's course.
+
+    The join code is checked before the email: a wrong code gets the same 404 for a known and an
+    unknown email (only holders of a course's code learn that an email is taken).
+    """
+    if (problem := security.password_problem(password)) is not None:
+        raise Invalid(problem)
+    if session.scalar(select(Course.id).where(Course.join_code == join_code.strip())) is None:
+        raise NotFound("no course has this join code")
+    user = create(session=session, email=email, name=name, password=password)
+    course_service.join(session=session, user=user, join_code=join_code, alias=alias)
     return user
 
 
-def issue_token(*, session: Session, user: User, name: str = "cli") -> str:
-    """A new bearer token; only its hash is kept."""
+@dataclass(frozen=True)
+class LoginLimits:
+    """The failed-login throttle's window and limits (from the server's settings)."""
+
+    window_s: int = 900
+    per_account: int = 5
+    per_address: int = 100
+
+    @classmethod
+    def of(cls, settings: ServerSettings) -> LoginLimits:
+        return cls(window_s=settings.login_window_s,
+                   per_account=settings.login_failures_per_account,
+                   per_address=settings.login_failures_per_address)
+
+
+class TooManyAttempts(QuotaExceeded):
+    """Too many failed logins: try again in `retry_after_s` seconds."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        minutes = max(1, math.ceil(retry_after_s / 60))
+        super().__init__(f"too many failed logins: try again in {minutes} minute"
+                         f"{'s' if minutes > 1 else ''}")
+        self.retry_after_s = retry_after_s
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)  # SQLite drops the zone
+
+
+def _wait_s(session: Session, where: ColumnElement[bool], limit: int, window_s: int) -> float:
+    """Seconds until fewer than `limit` failures matching `where` are in the window (0: now)."""
+    window = timedelta(seconds=window_s)
+    recent = session.scalars(select(LoginFailure.at).where(where, LoginFailure.at > now() - window)
+                             .order_by(LoginFailure.at.desc()).limit(limit)).all()
+    if len(recent) < limit:
+        return 0.0
+    return max(0.0, (_aware(recent[-1]) + window - now()).total_seconds())
+
+
+def authenticate(*, session: Session, email: str, password: str, address: str,
+                 limits: LoginLimits) -> User:
+    """The user with these credentials; TooManyAttempts while throttled, else Forbidden.
+
+    A failure is committed here, before the error unwinds: the refused request's rollback must
+    not erase what the throttle counts.
+    """
+    email, address = _email(email)[:320], address[:64]
+    wait = max(_wait_s(session, (LoginFailure.email == email) & (LoginFailure.address == address),
+                       limits.per_account, limits.window_s),
+               _wait_s(session, LoginFailure.address == address, limits.per_address,
+                       limits.window_s))
+    if wait > 0:
+        raise TooManyAttempts(math.ceil(wait))
+    user = session.scalar(select(User).where(User.email == email))
+    if user is None:
+        security.burn_verify(password)  # as long as a wrong password for a real account
+    elif security.verify_password(password, user.password_hash):
+        session.execute(delete(LoginFailure).where(LoginFailure.email == email,
+                                                   LoginFailure.address == address))
+        return user
+    session.add(LoginFailure(email=email, address=address))
+    session.commit()
+    raise Forbidden("wrong email or password")
+
+
+def issue_token(*, session: Session, user: User, name: str = "cli",
+                ttl: timedelta = DEFAULT_TOKEN_TTL) -> str:
+    """A new bearer token, valid for `ttl`; only its hash is kept."""
     raw = security.new_token()
-    session.add(ApiToken(user_id=user.id, token_hash=security.token_hash(raw), name=name))
+    session.add(ApiToken(user_id=user.id, token_hash=security.token_hash(raw), name=name,
+                         expires_at=now() + ttl))
     session.flush()
     return raw
 
 
 def user_for_token(*, session: Session, raw: str) -> User | None:
+    """The token's user, or None when it is unknown, revoked or expired."""
     token = session.scalar(select(ApiToken).where(ApiToken.token_hash == security.token_hash(raw)))
-    if token is None or token.revoked_at is not None:
+    if token is None or token.revoked_at is not None or _aware(token.expires_at) <= now():
         return None
     return token.user
 
@@ -50,3 +154,13 @@ def revoke_token(*, session: Session, raw: str) -> None:
     token = session.scalar(select(ApiToken).where(ApiToken.token_hash == security.token_hash(raw)))
     if token is not None:
         token.revoked_at = now()
+
+
+def purge(*, session: Session, login_window_s: int) -> tuple[int, int]:
+    """Delete expired and revoked token rows and failures older than the throttle's window;
+    (tokens, failures) deleted."""
+    tokens = session.execute(delete(ApiToken).where(or_(ApiToken.revoked_at.is_not(None),
+                                                        ApiToken.expires_at <= now())))
+    failures = session.execute(delete(LoginFailure).where(
+        LoginFailure.at <= now() - timedelta(seconds=login_window_s)))
+    return (int(tokens.rowcount), int(failures.rowcount))  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -23,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from server import security
 from server.db import committing
-from server.deps import SessionDep, SettingsDep
+from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, GradeReportRow, Submission, User
 from server.schemas import JoinCreate, UserCreate
 from server.services import artifacts
@@ -34,6 +35,7 @@ from server.services import leaderboard as leaderboard_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
+from server.settings import ServerSettings
 from server.web.plots import scaling_svg, weak_svg
 
 HERE = Path(__file__).resolve().parent
@@ -95,9 +97,19 @@ def reasons(exc: ValidationError | RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def _start_session(request: Request, session: SessionDep, user: User) -> None:
-    raw = user_service.issue_token(session=session, user=user, name="browser")
+def _start_session(request: Request, session: SessionDep, settings: ServerSettings,
+                   user: User) -> None:
+    raw = user_service.issue_token(session=session, user=user, name="browser",
+                                   ttl=timedelta(days=settings.token_ttl_days))
+    # A fresh CSRF token with the login: one a visitor held before it is worth nothing after.
     request.session.update(token=raw, csrf=secrets.token_urlsafe(32))
+
+
+def _anonymous_csrf(request: Request) -> None:
+    """A CSRF token for a visitor not yet logged in: the login and register forms carry it, so a
+    page elsewhere cannot log a browser into an account of its choosing (login CSRF)."""
+    if not request.session.get("csrf"):
+        request.session["csrf"] = secrets.token_urlsafe(32)
 
 
 def _safe_next(url: str) -> str:
@@ -107,31 +119,39 @@ def _safe_next(url: str) -> str:
 # accounts ----------------------------------------------------------------------------------
 @router.get("/login")
 def login_form(request: Request, next: str = "/") -> HTMLResponse:
+    _anonymous_csrf(request)
     return render(request, "login.html", next=_safe_next(next))
 
 
-@router.post("/login")
-def login(request: Request, session: SessionDep, email: Annotated[str, Form()],
+@router.post("/login", dependencies=[Csrf])
+def login(request: Request, session: SessionDep, settings: SettingsDep,
+          address: ClientAddress, limits: LoginLimitsDep, email: Annotated[str, Form()],
           password: Annotated[str, Form()], next: Annotated[str, Form()] = "/") -> Response:
     try:
         with committing(session):
-            user = user_service.authenticate(session=session, email=email, password=password)
-            _start_session(request, session, user)
+            user = user_service.authenticate(session=session, email=email, password=password,
+                                             address=address, limits=limits)
+            _start_session(request, session, settings, user)
     except DomainError as exc:
-        return render(request, "login.html", status_code=exc.status, error=exc.message,
+        page = render(request, "login.html", status_code=exc.status, error=exc.message,
                       next=_safe_next(next), email=email)
+        if isinstance(exc, user_service.TooManyAttempts):
+            page.headers["Retry-After"] = str(exc.retry_after_s)
+        return page
     return RedirectResponse(_safe_next(next), status_code=303)
 
 
 @router.get("/register")
 def register_form(request: Request, code: str = "") -> HTMLResponse:
+    _anonymous_csrf(request)
     return render(request, "register.html", code=code)
 
 
-@router.post("/register")
-def register(request: Request, session: SessionDep, email: Annotated[str, Form()],
-             name: Annotated[str, Form()], password: Annotated[str, Form()],
-             join_code: Annotated[str, Form()], alias: Annotated[str, Form()] = "") -> Response:
+@router.post("/register", dependencies=[Csrf])
+def register(request: Request, session: SessionDep, settings: SettingsDep,
+             email: Annotated[str, Form()], name: Annotated[str, Form()],
+             password: Annotated[str, Form()], join_code: Annotated[str, Form()],
+             alias: Annotated[str, Form()] = "") -> Response:
     form = {"email": email, "name": name, "code": join_code, "alias": alias}
     try:  # the API's own rules (email, password length, alias characters)
         body = UserCreate(email=email, name=name, password=password, join_code=join_code,
@@ -140,11 +160,10 @@ def register(request: Request, session: SessionDep, email: Annotated[str, Form()
         return render(request, "register.html", status_code=422, error=reasons(exc), **form)
     try:
         with committing(session):
-            user = user_service.create(session=session, email=body.email, name=body.name,
-                                       password=body.password)
-            course_service.join(session=session, user=user, join_code=body.join_code,
-                                alias=body.alias)
-            _start_session(request, session, user)
+            user = user_service.register(session=session, email=body.email, name=body.name,
+                                         password=body.password, join_code=body.join_code,
+                                         alias=body.alias)
+            _start_session(request, session, settings, user)
     except DomainError as exc:
         return render(request, "register.html", status_code=exc.status, error=exc.message, **form)
     return RedirectResponse("/", status_code=303)

@@ -136,7 +136,8 @@ def world(client: TestClient, engine: Engine) -> World:
                  login(client, "bob@uni.edu", "studentpass1"), code)
 
 
-RUNNER = {"Authorization": "Bearer runner-secret-1234"}
+# The fleet token, and the key of the one runner process these tests play (a job answers its claimer).
+RUNNER = {"Authorization": "Bearer runner-secret-1234", "X-Runner-Key": "test-runner-key-0123456789"}
 
 
 def claim(client: TestClient, queues: tuple[str, ...] = ("cpu", "mpi", "gpu")

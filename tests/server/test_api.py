@@ -13,7 +13,7 @@ from server.db import session_factory
 from server.models import Artifact, Submission
 from tests.server.conftest import REFERENCE, World, bearer, claim, login, zip_of
 
-RUNNER = bearer("runner-secret-1234")
+RUNNER = {**bearer("runner-secret-1234"), "X-Runner-Key": "test-runner-key-0123456789"}  # conftest.claim's
 
 
 def count(engine: Engine, model: type) -> int:

@@ -26,7 +26,8 @@ XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 def browser(world: World, email: str = "ada@uni.edu", password: str = "studentpass1") -> TestClient:
     b = TestClient(world.client.app, follow_redirects=False)
-    r = b.post("/login", data={"email": email, "password": password, "next": "/"})
+    r = b.post("/login", data={"email": email, "password": password, "next": "/",
+                               "csrf_token": csrf(b.get("/login").text)})
     assert r.status_code == 303 and r.headers["location"] == "/", r.text
     return b
 
@@ -41,7 +42,8 @@ def test_pages_need_a_login_and_a_bad_password_is_said(world: World) -> None:
     anon = TestClient(world.client.app, follow_redirects=False)
     r = anon.get(T1)
     assert r.status_code == 303 and r.headers["location"] == "/login?next=/c/th/t1-multiprocessing"
-    r = anon.post("/login", data={"email": "ada@uni.edu", "password": "nope-nope"})
+    r = anon.post("/login", data={"email": "ada@uni.edu", "password": "nope-nope",
+                                  "csrf_token": csrf(anon.get("/login").text)})
     assert r.status_code == 403 and "wrong email or password" in r.text
     assert "<h1>Log in</h1>" in r.text
 
@@ -49,15 +51,17 @@ def test_pages_need_a_login_and_a_bad_password_is_said(world: World) -> None:
 def test_register_then_see_the_course(world: World) -> None:
     b = TestClient(world.client.app, follow_redirects=False)
     r = b.post("/register", data={"email": "cy@uni.edu", "name": "Cy", "password": "cypass1234",
-                                   "join_code": world.join_code, "alias": "cy"})
+                                   "join_code": world.join_code, "alias": "cy",
+                                   "csrf_token": csrf(b.get("/register").text)})
     assert r.status_code == 303
     home = b.get("/").text
     assert "Treasure hunt" in home and 'href="/c/th/t1-multiprocessing"' in home
     r = b.post("/register", data={"email": "dee@uni.edu", "name": "Dee", "password": "deepass123",
-                                   "join_code": "wrong-code"})
+                                   "join_code": "wrong-code", "csrf_token": csrf(b.get("/").text)})
     assert r.status_code == 404 and "join code" in r.text
     r = b.post("/register", data={"email": "eve@uni.edu", "name": XSS, "password": "evepass123",
-                                   "join_code": world.join_code, "alias": XSS})
+                                   "join_code": world.join_code, "alias": XSS,
+                                   "csrf_token": csrf(b.get("/").text)})
     assert r.status_code == 422 and "alias: use letters, digits" in r.text  # plain words
     assert "<script>alert" not in r.text and "&lt;script&gt;" in r.text  # echoed, escaped
 

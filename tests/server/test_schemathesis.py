@@ -40,7 +40,8 @@ from server.services import users as user_service
 from .conftest import REFERENCE, World, bearer, claim
 
 MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "15"))
-RUNNER = bearer("runner-secret-1234")  # the `settings` fixture's runner token
+RUNNER = {**bearer("runner-secret-1234"),  # the `settings` fixture's runner token
+          "X-Runner-Key": "test-runner-key-0123456789"}  # conftest.claim's runner process
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
 # These revoke the token they are called with: each case gets a fresh one.
