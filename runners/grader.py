@@ -24,15 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from runners import array, package, service, timing
+from runners import array, credit, package, service, timing
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
+    Credit,
     Environment,
     GradeReport,
     TestOutcome,
     TestResult,
     Verdict,
+    credited_speedup,
     performance_share,
 )
 from runners.pytest_plugin import Context
@@ -42,7 +44,9 @@ from runners.settings import RunnerSettings, get_settings
 
 Progress = Callable[[str], None]
 SIMULATED_NOTE = "simulated: no speedup points (numba CUDA simulator on a CPU-only runner)"
-PIDS_MAX = 1024
+SIMULATOR_PIDS = 1024 + 256
+"""Under the CUDA simulator every simulated thread is an OS thread: a full block of 1024 threads
+plus the harness, its pool and the runtime's own threads."""
 TESTS_WALL_FACTOR = 40
 
 
@@ -115,8 +119,11 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
         served = Mount(service.ensure(assignment), service.INSIDE)
         mounts += (served,)
         env["PARAGRADE_SERVICE"] = f"{executor.path(served)}/{service.SOCKET}"
+    pids = m.resources.pids
+    if gpu_mode == "simulated":
+        pids = max(pids, SIMULATOR_PIDS)
     limits = Limits(
-        cpus=tuple(use), memory_mb=m.resources.memory_mb, pids=PIDS_MAX,
+        cpus=tuple(use), memory_mb=m.resources.memory_mb, pids=pids,
         wall_s=float(m.resources.wall_seconds), output_bytes=settings.output_limit_bytes,
         disk_bytes=settings.disk_limit_bytes, fsize_bytes=settings.disk_limit_bytes,
         gpus=m.resources.gpus if gpu_mode == "real" else 0,
@@ -323,8 +330,12 @@ def overall_verdict(tests: list[TestResult]) -> Verdict:
 
 def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | None = None,
           seed: int | None = None, with_timing: bool = True, progress: Progress = _noop,
-          settings: RunnerSettings | None = None) -> GradeReport:
-    """Grade one submission of `assignment` and return its report (never raises for its code)."""
+          settings: RunnerSettings | None = None,
+          reference_speedup: float | None = None) -> GradeReport:
+    """Grade one submission of `assignment` and return its report (never raises for its code).
+
+    `reference_speedup`: the reference's, measured at validation (GPU packages hold a speedup far
+    above it for review)."""
     settings = settings or get_settings()
     started = time.monotonic()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -343,7 +354,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
 
     def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",
                speedup: Any = None, scaling: Any = (), weak: Any = (),
-               perf: float = 0.0) -> GradeReport:
+               perf: float = 0.0, credit: Credit | None = None) -> GradeReport:
         weights = sum(t.weight for t in tests)
         passed = sum(t.weight for t in tests if t.outcome == TestOutcome.PASSED)
         test_points = m.scoring.test_points * (passed / weights if weights else 0.0)
@@ -357,7 +368,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             max_score=m.scoring.test_points + m.scoring.performance_points,
             test_points=round(test_points, 2), performance_points=round(perf, 2),
             speedup=speedup, scaling=list(scaling), weak_scaling=list(weak), serial_fraction=kf,
-            amdahl_serial_fraction=amdahl, notes=notes, output_excerpt=output[-16000:],
+            amdahl_serial_fraction=amdahl, credit=credit, notes=notes, output_excerpt=output[-16000:],
             seed=seed, environment=env, started_at=started_at,
             wall_time_s=round(time.monotonic() - started, 3), timed_time_s=round(timed_total, 3),
         )
@@ -463,13 +474,29 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         if any(s.paired for s in all_samples + weak_samples):
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
                          "frozen (no CPU while the other side is timed)")
-        share = performance_share(m.scoring, figure.median, weak[-1].efficiency if weak else None)
+        top = scaling[-1]
+        judged = credit.decide(
+            policy=m.scoring.credit, figure=figure, point=top, cores=min(top.workers, len(cpus)),
+            reference_speedup=reference_speedup, reference_factor=m.scoring.reference_factor,
+            gpu=gpu_mode == "real")
+        earned = credited_speedup(judged, figure.median)
+        share = 0.0 if earned is None else performance_share(
+            m.scoring, earned, weak[-1].efficiency if weak else None)
         perf = m.scoring.performance_points * share
         summary += f"; speedup {figure.median:.2f}× (95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})"
         if weak:
             summary += f"; weak-scaling efficiency {weak[-1].efficiency:.0%} at {weak[-1].workers}"
+        if judged.status == "held":
+            summary += "; performance points held for review"
+        elif judged.status == "refused":
+            summary += "; no performance points: " + judged.reason
+        elif judged.status == "capped":
+            summary += f"; {judged.speedup:.2f}× of it earns points"
+        if top.cpu is None and m.scoring.credit == "parallel" and gpu_mode != "real":
+            notes.append("parallelism not measured: this runner cannot read the sandbox's CPU "
+                         "time, so the speedup counts only up to the allotted cores")
         return report(verdict, summary, tests, output=output, speedup=figure, scaling=scaling,
-                      weak=weak, perf=perf)
+                      weak=weak, perf=perf, credit=judged)
     except package.PackageError as exc:
         return report(Verdict.AUTHOR_ERROR, f"assignment package problem: {exc}", [])
     except (ImportError, SyntaxError) as exc:

@@ -142,6 +142,23 @@ class SpeedupFigure(Frozen):
     repetitions: int = Field(description="Timed runs per side")
 
 
+class Parallelism(Frozen):
+    """What the CPU time of the timed calls says at one worker count: each call's CPU seconds
+    are those of the whole sandbox (every process, thread and rank), read from outside it."""
+
+    parallelism: float = Field(description="The submission's CPU seconds / wall seconds per "
+                               "timed call (median): how many cores were busy")
+    parallelism_ci_low: float
+    parallelism_ci_high: float
+    baseline_parallelism: float = Field(description="The same for the baseline (≈ 1: serial)")
+    work_ratio: float = Field(description="The submission's CPU seconds per call / the "
+                              "baseline's (medians): below 1 it did less work")
+    work_ratio_ci_low: float
+    work_ratio_ci_high: float
+    submission_cpu_median_s: float
+    baseline_cpu_median_s: float
+
+
 class ScalingPoint(Frozen):
     """Strong-scaling result at one worker count."""
 
@@ -152,8 +169,11 @@ class ScalingPoint(Frozen):
     ci_high: float
     submission_median_s: float
     karp_flatt: float | None = Field(
-        default=None, description="Experimentally determined serial fraction (workers > 1)"
+        default=None, description="Experimentally determined serial fraction (workers > 1; "
+        "None where the speedup is superlinear and the fraction would be negative)"
     )
+    cpu: Parallelism | None = Field(
+        default=None, description="Effective parallelism and work ratio; None: not measured")
 
 
 class WeakScalingPoint(Frozen):
@@ -166,6 +186,32 @@ class WeakScalingPoint(Frozen):
     ci_high: float
     one_worker_median_s: float
     submission_median_s: float
+
+
+CreditStatus = Literal["credited", "capped", "held", "refused"]
+
+
+class Credit(Frozen):
+    """How much of the measured speedup earns performance points, and why (scoring.credit)."""
+
+    policy: Literal["parallel", "any"]
+    status: CreditStatus = Field(description="credited: all of it; capped: the part parallelism "
+                                 "explains; held: points pending an instructor's review; "
+                                 "refused: no performance points")
+    speedup: float = Field(description="The speedup the performance points come from (held and "
+                           "refused: none until an instructor grants the measured one)")
+    measured: bool = Field(description="False where the backend could not measure CPU time")
+    reason: str = Field(description="One plain sentence with the figures")
+
+
+def credited_speedup(credit: Credit | None, measured: float, *, granted: bool = False) -> float | None:
+    """The speedup performance points come from: the credited one; the measured one once an
+    instructor granted a held or refused speedup; None while it earns nothing."""
+    if credit is None or granted:
+        return measured
+    if credit.status in ("held", "refused"):
+        return None
+    return credit.speedup
 
 
 class Environment(Frozen):
@@ -208,6 +254,7 @@ class GradeReport(Frozen):
         default_factory=list, description="Measured only where the package asks for it")
     serial_fraction: float | None = Field(description="Karp–Flatt at the largest worker count")
     amdahl_serial_fraction: float | None = Field(description="Least-squares Amdahl fit")
+    credit: Credit | None = Field(default=None, description="None when no speedup was measured")
     notes: list[str] = Field(description="Labels such as 'simulated: no speedup points'")
     output_excerpt: str = Field(description="Capped stdout/stderr of the submission's runs")
     seed: int = Field(description="Seed the grader drew this run's inputs from")
@@ -331,6 +378,8 @@ class Resources(Frozen):
     ranks: int = Field(default=1, ge=1, le=4096)
     gpus: int = Field(default=0, ge=0, le=64)
     memory_mb: int = Field(default=2048, ge=64)
+    pids: int = Field(default=1024, ge=16, le=65536, description="Processes and threads a run "
+                      "may have at once (CUDA simulator runs: at least 1024 + the harness's)")
     wall_seconds: int = Field(default=120, ge=1, le=86400, description="Per sandboxed run")
     simulate_gpu: bool = Field(
         default=False, description="Grade correctness under numba's CUDA simulator without a GPU"
@@ -352,6 +401,13 @@ class Launcher(Frozen):
 
 class Scoring(Frozen):
     test_points: float = Field(default=60, ge=0)
+    credit: Literal["parallel", "any"] = Field(
+        default="parallel", description="parallel: only speedup that parallel work explains "
+        "earns points (GPU packages: a speedup far above the reference's is held for review); "
+        "any: every measured speedup (competitions where algorithmic gains count)")
+    reference_factor: float = Field(
+        default=3.0, gt=1, description="GPU packages under 'parallel': a speedup above this "
+        "many times the reference's (measured at validation) is held for review")
     performance_points: float = Field(default=40, ge=0)
     speedup_min: float = Field(default=1.0, gt=0)
     speedup_full: float = Field(default=2.0, gt=0)

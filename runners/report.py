@@ -15,6 +15,19 @@ MARK = {TestOutcome.PASSED: "[green]✔[/]", TestOutcome.FAILED: "[red]✘[/]",
         TestOutcome.ERROR: "[red]![/]", TestOutcome.SKIPPED: "[dim]–[/]"}
 
 
+CREDIT_LABEL = {"credited": "credited", "capped": "partly credited",
+                "held": "held for review", "refused": "no performance points"}
+CREDIT_STYLE = {"credited": "green", "capped": "yellow", "held": "yellow", "refused": "red"}
+
+
+def serial_fraction_text(karp_flatt: float | None, efficiency: float, workers: int) -> str:
+    """A serial fraction as shown: 'superlinear' where it would be negative, never a negative
+    number."""
+    if workers > 1 and efficiency > 1:
+        return "superlinear"
+    return "–" if karp_flatt is None else f"{karp_flatt:.3f}"
+
+
 def render(report: GradeReport, console: Console) -> None:
     """Print the report: verdict, tests, speedup, scaling table, environment."""
     head = Text.assemble(
@@ -41,13 +54,26 @@ def render(report: GradeReport, console: Console) -> None:
             f"Speedup {s.median:.2f}×  (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}; baseline "
             f"{s.baseline_median_s * 1000:.1f} ms, yours {s.submission_median_s * 1000:.1f} ms, "
             f"{s.repetitions} runs each)"))
+    if report.credit:
+        c = report.credit
+        parts.append(Text(f"Credit ({c.policy}): {CREDIT_LABEL[c.status]}: {c.reason}",
+                          style=CREDIT_STYLE[c.status]))
     if report.scaling:
         sc = Table(title="strong scaling", box=None, header_style="bold")
-        for col in ("workers", "speedup", "95 % CI", "efficiency", "Karp–Flatt e"):
+        for col in ("workers", "speedup", "95 % CI", "efficiency", "Karp–Flatt e", "busy cores",
+                    "work ratio"):
             sc.add_column(col, justify="right")
         for p in report.scaling:
+            cpu = p.cpu
             sc.add_row(str(p.workers), f"{p.speedup:.2f}", f"{p.ci_low:.2f}–{p.ci_high:.2f}",
-                       f"{p.efficiency:.0%}", "–" if p.karp_flatt is None else f"{p.karp_flatt:.3f}")
+                       f"{p.efficiency:.0%}", serial_fraction_text(p.karp_flatt, p.efficiency,
+                                                                   p.workers),
+                       "not measured" if cpu is None else
+                       f"{cpu.parallelism:.2f} ({cpu.parallelism_ci_low:.2f}–"
+                       f"{cpu.parallelism_ci_high:.2f})",
+                       "–" if cpu is None else
+                       f"{cpu.work_ratio:.3g} ({cpu.work_ratio_ci_low:.3g}–"
+                       f"{cpu.work_ratio_ci_high:.3g})")
         parts.append(sc)
         if report.amdahl_serial_fraction is not None:
             parts.append(Text(f"Amdahl fit: serial fraction {report.amdahl_serial_fraction:.3f}"))

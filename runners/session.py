@@ -253,6 +253,8 @@ class Session:
         self._sock: socket.socket | None = None
         self._next_id = 0
         self.exit_info: ExitInfo | None = None
+        self.last_cpu_s: float | None = None
+        """CPU seconds the whole sandbox used during the last call (None: not measurable)."""
 
     def __enter__(self) -> Session:
         self.start()
@@ -364,7 +366,8 @@ class Session:
         """Call the submission's function in the sandbox; return (value, seconds it took).
 
         The arguments are staged first (untimed); the seconds cover the call and the encoding of
-        its result inside the sandbox, measured here, outside it.
+        its result inside the sandbox, measured here, outside it; `last_cpu_s` the CPU time the
+        sandbox used meanwhile.
         """
         assert self._sock is not None, "session not started"
         if self._readable():
@@ -378,10 +381,14 @@ class Session:
         self._next_id += 1
         frame = _frame({"id": self._next_id, "op": "call", "function": function})
         self._sock.settimeout(max(0.5, self.seconds_left))
+        # The run's CPU time is read from outside (its cgroup), around the timed window.
+        cpu0 = self._run.proc.cpu_seconds()
         t0 = time.perf_counter_ns()
         self._sock.sendall(frame)
         reply = self._recv()
         elapsed = (time.perf_counter_ns() - t0) / 1e9
+        cpu1 = self._run.proc.cpu_seconds()
+        self.last_cpu_s = None if cpu0 is None or cpu1 is None else max(0.0, cpu1 - cpu0)
         if not isinstance(reply, dict) or reply.get("id") != self._next_id:
             raise ProtocolViolation("a reply to a request that was not made")
         if reply.get("ok") is True:

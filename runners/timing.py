@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.protocol import ScalingPoint, SpeedupFigure, WeakScalingPoint
+from runners.protocol import Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
 from runners.session import RunConfig, Session, SubmissionFailure, SubmissionRaised
 
 CALLS_PER_BLOCK = 3
@@ -46,6 +46,20 @@ class Samples:
     baseline: list[float] = field(default_factory=list)
     submission: list[float] = field(default_factory=list)
     paired: bool = False  # some block ran as a frozen pair
+    # CPU seconds of the whole sandbox per timed call, beside each time (None: not measurable)
+    baseline_cpu: list[float | None] = field(default_factory=list)
+    submission_cpu: list[float | None] = field(default_factory=list)
+
+    def cpu(self) -> tuple[list[float], list[float]] | None:
+        """Both sides' CPU seconds per call, or None unless every timed call has them."""
+        if len(self.baseline_cpu) != len(self.baseline) or \
+                len(self.submission_cpu) != len(self.submission) or not self.submission:
+            return None
+        b = [c for c in self.baseline_cpu if c is not None]
+        s = [c for c in self.submission_cpu if c is not None]
+        if len(b) != len(self.baseline) or len(s) != len(self.submission):
+            return None
+        return b, s
 
 
 def ratio_ci(baseline: list[float], submission: list[float], *, seed: int = 0,
@@ -62,16 +76,47 @@ def ratio_ci(baseline: list[float], submission: list[float], *, seed: int = 0,
 
 
 def karp_flatt(speedup: float, workers: int) -> float | None:
-    """Experimentally determined serial fraction e = (1/S - 1/p) / (1 - 1/p)."""
-    if workers < 2 or speedup <= 0:
+    """Experimentally determined serial fraction e = (1/S - 1/p) / (1 - 1/p); None where it
+    means nothing (one worker, or a superlinear speedup, which would make it negative)."""
+    if workers < 2 or speedup <= 0 or speedup > workers:
         return None
     return (1 / speedup - 1 / workers) / (1 - 1 / workers)
+
+
+def median_ci(values: list[float], *, seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
+    """Median with a percentile-bootstrap CI."""
+    v = np.asarray(values)
+    rng = np.random.default_rng(seed)
+    m = np.median(v[rng.integers(0, len(v), (BOOTSTRAP, len(v)))], axis=1)
+    lo, hi = np.percentile(m, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return float(np.median(v)), float(lo), float(hi)
+
+
+def parallelism(samples: Samples) -> Parallelism | None:
+    """Busy cores and work ratio of one worker count's timed calls; None where CPU time was not
+    measured for every call."""
+    cpu = samples.cpu()
+    if cpu is None:
+        return None
+    base_cpu, sub_cpu = cpu
+    busy = [c / t for c, t in zip(sub_cpu, samples.submission, strict=True) if t > 0]
+    base_busy = [c / t for c, t in zip(base_cpu, samples.baseline, strict=True) if t > 0]
+    if not busy or not base_busy or np.median(base_cpu) <= 0:
+        return None
+    p, p_lo, p_hi = median_ci(busy)
+    w, w_lo, w_hi = ratio_ci(sub_cpu, base_cpu) if np.median(sub_cpu) > 0 else (0.0, 0.0, 0.0)
+    return Parallelism(
+        parallelism=round(p, 4), parallelism_ci_low=round(p_lo, 4),
+        parallelism_ci_high=round(p_hi, 4), baseline_parallelism=round(float(np.median(base_busy)), 4),
+        work_ratio=round(w, 6), work_ratio_ci_low=round(w_lo, 6), work_ratio_ci_high=round(w_hi, 6),
+        submission_cpu_median_s=float(np.median(sub_cpu)),
+        baseline_cpu_median_s=float(np.median(base_cpu)))
 
 
 def amdahl_fit(points: list[tuple[int, float]]) -> float | None:
     """Serial fraction f minimising the squared error of S(p) = 1 / (f + (1 - f) / p)."""
     usable = [(p, s) for p, s in points if p > 1 and s > 0]
-    if not usable:
+    if not usable or any(s > p for p, s in usable):  # superlinear: Amdahl's model does not hold
         return None
     grid = np.linspace(0.0, 1.0, 1001)
     p = np.array([u[0] for u in usable], dtype=float)[:, None]
@@ -104,14 +149,13 @@ def _judge(problem: str | None, side: str, what: str = "run") -> None:
 
 
 def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
-           extra: dict[str, Any], *, side: str) -> list[float]:
-    with _blamed(side):
-        return _timed_calls(cfg, function, inputs, check, extra, side=side)
+           extra: dict[str, Any], *, side: _Side) -> None:
+    with _blamed(side.name):
+        _timed_calls(cfg, function, inputs, check, extra, side=side)
 
 
 def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
-                 extra: dict[str, Any], *, side: str) -> list[float]:
-    times: list[float] = []
+                 extra: dict[str, Any], *, side: _Side) -> None:
     with Session(cfg) as session:
         warm = inputs[0]
         value, _ = session.call(function, **warm, **extra)
@@ -122,9 +166,8 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
                 problem = check(kwargs, value)
                 if problem is not None:
                     break
-                times.append(elapsed)
-        _judge(problem, side)
-    return times
+                side.record(elapsed, session.last_cpu_s)
+        _judge(problem, side.name)
 
 
 def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
@@ -138,8 +181,8 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
     started = time.monotonic()
     extra = {workers_arg: workers} if workers_arg else {}
     return _blocks(samples, function, hook.check, [
-        _Side("baseline", baseline_cfg, {}, samples.baseline),
-        _Side("submission", submission_cfg, extra, samples.submission)],
+        _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu),
+        _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu)],
         lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
         enough=lambda: _enough(samples, started, budget_s, min_reps, max_reps, target_width),
         on_progress=on_progress)
@@ -153,6 +196,11 @@ class _Side:
     cfg: RunConfig
     extra: dict[str, Any]
     into: list[float]
+    cpu_into: list[float | None]
+
+    def record(self, seconds: float, cpu_s: float | None) -> None:
+        self.into.append(seconds)
+        self.cpu_into.append(cpu_s)
 
 
 def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
@@ -171,8 +219,8 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
         else:
             per_side = list(zip(*[draw() for _ in range(CALLS_PER_BLOCK + 1)], strict=True))
             for i in order:
-                sides[i].into.extend(_block(sides[i].cfg, function, list(per_side[i]), check,
-                                            sides[i].extra, side=sides[i].name))
+                _block(sides[i].cfg, function, list(per_side[i]), check, sides[i].extra,
+                       side=sides[i])
         block += 1
         if on_progress:
             on_progress(samples)
@@ -211,7 +259,7 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
                 if not session.freeze(True):
                     raise FreezeUnavailable
                 _judge(check(inputs[i], value), side.name)
-                side.into.append(elapsed)
+                side.record(elapsed, session.last_cpu_s)
             turn += 1
             if on_progress:
                 on_progress(samples)
@@ -274,8 +322,8 @@ def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: 
         return {workers_arg: k} if workers_arg else {}
 
     return _blocks(samples, function, hook.check, [
-        _Side("submission", one_cfg, args(1), samples.baseline),
-        _Side("submission", many_cfg, args(workers), samples.submission)],
+        _Side("submission", one_cfg, args(1), samples.baseline, samples.baseline_cpu),
+        _Side("submission", many_cfg, args(workers), samples.submission, samples.submission_cpu)],
         lambda: [hook.make_weak_input(rng, 1), hook.make_weak_input(rng, workers)],
         paired=paired,
         enough=lambda: _enough(samples, started, budget_s, min_reps, max_reps, target_width),
@@ -304,6 +352,7 @@ def summarize(all_samples: list[Samples]) -> tuple[SpeedupFigure, list[ScalingPo
             ci_low=round(lo, 4), ci_high=round(hi, 4),
             submission_median_s=float(np.median(s.submission)),
             karp_flatt=None if (kf := karp_flatt(sp, s.workers)) is None else round(kf, 4),
+            cpu=parallelism(s),
         ))
     top = max(all_samples, key=lambda x: x.workers)
     sp, lo, hi = ratio_ci(top.baseline, top.submission)

@@ -79,6 +79,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
             checks.append(_check_speedup(a, report, lambda: grader.grade(
                 a, grader.code_of(a, "reference"), backend=executor.name, seed=seed,
                 settings=settings), progress))
+            checks.append(_check_credit(report))
         # The starter and the baseline are judged on the hidden tests only.
         hidden_fail = _failures(tests_of("starter", hidden_only=True))
         checks.append(Check("starter fails", bool(hidden_fail),
@@ -112,6 +113,25 @@ def _check_speedup(a: package.Assignment, report: GradeReport,
     return Check(f"reference speeds up ({shown} here)", ok, [] if ok else [
         f"{shown} is not above scoring.speedup_min ({low}): the reference would earn no "
         "performance points"])
+
+
+def _check_credit(report: GradeReport) -> Check:
+    """The reference's own speedup passes the package's credit policy (scoring.credit): its
+    parallelism and work ratio are shown; a reference the policy caps, holds or refuses means
+    students' honest solutions would be treated alike."""
+    credit = report.credit
+    cpu = report.scaling[-1].cpu if report.scaling else None
+    figures = ("parallelism not measured" if cpu is None else
+               f"{cpu.parallelism:.2f} busy cores (baseline {cpu.baseline_parallelism:.2f}), "
+               f"work ratio {cpu.work_ratio:.2f}")
+    if credit is None:
+        return Check(f"reference's speedup is credited ({figures})", True)
+    ok = credit.status == "credited"
+    return Check(f"reference's speedup is credited under credit = \"{credit.policy}\" ({figures})",
+                 ok, [] if ok else [
+                     f"the reference's own speedup is {credit.status}: {credit.reason}; set "
+                     "scoring.credit = \"any\" if the speedup this task rewards is not parallel "
+                     "execution (I/O overlap, algorithmic gains), or fix the reference"])
 
 
 def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], executor: object,

@@ -128,6 +128,36 @@ def dir_size(path: Path, cap: int) -> int:
     return total
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(root: int) -> float | None:
+    """CPU time of a process tree (where no cgroup accounts for it): user + system time of every
+    live process under `root`, with what each reaped of its children. Tick resolution; a process
+    that left the tree (re-parented outside it) is not counted. None when `root` is gone."""
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, seconds)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                raw = fh.read()
+            fields = raw[raw.rindex(b")") + 2:].split()  # after "pid (comm) "
+            ticks = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+            stats[int(entry.name)] = (int(fields[1]), ticks / _TICK)
+    if root not in stats:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1]
+        todo.extend(children.get(pid, ()))
+    return total
+
+
 class WallClock:
     """A run's wall-clock limit, which does not run while the run is frozen."""
 
@@ -178,6 +208,11 @@ class Running(abc.ABC):
         """Stop (or restart) the whole program, children and threads, without ending it; False
         where this backend cannot, and then nothing changed."""
         return False
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the whole run (every process, thread and rank) has used so far, read from
+        outside it; None where this backend cannot tell."""
+        return None
 
 
 class Executor(abc.ABC):
@@ -270,6 +305,12 @@ class HostRunning(Running):
 
     def alive(self) -> bool:
         return self._proc.poll() is None
+
+    def cpu_seconds(self) -> float | None:
+        ns = self._cg.cpu_ns()
+        if ns is not None:
+            return ns / 1e9
+        return tree_cpu_seconds(self._proc.pid)
 
     def freeze(self, frozen: bool) -> bool:
         if not self._cg.freeze(frozen):

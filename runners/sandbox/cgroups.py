@@ -40,6 +40,7 @@ class RunCgroup:
     procs_files: list[Path] = field(default_factory=list)
     memory_dir: Path | None = None
     freezer_dir: Path | None = None
+    cpu_dir: Path | None = None  # v1 cpuacct, or the v2 group (cpu.stat is always there)
     version: int = 0
     enforced: list[str] = field(default_factory=list)
     frozen: bool = False
@@ -58,6 +59,22 @@ class RunCgroup:
             with contextlib.suppress(OSError, ValueError):
                 return int((self.memory_dir / "memory.failcnt").read_text()) > 0
         return False
+
+    def cpu_ns(self) -> int | None:
+        """CPU time every process of the run used so far (all threads, children and ranks, the
+        reaped ones included), in nanoseconds; None where no CPU accounting exists."""
+        if self.cpu_dir is None:
+            return None
+        try:
+            if self.version == 1:
+                return int((self.cpu_dir / "cpuacct.usage").read_text())
+            for line in (self.cpu_dir / "cpu.stat").read_text().splitlines():
+                key, _, val = line.partition(" ")
+                if key == "usage_usec":
+                    return int(val) * 1000
+        except (OSError, ValueError):
+            return None
+        return None
 
     def pids(self) -> set[int]:
         found: set[int] = set()
@@ -141,7 +158,8 @@ def sweep(*, older_than_s: float = 600) -> int:
     only old ones, so that a run another runner is starting right now is never touched.
     Returns how many went."""
     own = _own_paths()
-    parents = {ROOT / c / own[c].lstrip("/") for c in ("memory", "pids", "cpuset", "freezer")
+    parents = {ROOT / c / own[c].lstrip("/")
+               for c in ("memory", "pids", "cpuset", "freezer", "cpuacct")
                if c in own and (ROOT / c).is_dir()}
     if (ROOT / "cgroup.controllers").is_file() and "" in own:
         parents.add(ROOT / own[""].lstrip("/"))
@@ -164,7 +182,7 @@ def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
     own = _own_paths()
     if (ROOT / "memory").is_dir() or (ROOT / "pids").is_dir():
         run.version = 1
-        for controller in ("memory", "pids", "cpuset", "freezer"):
+        for controller in ("memory", "pids", "cpuset", "freezer", "cpuacct"):
             base = ROOT / controller
             if not base.is_dir() or controller not in own:
                 continue
@@ -184,6 +202,11 @@ def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
                     _write(d / "pids.max", str(pids_max))
                 elif controller == "freezer":  # no limit: timing freezes an idle side
                     run.freezer_dir = d
+                    run.procs_files.append(d / "cgroup.procs")
+                    continue
+                elif controller == "cpuacct":  # no limit: timing reads the run's CPU time
+                    if (d / "cpuacct.usage").is_file():
+                        run.cpu_dir = d
                     run.procs_files.append(d / "cgroup.procs")
                     continue
                 else:
@@ -214,9 +237,12 @@ def create(*, memory_bytes: int, pids_max: int, cpus: list[int]) -> RunCgroup:
                 run.enforced.append("cgroup-v2 cpuset")
             if (d / "cgroup.freeze").exists():
                 run.freezer_dir = d
+            if (d / "cpu.stat").exists():
+                run.cpu_dir = d
             run.procs_files.append(d / "cgroup.procs")
         except OSError:
             run.freezer_dir = None
+            run.cpu_dir = None
             run.enforced = []
             run.procs_files = []
     return run

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from runners.sandbox.base import (
     Executor,
@@ -81,6 +82,40 @@ class DockerExecutor(Executor):
         return DockerRunning(self, spec)
 
 
+def _container_cpu_file(container: Any) -> Path | None:
+    """The CPU accounting file of a container's cgroup, when this process sees it (same host,
+    same pid namespace); None otherwise."""
+    from runners.sandbox.cgroups import ROOT
+
+    with contextlib.suppress(Exception):
+        container.reload()
+        pid = int(container.attrs["State"]["Pid"])
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "cpuacct" in controllers.split(","):
+                f = ROOT / "cpuacct" / path.lstrip("/") / "cpuacct.usage"
+            elif controllers == "":
+                unified = ROOT if (ROOT / "cgroup.controllers").is_file() else ROOT / "unified"
+                f = unified / path.lstrip("/") / "cpu.stat"
+            else:
+                continue
+            if f.is_file():
+                _read_cpu_file(f)
+                return f
+    return None
+
+
+def _read_cpu_file(f: Path) -> float:
+    text = f.read_text()
+    if f.name == "cpuacct.usage":
+        return int(text) / 1e9
+    for line in text.splitlines():
+        key, _, val = line.partition(" ")
+        if key == "usage_usec":
+            return int(val) / 1e6
+    raise ValueError(f"no usage_usec in {f}")
+
+
 class DockerRunning(Running):
     """A started container. One thread pumps its logs, one waits for its end, one is the watchdog.
 
@@ -97,6 +132,7 @@ class DockerRunning(Running):
         self._status: int | None = None
         self._killed = False  # by us (limits, close): then an exit by SIGKILL is not an OOM kill
         self._collected = False
+        self._cpu_file: Path | Literal[False] | None = None
         self._lock = threading.Lock()
         self._out = OutputCollector(spec.limits.output_bytes, self.kill)
         # create + start (not `containers.run`): a container that fails to start is removed, and a
@@ -159,6 +195,20 @@ class DockerRunning(Running):
 
     def alive(self) -> bool:
         return not self._exited.is_set()
+
+    def cpu_seconds(self) -> float | None:
+        """The container's cgroup CPU time: its accounting file where this runner sees the
+        host's cgroups (found once, from the container's init), else the engine's stats."""
+        if self._cpu_file is None:
+            self._cpu_file = _container_cpu_file(self._container) or False
+        if self._cpu_file:
+            with contextlib.suppress(OSError, ValueError):
+                return _read_cpu_file(self._cpu_file)
+        try:
+            stats = self._container.stats(stream=False, one_shot=True)
+            return int(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9
+        except Exception:  # an engine without stats: parallelism is not measured
+            return None
 
     def freeze(self, frozen: bool) -> bool:
         """The engine's pause (its cgroup freezer); False where it refuses."""
