@@ -10,7 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from starlette.middleware.sessions import SessionMiddleware
 
-from server.api import auth, courses, exports, fleet, health, runner, submissions
+from server.api import auth, courses, exports, fleet, health, reviews, runner, submissions
 from server.dispatch import publishing_sessions
 from server.metrics import REQUESTS
 from server.schemas import ErrorPublic
@@ -18,6 +18,24 @@ from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings
 from server.web import admin, pages
+
+# Pages load only our own /static script and stylesheet; the favicon is an empty data: URL and
+# plots are inline SVG (presentation attributes, no style attributes).
+CSP = ("default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+       "form-action 'self'; frame-ancestors 'none'")
+# FastAPI's /docs and /redoc pages load Swagger UI / ReDoc from a CDN and start them inline.
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+            "font-src 'self' https://fonts.gstatic.com; img-src 'self' data: https:; "
+            "worker-src 'self' blob:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+DOCS_PATHS = ("/docs", "/redoc")
+
+
+def security_headers(path: str) -> dict[str, str]:
+    """Headers every response carries: no framing, no type sniffing, scripts only from us."""
+    return {"Content-Security-Policy": DOCS_CSP if path.startswith(DOCS_PATHS) else CSP,
+            "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "same-origin"}
 
 
 def create_app(settings: ServerSettings | None = None, engine: Engine | None = None) -> FastAPI:
@@ -31,7 +49,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
-    for module in (auth, courses, submissions, exports, fleet, runner, health):
+    for module in (auth, courses, submissions, reviews, exports, fleet, runner, health):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:
@@ -57,12 +75,27 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": pages.reasons(exc) or "invalid request"}, status_code=422)
 
+    @app.exception_handler(Exception)
+    def _crash(request: Request, exc: Exception) -> Response:
+        # Starlette still logs the traceback and re-raises after this answer; the body says
+        # nothing about the failure, the headers are those of every other response.
+        return JSONResponse({"detail": "internal error: the server failed; it was logged"},
+                            status_code=500, headers=security_headers(request.url.path))
+
     @app.middleware("http")
     async def _count(request: Request, call_next):  # type: ignore[no-untyped-def]
-        response = await call_next(request)
-        route = request.scope.get("route")
-        REQUESTS.labels(request.method, getattr(route, "path", "unmatched"),
-                        str(response.status_code)).inc()
+        def count(status: int) -> None:
+            route = request.scope.get("route")
+            REQUESTS.labels(request.method, getattr(route, "path", "unmatched"), str(status)).inc()
+
+        try:
+            response = await call_next(request)
+        except Exception:
+            count(500)  # the crash answer is sent further out (ServerErrorMiddleware)
+            raise
+        count(response.status_code)
+        for name, value in security_headers(request.url.path).items():
+            response.headers.setdefault(name, value)
         return response
 
     return app

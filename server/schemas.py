@@ -131,6 +131,18 @@ class AssignmentUpdate(Input):
                                       description="Scoring curve: stored grades are re-scored")
     speedup_full: float | None = Field(default=None, gt=0, le=1e6)
 
+    @field_validator("deadline")
+    @classmethod
+    def _in_utc_range(cls, value: datetime | None) -> datetime | None:
+        # Stored in UTC: 9999-12-31T23:59-12:00 would be in the year 10000 (OverflowError).
+        if value is not None and value.tzinfo is not None:
+            try:
+                value.astimezone(UTC)
+            except OverflowError as exc:
+                raise ValueError("out of range: it must fall in the years 1 to 9999 in UTC") \
+                    from exc
+        return value
+
 
 class SubmissionPublic(Public):
     id: int
@@ -174,7 +186,9 @@ class FleetPublic(Public):
 
 
 class LeaderboardEntryPublic(BaseModel):
-    rank: int
+    rank: int | None = Field(description="None: unranked (see mark)")
+    mark: str | None = Field(default=None, description="Why the entry is unranked: its speedup "
+                             "is held for review, or not credited (scoring.credit)")
     tied: bool
     alias: str
     submission_id: int | None = Field(description="Only for your own entry or for instructors")

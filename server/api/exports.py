@@ -9,11 +9,12 @@ from fastapi import APIRouter, Response
 from runners.protocol import Manifest
 from server.api import RowId
 from server.deps import CourseInstructorDep, CurrentUser, SessionDep
-from server.models import GradeReportRow, Submission
+from server.models import GradeReportRow
 from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import exports as export_service
+from server.services import submissions as submission_service
 from server.services.errors import Forbidden, NotFound
 
 router = APIRouter(prefix="/api", tags=["exports"],
@@ -34,12 +35,11 @@ def grades_csv(slug: str, access: CourseInstructorDep, session: SessionDep) -> R
 @router.get("/submissions/{submission_id}/gradescope.json")
 def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> dict[str, Any]:
     """Gradescope-compatible results.json of a graded submission (instructors)."""
-    sub = session.get(Submission, submission_id)
-    if sub is None:
-        raise NotFound("no such submission")
+    # Someone else's submission answers like an unknown id (404): ids are not confirmed to exist.
+    sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id)
     if course_service.role(session=session, user=user, course=sub.assignment.course) \
             != "instructor":
-        raise Forbidden("instructors only")
+        raise Forbidden("instructors only")  # its owner, who knows it exists
     row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
     if row is None:
         raise NotFound("this submission has no report yet")

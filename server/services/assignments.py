@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import lzma
 import re
+import struct
 import tomllib
 import zipfile
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -14,10 +17,10 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import MANIFEST, SLUG_RE, Manifest
+from runners.protocol import MANIFEST, SLUG_RE, Manifest, check_relpath
 from server.models import Assignment, AssignmentVersion, AuditLog, Course, User
 from server.services import artifacts, jobs
-from server.services.errors import Forbidden, Invalid, NotFound
+from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
 ZIP_EPOCH = (2000, 1, 1, 0, 0, 0)
 MAX_MEMBERS = 2000
@@ -32,11 +35,37 @@ class PackageInvalid(Invalid):
         self.problems = problems
 
 
+# Besides BadZipFile (a bad CRC-32, a header that does not match), zipfile raises on a damaged or
+# unusual archive: zlib.error, lzma.LZMAError or OSError (bz2) on a corrupt stream, EOFError on a
+# truncated one, struct.error or ValueError on a header that lies, NotImplementedError on an
+# unsupported method or flag, RuntimeError on an encrypted member.
+READABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, max_total: int) -> bytes:
+    """One member's bytes, or Invalid naming it and what is wrong with it."""
+    name = info.filename
+    if info.flag_bits & 0x1:
+        raise Invalid(f"{name!r} is encrypted; upload a zip without a password")
+    if info.compress_type not in READABLE_METHODS:  # deflate64 (9) among others
+        raise Invalid(f"{name!r} uses a compression method this server does not read "
+                      f"(method {info.compress_type}); zip it again with plain deflate")
+    try:
+        with zf.open(info) as fh:
+            return fh.read(max_total + 1)
+    except zipfile.BadZipFile as exc:  # bad CRC-32, a local header that does not match
+        raise Invalid(f"{name!r} is damaged in the archive ({exc})") from exc
+    except (RuntimeError, zlib.error, lzma.LZMAError, EOFError, struct.error, ValueError, OSError,
+            NotImplementedError) as exc:  # RuntimeError: encrypted after all
+        raise Invalid(f"{name!r} could not be unpacked: the archive is damaged") from exc
+
+
 def safe_members(data: bytes, *, max_total: int) -> dict[str, bytes]:
     """A zip's regular files by path, refusing traversal, links and decompression bombs."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, struct.error, ValueError,
+            OSError, NotImplementedError) as exc:
         raise Invalid("not a zip archive") from exc
     infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
@@ -57,8 +86,7 @@ def safe_members(data: bytes, *, max_total: int) -> dict[str, bytes]:
             raise Invalid(f"the archive unpacks to more than {max_total} bytes")
         if info.compress_size and info.file_size / info.compress_size > MAX_RATIO:
             raise Invalid(f"suspicious compression ratio for {name!r} (decompression bomb?)")
-        with zf.open(info) as fh:
-            content = fh.read(max_total + 1)
+        content = _read_member(zf, info, max_total=max_total)
         if len(content) != info.file_size:
             raise Invalid(f"{name!r} does not match its declared size")
         out[name] = content
@@ -85,11 +113,31 @@ def parse_manifest(files: dict[str, bytes]) -> Manifest:
         manifest = Manifest.model_validate(raw)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PackageInvalid([{"file": MANIFEST, "key": "", "reason": f"not TOML: {exc}"}]) from exc
+    except RecursionError as exc:  # tomllib parses nested arrays and tables recursively
+        raise PackageInvalid([{"file": MANIFEST, "key": "",
+                               "reason": "nested too deeply to be a manifest"}]) from exc
     except ValidationError as exc:
         raise PackageInvalid([{"file": MANIFEST, "key": ".".join(map(str, e["loc"])) or "(top)",
                                "reason": e["msg"]} for e in exc.errors()]) from exc
     problems = []
     f = manifest.files
+    for key in ("starter", "public_tests", "hidden_tests", "baseline", "reference", "data"):
+        # The runner reads these folders (and copies `data` into the sandbox): never outside.
+        folder = getattr(f, key)
+        try:
+            if folder is not None:
+                check_relpath(folder)
+        except ValueError as exc:
+            problems.append({"file": MANIFEST, "key": f"files.{key}", "reason": str(exc)})
+    for key in ("starter", "baseline", "reference"):  # their files are written on the runner
+        for name in files:
+            if name.startswith(f"{getattr(f, key)}/"):
+                try:
+                    check_relpath(name.removeprefix(f"{getattr(f, key)}/"))
+                except ValueError as exc:
+                    problems.append({"file": name, "key": f"files.{key}", "reason": str(exc)})
+    if problems:
+        raise PackageInvalid(problems)
     needed = [(manifest.statement, "statement")]
     for key in ("starter", "baseline", "reference"):
         needed.append((f"{getattr(f, key)}/{manifest.entry.file}", f"files.{key}"))
@@ -173,8 +221,13 @@ def of_course(*, session: Session, course: Course) -> list[Assignment]:
 
 
 def manifest_of(assignment: Assignment) -> Manifest:
+    """The current version's manifest; Conflict when it no longer passes today's checks."""
     assert assignment.current_version is not None
-    return Manifest.model_validate(assignment.current_version.manifest)
+    try:
+        return Manifest.model_validate(assignment.current_version.manifest)
+    except ValidationError as exc:  # stored before a rule was added (e.g. unsafe allowed_files)
+        raise Conflict(f"the package of {assignment.slug!r} no longer passes the manifest checks "
+                       f"({exc.errors()[0]['msg']}); its instructors must import it again") from exc
 
 
 def student_files(*, assignment: Assignment, artifacts_root: Path) -> bytes:
@@ -200,7 +253,10 @@ def update_policy(*, session: Session, actor: User, assignment: Assignment, role
         if key == "deadline" and isinstance(value, datetime):
             if value.tzinfo is None:
                 raise Invalid("deadline needs a time zone (e.g. 2026-12-01T23:59:00+01:00)")
-            value = value.astimezone(UTC)  # SQLite drops the offset: store every time in UTC
+            try:
+                value = value.astimezone(UTC)  # SQLite drops the offset: store every time in UTC
+            except OverflowError as exc:  # 9999-12-31T23:59-12:00 is in the year 10000
+                raise Invalid("deadline is out of range (years 1 to 9999 in UTC)") from exc
         setattr(assignment, key, value)
     if {"speedup_min", "speedup_full"} & changes.keys():
         scoring = manifest_of(assignment).scoring

@@ -12,6 +12,19 @@ from sqlalchemy.orm import Session
 from runners.protocol import Manifest
 from server.models import Assignment, Enrollment, GradeReportRow, Submission, User
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """A cell a spreadsheet shows as text: a leading = + - @ tab or CR would start a formula.
+
+    OWASP's advice: prefix such text with a single quote. Numbers are left alone (a negative
+    number is data, and spreadsheets read it as a number either way).
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
 
 def assignment_csv(*, session: Session, assignment: Assignment) -> str:
     """One row per enrolled student: best score, its verdict and speedup, attempts."""
@@ -44,7 +57,7 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
     writer = csv.DictWriter(out, fieldnames=fields)
     writer.writeheader()
     for email in sorted(best):
-        writer.writerow(best[email])
+        writer.writerow({k: csv_cell(v) for k, v in best[email].items()})
     return out.getvalue()
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
-import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from runners.protocol import LOWEST_PRIORITY, Manifest
+from runners.protocol import LOWEST_PRIORITY, Manifest, check_relpath
 from server.models import Assignment, AuditLog, Job, Submission, User, now
 from server.services import MAX_ROW_ID, artifacts, courses, jobs
 from server.services.assignments import bundle, manifest_of, safe_members
@@ -43,6 +41,17 @@ def allowed_names(manifest: Manifest) -> set[str]:
     return set(manifest.entry.allowed_files) | {manifest.entry.file}
 
 
+def check_name(name: str) -> str:
+    """`name` if it is a safe relative file name, else Invalid saying what is wrong with it."""
+    try:
+        return check_relpath(name)
+    except ValueError as exc:
+        # check_relpath names the file first; say it once, shortened (a name can be anything).
+        shown = repr(name[:120] + ("…" if len(name) > 120 else ""))
+        reason = str(exc).removeprefix(f"{name!r}: ")
+        raise Invalid(f"{shown} is not a file this assignment takes: {reason}") from exc
+
+
 def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_bytes: int,
                 max_unzipped: int) -> dict[str, bytes]:
     """The files to grade, by name; every refusal says which file and why."""
@@ -66,6 +75,7 @@ def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_byt
             raise Invalid(f"{name!r} is not a {want} file; upload {manifest.entry.file}")
         files = {manifest.entry.file: next(iter(files.values()))}
     for name, content in files.items():
+        check_name(name)  # even a name the manifest allows: one stored before names were checked
         base = name.rsplit("/", 1)[-1]
         if name not in allowed:
             raise Invalid(f"{base!r} is not a file this assignment takes "
@@ -203,5 +213,8 @@ def files_of(*, submission: Submission, artifacts_root: Path) -> bytes:
 
 
 def unpack(archive: bytes) -> dict[str, bytes]:
-    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
-        return {n: zf.read(n) for n in zf.namelist()}
+    """A stored submission's files (checked again: the archive is ours, the names were not)."""
+    files = safe_members(archive, max_total=1 << 30)
+    for name in files:
+        check_name(name)
+    return files

@@ -1,0 +1,285 @@
+"""Hostile input gets a clear 4xx and changes nothing (issue 17: paths, 500s, CSV, headers, ids)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import struct
+import zipfile
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+
+from runners.protocol import GradeReport
+from server.db import session_factory
+from server.models import Artifact, AssignmentVersion, Submission, User
+from server.services import jobs
+from server.settings import REPO_ROOT
+from tests.server.conftest import REFERENCE, World
+from tests.server.reports import sample_report
+from tests.server.test_pages import browser, csrf
+
+T1 = "/c/th/t1-multiprocessing"
+API_T1 = "/api/courses/th/assignments/t1-multiprocessing"
+PACKAGE = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
+
+
+def counts(engine: Engine) -> tuple[int, ...]:
+    with session_factory(engine)() as s:
+        return tuple(int(s.scalar(select(func.count()).select_from(m)) or 0)
+                     for m in (Submission, Artifact, AssignmentVersion))
+
+
+def package_files(manifest: bytes | None = None) -> dict[str, bytes]:
+    """The t1 package, manifest first (the member the broken zips below damage)."""
+    files = {p.relative_to(PACKAGE).as_posix(): p.read_bytes() for p in sorted(PACKAGE.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts}
+    toml = manifest if manifest is not None else files["assignment.toml"]
+    return {"assignment.toml": toml, **{k: v for k, v in files.items() if k != "assignment.toml"}}
+
+
+def zipped(files: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, content in files.items():
+            zf.writestr(name, content)
+    return buf.getvalue()
+
+
+def _patch_headers(data: bytes, *, flag: int = 0, method: int | None = None) -> bytes:
+    """Set a general-purpose flag bit and/or the method in every local and central header."""
+    out = bytearray(data)
+    for sig, flag_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        for m in re.finditer(re.escape(sig), bytes(out)):
+            at = m.start() + flag_at
+            (bits,) = struct.unpack_from("<H", out, at)
+            struct.pack_into("<H", out, at, bits | flag)
+            if method is not None:
+                struct.pack_into("<H", out, at + 2, method)
+    return bytes(out)
+
+
+def _first_member_data(data: bytes | bytearray) -> int:
+    name_len, extra_len = struct.unpack_from("<HH", data, 26)
+    return 30 + int(name_len) + int(extra_len)
+
+
+def broken_zips(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The same files, zipped four ways zipfile cannot read (each was a 500)."""
+    stored = bytearray(zipped(files, zipfile.ZIP_STORED))
+    stored[_first_member_data(stored)] ^= 0xFF  # content no longer matches its CRC-32
+    deflated = bytearray(zipped(files))
+    deflated[_first_member_data(deflated)] = 0xFF  # deflate block type 3: invalid stream
+    good = zipped(files)
+    return {"bad-crc": bytes(stored), "encrypted": _patch_headers(good, flag=0x1),
+            "deflate64": _patch_headers(good, method=9), "corrupt-stream": bytes(deflated)}
+
+
+BROKEN = ("bad-crc", "encrypted", "deflate64", "corrupt-stream")
+REASON = {"bad-crc": "damaged", "encrypted": "encrypted", "deflate64": "compression method",
+          "corrupt-stream": "damaged"}
+
+
+# finding 3: broken zips, as a submission and as a package, API and form -------------------
+@pytest.mark.parametrize("kind", BROKEN)
+def test_a_broken_zip_submission_is_refused_and_stores_nothing(world: World, engine: Engine,
+                                                               kind: str) -> None:
+    data = broken_zips({"solution.py": REFERENCE})[kind]
+    before = counts(engine)
+    r = world.submit(world.ada, data, name="solution.zip")
+    assert r.status_code == 422, r.text
+    assert "solution.py" in r.json()["detail"] and REASON[kind] in r.json()["detail"]
+    b = browser(world)
+    r = b.post(f"{T1}/submit", data={"csrf_token": csrf(b.get(T1).text)},
+               files={"files": ("solution.zip", data)})
+    assert r.status_code == 422 and REASON[kind] in r.text
+    assert counts(engine) == before
+    assert world.submit(world.ada, REFERENCE).status_code == 201  # nothing else was harmed
+
+
+@pytest.mark.parametrize("kind", BROKEN)
+def test_a_broken_package_zip_is_refused_and_the_course_keeps_its_version(
+        world: World, engine: Engine, kind: str) -> None:
+    data = broken_zips(package_files())[kind]
+    before = counts(engine)
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("t1.zip", data)})
+    assert r.status_code == 422, r.text
+    assert "assignment.toml" in r.json()["detail"] and REASON[kind] in r.json()["detail"]
+    prof = browser(world, "prof@uni.edu", "profpass123")
+    r = prof.post("/c/th/import", data={"csrf_token": csrf(prof.get("/c/th").text)},
+                  files={"package": ("t1.zip", data)})
+    assert r.status_code == 422 and REASON[kind] in r.text
+    assert counts(engine) == before
+    a = world.get(world.ada, API_T1).json()
+    assert a["version"] == "1.0.0" and a["validation"] == "ready"
+
+
+def test_a_deeply_nested_manifest_is_a_problem_not_a_crash(world: World, engine: Engine) -> None:
+    before = counts(engine)
+    for toml in (b"a = " + b"[" * 5000 + b"]" * 5000,
+                 b"a = " + b"{b = " * 3000 + b"1" + b"}" * 3000):
+        r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                       files={"package": ("t1.zip", zipped(package_files(toml),
+                                                            zipfile.ZIP_STORED))})
+        assert r.status_code == 422, r.text
+        assert r.json()["problems"] == [{"file": "assignment.toml", "key": "",
+                                         "reason": "nested too deeply to be a manifest"}]
+    assert counts(engine) == before
+
+
+@pytest.mark.parametrize("deadline", ["9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00"])
+def test_a_deadline_beyond_the_calendar_is_refused(world: World, deadline: str) -> None:
+    assert world.client.patch(API_T1, json={"deadline": "2030-01-01T12:00:00+00:00"},
+                              headers=world.prof).status_code == 200
+    r = world.client.patch(API_T1, json={"deadline": deadline}, headers=world.prof)
+    assert r.status_code == 422 and "out of range" in r.json()["detail"], r.text
+    prof = browser(world, "prof@uni.edu", "profpass123")
+    form = {"csrf_token": csrf(prof.get(f"{T1}/manage").text), "late_policy": "accept",
+            "late_penalty": "0", "quota_count": "5", "quota_window_min": "60",
+            "speedup_min": "1", "speedup_full": "1.7", "deadline": deadline}
+    r = prof.post(f"{T1}/manage/policy", data=form)
+    assert r.status_code == 422 and "out of range" in r.text
+    assert world.get(world.ada, API_T1).json()["deadline"].startswith("2030-01-01T12:00:00")
+
+
+# finding 2: file names at import, at upload, and a manifest stored before the rule --------
+@pytest.mark.parametrize("name", ["../../../../tmp/evil.py", "/tmp/evil.py", "sub\\\\evil.py",
+                                  "evil\\u0000.py"])
+def test_a_manifest_naming_an_unsafe_file_is_refused(world: World, engine: Engine,
+                                                     name: str) -> None:
+    toml = package_files()["assignment.toml"].replace(
+        b"[entry]\n", f'[entry]\nallowed_files = ["{name}"]\n'.encode())
+    assert b"allowed_files" in toml
+    before = counts(engine)
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("t1.zip", zipped(package_files(toml)))})
+    assert r.status_code == 422, r.text
+    assert [p["key"] for p in r.json()["problems"]] == ["entry.allowed_files"]
+    assert counts(engine) == before
+
+
+@pytest.mark.parametrize(("key", "folder"), [("data", "../../../../etc"), ("data", "/etc"),
+                                             ("reference", "../reference")])
+def test_package_folders_stay_inside_the_package(world: World, key: str, folder: str) -> None:
+    """The runner reads these folders and copies `data` into the sandbox."""
+    toml = package_files()["assignment.toml"] + f'\n[files]\n{key} = "{folder}"\n'.encode()
+    if b"[files]" in package_files()["assignment.toml"]:
+        pytest.skip("the package already has a [files] table")
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("t1.zip", zipped(package_files(toml)))})
+    assert r.status_code == 422, r.text
+    assert {"file": "assignment.toml", "key": f"files.{key}"}.items() <= \
+        r.json()["problems"][0].items()
+
+
+def test_code_files_with_unsafe_names_are_refused_at_import(world: World) -> None:
+    files = package_files() | {"reference/.sneaky.py": b"x = 1\n"}
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("t1.zip", zipped(files))})
+    assert r.status_code == 422, r.text
+    assert r.json()["problems"][0]["file"] == "reference/.sneaky.py"
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("/tmp/evil.py", "absolute path"), ("../evil.py", "'..'"),
+    ("..\\evil.py", "backslashes"), ("a/../../evil.py", "'..'")])
+def test_uploads_with_unsafe_names_say_what_is_wrong(world: World, engine: Engine, name: str,
+                                                     reason: str) -> None:
+    before = counts(engine)
+    r = world.post(world.ada, f"{API_T1}/submissions",
+                   files=[("files", ("solution.py", REFERENCE)), ("files", (name, b"x = 1\n"))])
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith(f"{name!r} is not a file this assignment takes: ")
+    assert reason in r.json()["detail"]
+    r = world.post(world.ada, f"{API_T1}/submissions",
+                   files={"files": ("s.zip", zipped({"solution.py": REFERENCE, "x\\y.py": b"1"}))})
+    assert r.status_code == 422 and "unsafe path" in r.json()["detail"], r.text
+    assert counts(engine) == before
+
+
+def test_a_stored_manifest_with_an_unsafe_name_is_a_conflict(world: World,
+                                                             engine: Engine) -> None:
+    """A version imported before names were checked: refused uploads, never a 500."""
+    with session_factory(engine)() as s:
+        v = s.scalars(select(AssignmentVersion)).one()
+        manifest = dict(v.manifest)
+        manifest["entry"] = {**manifest["entry"], "allowed_files": ["../../../../tmp/evil.py"]}
+        v.manifest = manifest
+        s.commit()
+    before = counts(engine)
+    r = world.post(world.ada, f"{API_T1}/submissions",
+                   files=[("files", ("solution.py", REFERENCE)),
+                          ("files", ("../../../../tmp/evil.py", b"x = 1\n"))])
+    assert r.status_code == 409 and "import it again" in r.json()["detail"], r.text
+    assert counts(engine) == before
+
+
+# finding 3: a 5xx is counted ----------------------------------------------------------------
+def _server_errors(c: TestClient) -> float:
+    text = c.get("/metrics").text
+    return sum(float(v) for v in re.findall(
+        r'paragrade_http_requests_total\{[^}]*status="5\d\d"[^}]*\} (\S+)', text))
+
+
+def test_a_crash_is_counted_in_metrics_and_answers_without_a_traceback(
+        client: TestClient) -> None:
+    def boom() -> None:
+        raise RuntimeError("secret detail of the failure")
+
+    client.app.add_api_route("/api/test-boom", boom)  # type: ignore[attr-defined]
+    quiet = TestClient(client.app, raise_server_exceptions=False)
+    before = _server_errors(quiet)
+    r = quiet.get("/api/test-boom")
+    assert r.status_code == 500 and "secret detail" not in r.text
+    assert r.headers["X-Frame-Options"] == "DENY"
+    assert _server_errors(quiet) == before + 1
+    assert 'route="/api/test-boom",status="500"' in quiet.get("/metrics").text
+
+
+# finding 5: CSV formula injection, headers, gradescope ids ----------------------------------
+@pytest.mark.parametrize("name", ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3",
+                                  "@SUM(A1)", "\tstart", "\rstart"])
+def test_grades_csv_escapes_formulas(world: World, engine: Engine, name: str) -> None:
+    with session_factory(engine)() as s:
+        ada = s.scalars(select(User).where(User.email == "ada@uni.edu")).one()
+        ada.name = name
+        s.commit()
+    r = world.get(world.prof, f"{API_T1}/grades.csv")
+    assert r.status_code == 200
+    rows = {row["email"]: row for row in csv.DictReader(io.StringIO(r.text))}
+    assert rows["ada@uni.edu"]["name"] == "'" + name
+    assert rows["bob@uni.edu"]["name"] == "bob"  # plain text stays as it is
+
+
+def test_every_response_carries_the_security_headers(world: World) -> None:
+    b = browser(world)
+    for r in (b.get(T1), b.get("/login"), b.get("/static/app.css"), b.get("/no-such-page"),
+              world.get(world.ada, API_T1), world.client.get("/api/courses"),
+              world.client.get("/healthz"), world.client.get("/openapi.json")):
+        assert r.headers["X-Frame-Options"] == "DENY", r.url
+        assert r.headers["X-Content-Type-Options"] == "nosniff", r.url
+        csp = r.headers["Content-Security-Policy"]
+        assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp, r.url
+        assert "unsafe-inline" not in csp, r.url
+    page = b.get(T1).text  # the policy fits the pages: no inline script, style or handler
+    assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=", page)
+    assert "cdn.jsdelivr.net" in world.client.get("/docs").headers["Content-Security-Policy"]
+
+
+def test_gradescope_answers_alike_for_someone_elses_id_and_an_unknown_one(
+        world: World, engine: Engine) -> None:
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(sample_report()))
+        s.commit()
+    other = world.get(world.bob, f"/api/submissions/{sid}/gradescope.json")
+    unknown = world.get(world.bob, f"/api/submissions/{sid + 1000}/gradescope.json")
+    assert other.status_code == unknown.status_code == 404
+    assert other.json() == unknown.json()
+    assert world.get(world.ada, f"/api/submissions/{sid}/gradescope.json").status_code == 403
+    assert world.get(world.prof, f"/api/submissions/{sid}/gradescope.json").status_code == 200
