@@ -18,6 +18,7 @@ from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings
 from server.web import admin, pages
+from server.web import reviews as reviews_pages
 
 # Pages load only our own /static script and stylesheet; the favicon is an empty data: URL and
 # plots are inline SVG (presentation attributes, no style attributes).
@@ -59,6 +60,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
 
     app.include_router(pages.router)
     app.include_router(admin.router)
+    app.include_router(reviews_pages.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
     app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
 

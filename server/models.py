@@ -233,6 +233,13 @@ class GradeReportRow(Base):
     speedup_ci_low: Mapped[float | None] = mapped_column(Float, default=None)
     speedup_ci_high: Mapped[float | None] = mapped_column(Float, default=None)
     serial_fraction: Mapped[float | None] = mapped_column(Float, default=None)
+    # What the credit policy made of the speedup (report.credit): credited | capped | held |
+    # refused (None: no speedup, or a report from before the policy).
+    credit_status: Mapped[str | None] = mapped_column(String(16), default=None, index=True)
+    # The speedup the leaderboard ranks by and the points come from; None while it earns none.
+    credited_speedup: Mapped[float | None] = mapped_column(Float, default=None)
+    # An instructor's review of a held or refused speedup: granted | refused (None: not yet).
+    review: Mapped[str | None] = mapped_column(String(16), default=None)
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 

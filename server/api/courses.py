@@ -161,7 +161,7 @@ def leaderboard(slug: str, access: CourseDep, session: SessionDep) -> list[Leade
     for e in leaderboard_service.entries(session=session, assignment=a):
         mine = e.user_id == access.user.id
         out.append(LeaderboardEntryPublic(
-            rank=e.rank, tied=e.tied, alias=e.alias, speedup=e.speedup, ci_low=e.ci_low,
+            rank=e.rank, mark=e.mark, tied=e.tied, alias=e.alias, speedup=e.speedup, ci_low=e.ci_low,
             ci_high=e.ci_high, score=e.score, you=mine,
             submission_id=e.submission_id if mine or access.role == "instructor" else None))
     return out

@@ -33,6 +33,7 @@ from runners.protocol import (
     Manifest,
     RunnerHello,
     ValidateJob,
+    credited_speedup,
     performance_share,
 )
 from server import security
@@ -233,7 +234,10 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
         speedup_median=report.speedup.median if report.speedup else None,
         speedup_ci_low=report.speedup.ci_low if report.speedup else None,
         speedup_ci_high=report.speedup.ci_high if report.speedup else None,
-        serial_fraction=report.serial_fraction, report=report.model_dump(mode="json"))
+        serial_fraction=report.serial_fraction, report=report.model_dump(mode="json"),
+        credit_status=report.credit.status if report.credit else None,
+        credited_speedup=None if report.speedup is None else credited_speedup(
+            report.credit, report.speedup.median))
     session.add(row)
     session.flush()
     session.add_all([TestResultRow(report_id=row.id, name=_text(t.name)[:300],
@@ -251,14 +255,16 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     return row
 
 
-def course_score(*, sub: Submission, report: GradeReport) -> float:
-    """The report's score under the assignment's own scoring curve and late policy."""
+def course_score(*, sub: Submission, report: GradeReport, granted: bool = False) -> float:
+    """The report's score under the assignment's own scoring curve and late policy; `granted`:
+    an instructor granted the measured speedup that the credit policy held or refused."""
     a, score = sub.assignment, report.score
-    if report.speedup is not None and (a.speedup_min or a.speedup_full):
+    if report.speedup is not None and (a.speedup_min or a.speedup_full or granted):
         scoring = Manifest.model_validate(sub.version.manifest).scoring
         weak = report.weak_scaling[-1].efficiency if report.weak_scaling else None
-        share = performance_share(scoring, report.speedup.median, weak,
-                                  speedup_min=a.speedup_min, speedup_full=a.speedup_full)
+        earned = credited_speedup(report.credit, report.speedup.median, granted=granted)
+        share = 0.0 if earned is None or report.verdict.value != "passed" else performance_share(
+            scoring, earned, weak, speedup_min=a.speedup_min, speedup_full=a.speedup_full)
         score = report.test_points + scoring.performance_points * share
     if sub.late and a.late_policy == "penalty":
         score *= 1 - a.late_penalty
@@ -272,7 +278,8 @@ def rescore(*, session: Session, assignment: Assignment) -> int:
         Submission, GradeReportRow.submission_id == Submission.id).where(
         Submission.assignment_id == assignment.id)).all()
     for row, sub in rows:
-        score = course_score(sub=sub, report=GradeReport.model_validate(row.report))
+        score = course_score(sub=sub, report=GradeReport.model_validate(row.report),
+                             granted=row.review == "granted")
         row.score = sub.score = score
     return len(rows)
 

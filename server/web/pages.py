@@ -294,7 +294,7 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
     a = sub.assignment
     instructor = course_service.role(session=session, user=user, course=a.course) == "instructor"
     return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
-                  instructor=instructor,
+                  instructor=instructor, review=row.review if row else None,
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "",
                   weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")

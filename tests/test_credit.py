@@ -1,0 +1,156 @@
+"""Speedup credit (issue 12): CPU time measured from outside every sandbox, and the policy that
+credits only the speedup parallel work explains. Gradings of the cheat classes are in
+tests/test_redteam_credit.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from runners import credit, timing
+from runners.protocol import Credit, Parallelism, ScalingPoint, SpeedupFigure, credited_speedup
+from runners.sandbox import base, cgroups
+from tests.conftest import SessionFactory
+
+BUSY = """
+import multiprocessing as mp, os, time
+
+def spin(seconds):  # CPU seconds, however busy the machine is
+    until = time.process_time() + seconds
+    while time.process_time() < until:
+        pass
+
+def two(seconds):
+    ps = [mp.Process(target=spin, args=(seconds,)) for _ in range(2)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+    return 2
+
+def idle(seconds):
+    time.sleep(seconds)
+    return 0
+
+def reset_accounting(seconds):
+    # Try to zero or lower every CPU counter this program can reach, then do the work.
+    touched = []
+    for root, _dirs, files in os.walk("/sys/fs/cgroup"):
+        for f in files:
+            if f in ("cpuacct.usage", "cpu.stat", "cgroup.procs"):
+                try:
+                    with open(os.path.join(root, f), "w") as fh:
+                        fh.write("0")
+                    touched.append(f)
+                except OSError:
+                    pass
+    spin(seconds)
+    return touched
+"""
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_cpu_time_of_every_process_is_read_from_outside(make_session: SessionFactory,
+                                                        backend: str) -> None:
+    s = make_session(BUSY, backend=backend, cpus=(0, 1))
+    s.call("two", 0.4)
+    assert s.last_cpu_s is not None and 0.75 < s.last_cpu_s < 1.3, s.last_cpu_s  # two children
+    s.call("idle", 0.4)
+    assert s.last_cpu_s is not None and s.last_cpu_s < 0.1, s.last_cpu_s
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_the_submission_cannot_lower_its_cpu_time(make_session: SessionFactory,
+                                                  backend: str) -> None:
+    s = make_session(BUSY, backend=backend, cpus=(0,))
+    touched, _ = s.call("reset_accounting", 0.4)
+    assert touched == []  # nothing writable
+    assert s.last_cpu_s is not None and s.last_cpu_s > 0.38, s.last_cpu_s
+
+
+def test_without_a_cgroup_the_process_tree_is_counted(make_session: SessionFactory,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cgroups.RunCgroup, "cpu_ns", lambda self: None)
+    s = make_session(BUSY, backend="bwrap", cpus=(0, 1))
+    s.call("two", 0.4)  # children reaped during the call count through their parent
+    assert s.last_cpu_s is not None and 0.7 < s.last_cpu_s < 1.3, s.last_cpu_s
+    assert base.tree_cpu_seconds(2 ** 22 + 7) is None  # no such process
+
+
+# The policy -------------------------------------------------------------------------------
+def _figures(speedup: float, *, busy: float | None, work: float,
+             base_busy: float = 1.0, width: float = 0.1) -> tuple[SpeedupFigure, ScalingPoint]:
+    fig = SpeedupFigure(median=speedup, ci_low=speedup * (1 - width),
+                        ci_high=speedup * (1 + width), baseline_median_s=0.3,
+                        submission_median_s=0.3 / speedup, repetitions=8)
+    cpu = None if busy is None else Parallelism(
+        parallelism=busy, parallelism_ci_low=busy * 0.9, parallelism_ci_high=busy * 1.1,
+        baseline_parallelism=base_busy, work_ratio=work, work_ratio_ci_low=work * 0.9,
+        work_ratio_ci_high=work * 1.1, submission_cpu_median_s=0.3 * work,
+        baseline_cpu_median_s=0.3)
+    point = ScalingPoint(workers=2, speedup=speedup, efficiency=speedup / 2,
+                         ci_low=fig.ci_low, ci_high=fig.ci_high,
+                         submission_median_s=fig.submission_median_s, cpu=cpu)
+    return fig, point
+
+
+def decide(speedup: float, *, busy: float | None, work: float, width: float = 0.1,
+           policy: str = "parallel") -> Credit:
+    fig, point = _figures(speedup, busy=busy, work=work, width=width)
+    return credit.decide(policy=policy, figure=fig, point=point, cores=2)
+
+
+def test_policy_cases_from_the_measurements() -> None:
+    # Figures as bench.credit measured them (assignments/README.md).
+    assert decide(1.7, busy=1.85, work=1.07).status == "credited"  # t1 reference
+    closed = decide(3551.0, busy=0.64, work=1 / 5495)
+    assert closed.status == "refused" and closed.speedup == 0
+    assert "1/5,495 of the baseline's work on 0.6 busy cores" in closed.reason
+    assert "does not come from parallel execution" in closed.reason
+    assert decide(10.4, busy=0.99, work=0.095).status == "refused"  # serial NumPy
+    assert decide(26.0, busy=0.98, work=0.04).status == "refused"  # pool dressing
+    assert decide(14.0, busy=1.7, work=0.11).status == "held"  # NumPy inside a pool: review
+    assert decide(2000.0, busy=2.0, work=1e-3).status == "held"  # idle ranks that poll
+    # Superlinear with the baseline's work: held; parallel gain smaller than the speedup: capped.
+    assert decide(3.5, busy=2.0, work=0.6, width=0.02).status == "held"
+    capped = decide(1.9, busy=1.2, work=0.63)
+    assert capped.status == "capped" and capped.speedup == pytest.approx(1.2 * 1.15)
+
+
+def test_unmeasured_parallelism_falls_back_to_the_cores_cap() -> None:
+    within = decide(1.9, busy=None, work=1.0)
+    assert within.status == "credited" and not within.measured
+    assert decide(2.4, busy=None, work=1.0).speedup == pytest.approx(2.3)  # capped at the cores
+    assert decide(40.0, busy=None, work=1.0).status == "held"
+
+
+def test_any_credits_everything_and_gpu_compares_with_the_reference() -> None:
+    assert decide(3551.0, busy=0.64, work=1e-4, policy="any").status == "credited"
+    fig, point = _figures(30.0, busy=None, work=1.0)
+    held = credit.decide(policy="parallel", figure=fig, point=point, cores=1,
+                         reference_speedup=5.0, reference_factor=3.0, gpu=True)
+    assert held.status == "held" and "3 times the reference solution's 5.00×" in held.reason
+    ok = credit.decide(policy="parallel", figure=fig, point=point, cores=1,
+                       reference_speedup=12.0, reference_factor=3.0, gpu=True)
+    assert ok.status == "credited"
+
+
+def test_points_come_from_the_credited_speedup_or_a_grant() -> None:
+    refused = decide(40.0, busy=1.0, work=0.02)
+    assert credited_speedup(refused, 40.0) is None
+    assert credited_speedup(refused, 40.0, granted=True) == 40.0
+    assert credited_speedup(decide(1.9, busy=1.2, work=0.63), 1.9) == pytest.approx(1.38)
+    assert credited_speedup(None, 1.5) == 1.5  # a report from before the policy
+
+
+def test_no_negative_serial_fraction() -> None:
+    assert timing.karp_flatt(2.5, 2) is None
+    assert timing.karp_flatt(1.5, 2) == pytest.approx(1 / 3)
+    assert timing.amdahl_fit([(2, 2.6), (4, 5.0)]) is None
+    s = timing.Samples(2, baseline=[1.0] * 5, submission=[0.3] * 5,
+                       baseline_cpu=[1.0] * 5, submission_cpu=[0.6] * 5)
+    _, points = timing.summarize([s])
+    assert points[0].karp_flatt is None and points[0].cpu is not None
+    assert points[0].cpu.parallelism == pytest.approx(2.0)
+    assert points[0].cpu.work_ratio == pytest.approx(0.6)
+    s.submission_cpu[2] = None  # one call unmeasured: no figure at all rather than a biased one
+    assert timing.parallelism(s) is None
