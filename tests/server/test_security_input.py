@@ -283,3 +283,17 @@ def test_gradescope_answers_alike_for_someone_elses_id_and_an_unknown_one(
     assert other.json() == unknown.json()
     assert world.get(world.ada, f"/api/submissions/{sid}/gradescope.json").status_code == 403
     assert world.get(world.prof, f"/api/submissions/{sid}/gradescope.json").status_code == 200
+
+
+def test_upload_names_with_nul_are_refused_by_the_service() -> None:
+    """A multipart client percent-encodes NUL; the service refuses a raw one all the same."""
+    import tomllib
+
+    from runners.protocol import Manifest
+    from server.services import submissions as submission_service
+    from server.services.errors import Invalid
+
+    manifest = Manifest.model_validate(tomllib.loads(package_files()["assignment.toml"].decode()))
+    with pytest.raises(Invalid, match="NUL"):
+        submission_service.check_files([("solution.py", REFERENCE), ("ev\x00il.py", b"x = 1\n")],
+                                       manifest=manifest, max_bytes=1 << 20, max_unzipped=1 << 20)
