@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runners.protocol import (
+    Credit,
     Environment,
     GradeReport,
     ScalingPoint,
@@ -16,7 +17,8 @@ from runners.protocol import (
 
 
 def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
-                  hi: float = 2.0) -> dict[str, Any]:
+                  hi: float = 2.0, credit: str | None = None) -> dict[str, Any]:
+    """`credit`: what the credit policy made of the speedup (None: a report from before it)."""
     env = Environment(hostname="h", cpu_model="cpu", logical_cpus=2, memory_mb=1024,
                       core_set=[0, 1], core_set_enforced=True, backend="bwrap", sandboxed=True,
                       isolation=[], versions={"python": "3.11"}, paragrade_version="0")
@@ -27,12 +29,18 @@ def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
                                        outcome=TestOutcome.PASSED if passed else TestOutcome.FAILED,
                                        verdict=verdict, message="m", hidden=True, weight=1,
                                        duration_s=0.1)],
-        score=90 if passed else 0, max_score=100, test_points=60 if passed else 0,
-        performance_points=30 if passed else 0,
+        score=(60 if credit in ("held", "refused") else 90) if passed else 0, max_score=100,
+        test_points=60 if passed else 0,
+        performance_points=(0 if credit in ("held", "refused") else 30) if passed else 0,
         speedup=SpeedupFigure(median=median, ci_low=lo, ci_high=hi, baseline_median_s=0.3,
                               submission_median_s=0.3 / median, repetitions=10) if passed else None,
         scaling=[ScalingPoint(workers=2, speedup=median, efficiency=median / 2, ci_low=lo,
                               ci_high=hi, submission_median_s=0.2, karp_flatt=0.1)] if passed else [],
-        serial_fraction=0.1, amdahl_serial_fraction=0.1, notes=[], output_excerpt="", seed=1,
+        serial_fraction=0.1, amdahl_serial_fraction=0.1, notes=[],
+        credit=None if credit is None else Credit(
+            policy="parallel", status=credit,  # type: ignore[arg-type]
+            speedup=0.0 if credit in ("held", "refused") else median, measured=True,
+            reason=f"your timed calls did 1/100 of the baseline's work ({credit})"),
+        output_excerpt="", seed=1,
         environment=env, started_at="2026-11-22T00:00:00+00:00", wall_time_s=1, timed_time_s=0.5)
     return report.model_dump(mode="json")

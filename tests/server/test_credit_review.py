@@ -1,0 +1,99 @@
+"""The server's side of the speedup credit (issue 12): the leaderboard never ranks a held or
+refused speedup, instructors review them (API and page), every decision is audit-logged."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, select
+
+from runners.protocol import GradeReport
+from server.db import session_factory
+from server.models import AuditLog, Submission
+from server.services import jobs
+from tests.server.conftest import REFERENCE, World
+from tests.server.reports import sample_report
+from tests.server.test_pages import browser, csrf
+
+BOARD = "/api/courses/th/assignments/t1-multiprocessing/leaderboard"
+
+
+def graded(world: World, engine: Engine, who: dict[str, str], **report: object) -> int:
+    sid = int(world.submit(who, REFERENCE).json()["id"])
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
+            sample_report(**report)))  # type: ignore[arg-type]
+        s.commit()
+    return sid
+
+
+def test_a_refused_speedup_is_never_ranked_above_an_honest_one(world: World,
+                                                                engine: Engine) -> None:
+    graded(world, engine, world.ada, median=1.6, lo=1.5, hi=1.7, credit="credited")
+    cheat = graded(world, engine, world.bob, median=4800.0, lo=4500.0, hi=5000.0,
+                   credit="refused")
+    board = world.get(world.ada, BOARD).json()
+    assert [(e["alias"], e["rank"], e["mark"]) for e in board] == [
+        ("ada", 1, None), ("bob", None, "speedup not credited")]
+    assert board[1]["speedup"] == 4800.0  # shown, with its mark, never ranked
+    got = world.get(world.bob, f"/api/submissions/{cheat}").json()
+    assert got["score"] == 60 and got["report"]["credit"]["status"] == "refused"
+
+
+def test_instructors_review_held_speedups(world: World, engine: Engine) -> None:
+    graded(world, engine, world.ada, median=1.6, lo=1.5, hi=1.7, credit="credited")
+    held = graded(world, engine, world.bob, median=14.0, lo=13.0, hi=15.0, credit="held")
+    assert world.get(world.bob, BOARD).json()[1]["mark"] == "held for review"
+    reviews = world.get(world.prof, "/api/courses/th/assignments/t1-multiprocessing/reviews")
+    assert reviews.status_code == 200
+    assert [(r["submission_id"], r["credit"], r["review"]) for r in reviews.json()] == [
+        (held, "held", None)]
+    assert "1/100 of the baseline's work" in reviews.json()[0]["reason"]
+    # Students neither list nor decide (their own submission: 403; someone else's: 404).
+    assert world.get(world.bob, "/api/courses/th/assignments/t1-multiprocessing/reviews"
+                     ).status_code == 403
+    assert world.post(world.bob, f"/api/submissions/{held}/review",
+                      json={"decision": "grant"}).status_code == 403
+    assert world.post(world.ada, f"/api/submissions/{held}/review",
+                      json={"decision": "grant"}).status_code == 404
+    assert world.post(world.prof, f"/api/submissions/{held}/review",
+                      json={"decision": "maybe"}).status_code == 422
+    r = world.post(world.prof, f"/api/submissions/{held}/review", json={"decision": "grant"})
+    assert r.status_code == 200, r.text
+    assert r.json()["review"] == "granted" and r.json()["score"] == 100  # 14× ≥ speedup_full
+    board = world.get(world.ada, BOARD).json()
+    assert [(e["alias"], e["rank"], e["mark"]) for e in board] == [("bob", 1, None),
+                                                                   ("ada", 2, None)]
+    # Refusing afterwards takes the points and the rank away again; both decisions are logged.
+    r = world.post(world.prof, f"/api/submissions/{held}/review", json={"decision": "refuse"})
+    assert r.json()["review"] == "refused" and r.json()["score"] == 60
+    assert [e["rank"] for e in world.get(world.ada, BOARD).json()] == [1, None]
+    with session_factory(engine)() as s:
+        actions = s.scalars(select(AuditLog.action).where(AuditLog.target == str(held))).all()
+    assert actions == ["speedup.grant", "speedup.refuse"]
+
+
+def test_a_credited_speedup_cannot_be_reviewed(world: World, engine: Engine) -> None:
+    sid = graded(world, engine, world.ada, credit="credited")
+    r = world.post(world.prof, f"/api/submissions/{sid}/review", json={"decision": "grant"})
+    assert r.status_code == 409 and "no held or refused speedup" in r.json()["detail"]
+
+
+def test_the_review_page_grants_for_instructors_only(world: World, engine: Engine) -> None:
+    held = graded(world, engine, world.bob, median=14.0, lo=13.0, hi=15.0, credit="held")
+    prof = browser(world, "prof@uni.edu", "profpass123")
+    page = prof.get("/c/th/t1-multiprocessing/reviews")
+    assert page.status_code == 200 and f'href="/s/{held}"' in page.text
+    assert "1/100 of the baseline" in page.text and 'value="grant"' in page.text
+    bob = browser(world, "bob@uni.edu")
+    assert bob.get("/c/th/t1-multiprocessing/reviews").status_code == 403
+    mine = bob.get(f"/s/{held}")
+    assert mine.status_code == 200 and "Held for review" in mine.text
+    assert 'value="grant"' not in mine.text
+    assert bob.post(f"/s/{held}/review", data={"csrf_token": csrf(mine.text),
+                                               "decision": "grant"}).status_code == 403
+    assert prof.post(f"/s/{held}/review", data={"csrf_token": "forged", "decision": "grant"}
+                     ).status_code == 403
+    r = prof.post(f"/s/{held}/review", data={"csrf_token": csrf(page.text), "decision": "grant"})
+    assert r.status_code == 303 and r.headers["location"] == f"/s/{held}"
+    assert "granted the measured speedup" in bob.get(f"/s/{held}").text

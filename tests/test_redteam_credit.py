@@ -1,0 +1,77 @@
+"""Red team for the speedup credit (issue 12): right answers without the parallel work earn no
+performance points (or wait for review), honest parallel solutions keep theirs. Whole gradings
+of treasure hunts 1 and 2 against tests/fixtures/cheats; the figures behind the thresholds come
+from `python -m bench.credit` (assignments/README.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runners import grader, package
+from runners.protocol import GradeReport, Verdict
+from tests.conftest import COURSE, FIXTURES
+
+pytestmark = pytest.mark.slow
+CHEATS = FIXTURES / "cheats"
+
+
+def graded(slug: str, fixture: str | None) -> GradeReport:
+    a = package.load(COURSE / slug)
+    files = grader.code_of(a, "reference") if fixture is None else {
+        "solution.py": (CHEATS / fixture).read_bytes()}
+    r = grader.grade(a, files)
+    assert r.verdict is Verdict.PASSED, r.summary  # every answer is right
+    assert r.speedup is not None and r.credit is not None and r.scaling[-1].cpu is not None
+    return r
+
+
+@pytest.mark.parametrize(("slug", "fixture"), [
+    ("t1-multiprocessing", "t1_closed_form.py"),
+    ("t1-multiprocessing", "t1_pool_dressing.py"),
+    ("t1-multiprocessing", "t1_numpy_serial.py"),
+    ("t1-multiprocessing", "t1_burner.py"),
+    pytest.param("t2-mpi", "t2_idle_ranks.py", marks=pytest.mark.mpi),
+])
+def test_a_right_answer_without_parallel_work_earns_no_performance_points(
+        slug: str, fixture: str) -> None:
+    r = graded(slug, fixture)
+    assert r.performance_points == 0 and r.score == r.test_points == 60, r.summary
+    assert r.credit is not None and r.credit.status in ("refused", "held"), r.credit
+    cpu = r.scaling[-1].cpu
+    assert cpu is not None and cpu.work_ratio < 0.5, cpu  # it did far less work
+    # One plain sentence with the figures, in the summary the CLI and the page show first.
+    assert "of the baseline's work on" in r.credit.reason and "busy core" in r.credit.reason
+    assert ("held for review" in r.summary) or (r.credit.reason in r.summary)
+
+
+@pytest.mark.parametrize("fixture", [None, "t1_pool_oversubscribed.py"])
+def test_honest_pools_keep_their_credit(fixture: str | None) -> None:
+    r = graded("t1-multiprocessing", fixture)
+    assert r.credit is not None and r.credit.status in ("credited", "capped"), r.credit
+    cpu = r.scaling[-1].cpu
+    assert cpu is not None and cpu.work_ratio > 0.8 and cpu.parallelism > 1.2, cpu
+    if r.speedup is not None and r.speedup.median > 1.1:  # a shared 2-vCPU VM may lose a core
+        assert r.performance_points > 0, r.summary
+
+
+def test_parallel_and_faster_per_core_is_held_for_review_not_refused() -> None:
+    r = graded("t1-multiprocessing", "t1_numpy_pool.py")
+    assert r.credit is not None and r.credit.status in ("held", "credited"), r.credit
+    if r.credit.status == "held":
+        assert r.performance_points == 0 and "review" in r.credit.reason
+
+
+def test_the_seed_style_1024_thread_kernel_passes_under_the_simulator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each simulated CUDA thread is an OS thread: the run needs 1024 of them plus the harness.
+    monkeypatch.setenv("PARAGRADE_GPU_MODE", "simulated")
+    from runners.settings import get_settings
+
+    get_settings.cache_clear()
+    try:
+        a = package.load(COURSE / "t3-cuda")
+        r = grader.grade(a, {"solution.py": (CHEATS / "t3_seed_1024.py").read_bytes()})
+    finally:
+        get_settings.cache_clear()
+    assert r.verdict is Verdict.PASSED, [t.message for t in r.tests if t.outcome != "passed"]
+    assert r.environment.gpu_mode == "simulated"
