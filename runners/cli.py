@@ -80,8 +80,7 @@ def validate_cmd(folder: Path, backend: Backend = None,
     except BackendUnavailable as exc:
         _fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps([{"name": c.name, "ok": c.ok, "problems": c.problems,
-                                      "skipped": c.skipped} for c in checks], indent=2) + "\n")
+        sys.stdout.write(json.dumps([c.message().model_dump() for c in checks], indent=2) + "\n")
         raise typer.Exit(0 if all(c.ok for c in checks) else 1)
     bad = False
     for c in checks:

@@ -276,6 +276,9 @@ class GradeJob(Frozen):
     queue: Queue
     time_limit_s: int
     entry_file: str = Field(description="Name the submission's main file is graded under")
+    reference_speedup: float | None = Field(
+        default=None, description="The reference's speedup measured when this version was "
+        "validated (GPU packages: a speedup far above it is held for review)")
 
 
 class ValidateJob(Frozen):
@@ -295,6 +298,8 @@ class ValidationCheck(Frozen):
     ok: bool
     problems: list[str] = Field(default_factory=list)
     skipped: str | None = None
+    figure: float | None = Field(default=None, description="What the check measured, where it "
+                                 "measured something (the reference's speedup)")
 
 
 class JobOffer(Frozen):

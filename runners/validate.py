@@ -10,7 +10,7 @@ import numpy as np
 
 from runners import grader, package
 from runners.array import ArrayUnavailable
-from runners.protocol import GradeReport, TestOutcome, TestResult
+from runners.protocol import GradeReport, TestOutcome, TestResult, ValidationCheck
 from runners.sandbox import create_executor
 from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised
 from runners.settings import RunnerSettings, get_settings
@@ -25,6 +25,12 @@ class Check:
     problems: list[str] = field(default_factory=list)
     skipped: str | None = None
     report: GradeReport | None = None  # the reference's grading, when measured
+    figure: float | None = None  # what it measured (the reference's speedup)
+
+    def message(self) -> ValidationCheck:
+        """The check as it crosses to the server (or is printed as JSON)."""
+        return ValidationCheck(name=self.name, ok=self.ok, problems=self.problems,
+                               skipped=self.skipped, figure=self.figure)
 
 
 def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str]:
@@ -38,7 +44,8 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
     """Every check of a package; a failed load is the only check when the manifest is broken.
 
     `measure`: grade the reference in full (its speedup on this runner, against the scoring
-    curve) instead of running its tests only."""
+    curve) instead of running its tests only; always on a real GPU, where the reference's
+    speedup is what a submission's is compared with (scoring.reference_factor)."""
     settings = settings or get_settings()
     try:
         a = package.load(path)
@@ -50,6 +57,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
         reason = "needs a GPU runner (this one has none and the package cannot be simulated)"
         return checks + [Check(n, True, skipped=reason) for n in
                          ("reference passes", "starter fails", "baseline is correct", "timing hook")]
+    measure = measure or gpu_mode == "real"
     executor = create_executor(settings, backend)
     cpus, _ = grader.allotment(a)
     seed = int(np.random.default_rng().integers(2**40))
@@ -112,7 +120,7 @@ def _check_speedup(a: package.Assignment, report: GradeReport,
     ok = figures[-1] > low
     return Check(f"reference speeds up ({shown} here)", ok, [] if ok else [
         f"{shown} is not above scoring.speedup_min ({low}): the reference would earn no "
-        "performance points"])
+        "performance points"], figure=figures[-1])
 
 
 def _check_credit(report: GradeReport) -> Check:

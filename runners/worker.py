@@ -45,7 +45,6 @@ from runners.protocol import (
     JobOutcome,
     Queue,
     RunnerHello,
-    ValidationCheck,
 )
 from runners.sandbox import cgroups
 from runners.settings import RunnerSettings, get_settings
@@ -142,8 +141,7 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
                 return JobOutcome(checks=slurm.validate(package.load(folder), settings=settings,
                                                         time_limit_s=3600, tag=tag))
             checks = validate.validate(folder, settings=settings)
-            return JobOutcome(checks=[ValidationCheck(name=c.name, ok=c.ok, problems=c.problems,
-                                                      skipped=c.skipped) for c in checks])
+            return JobOutcome(checks=[c.message() for c in checks])
         assert offer.job is not None
         r = client.get(f"/api/runner/jobs/{offer.job_id}/submission",
                        headers={"X-Job-Token": offer.token})
@@ -153,7 +151,8 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         a = package.load(folder)
         report: GradeReport = (
             slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag)
-            if on_slurm else grader.grade(a, files, settings=settings))
+            if on_slurm else grader.grade(a, files, settings=settings,
+                                          reference_speedup=offer.job.reference_speedup))
         return JobOutcome(report=report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")

@@ -103,7 +103,17 @@ def grade_job(submission: Submission, job: Job) -> GradeJob:
                     assignment_version=submission.version.version,
                     bundle_sha256=submission.version.bundle_sha256,
                     submission_sha256=submission.archive_sha256, queue=manifest.resources.kind,
-                    time_limit_s=job.time_limit_s, entry_file=manifest.entry.file)
+                    time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
+                    reference_speedup=reference_speedup(submission.version))
+
+
+def reference_speedup(version: AssignmentVersion) -> float | None:
+    """The reference's speedup its validation measured (GPU runners measure it), if any."""
+    for check in version.checks or []:
+        if check.get("figure") is not None and str(check.get("name", "")).startswith(
+                "reference speeds up"):
+            return float(check["figure"])
+    return None
 
 
 def claim(*, session: Session, job_id: int, runner: str, runner_key: str) -> JobOffer:
