@@ -374,6 +374,11 @@ class Files(Frozen):
     reference: str = "reference"
     data: str | None = None
 
+    @field_validator("starter", "public_tests", "hidden_tests", "baseline", "reference", "data")
+    @classmethod
+    def _inside(cls, name: str | None) -> str | None:
+        return None if name is None else check_relpath(name)
+
 
 class Resources(Frozen):
     """What one grading needs from a runner."""
