@@ -28,6 +28,7 @@ from runners.sandbox.docker import DockerExecutor
 from runners.session import RunConfig, Session, Stage, SubmissionFailure
 from runners.settings import REPO_ROOT, get_settings
 from tests.conftest import SPIN_ALWAYS, check_freezing
+from tests.test_credit import BUSY
 
 pytestmark = pytest.mark.docker
 
@@ -297,6 +298,15 @@ def test_g2_a_paused_container_burns_nothing(docker_session: Callable[..., Sessi
     s = docker_session(SPIN_ALWAYS, cpus=(0, 1), wall_s=4)
     assert s.freeze(True) and s.freeze(False)
     check_freezing(s, wall_s=4)
+
+
+def test_g3_cpu_time_is_the_containers_whole_cgroup(docker_session: Callable[..., Session]) -> None:
+    # Speedup credit: the CPU time of every process in the container, read from outside it.
+    s = docker_session(BUSY, cpus=tuple(sorted(os.sched_getaffinity(0))[:2]))
+    s.call("two", 0.4)
+    assert s.last_cpu_s is not None and 0.75 < s.last_cpu_s < 1.3, s.last_cpu_s
+    s.call("idle", 0.3)
+    assert s.last_cpu_s is not None and s.last_cpu_s < 0.1, s.last_cpu_s
 
 
 def test_h_a_container_that_cannot_start_is_not_left(engine: Engine, tmp_path: Path) -> None:

@@ -164,3 +164,16 @@ def test_an_array_is_timed_from_the_tasks_own_records(cluster: SlurmCluster,
     # Four balanced tasks on two slots: well under the serial sweep, though SLURM left seconds
     # between the tasks (the makespan leaves the dispatch gaps out).
     assert 0 < made["reference"].makespan_s < 0.9 * made["baseline"].makespan_s, made
+
+
+def test_cpu_time_is_measured_on_the_compute_node(cluster: SlurmCluster,
+                                                  settings: RunnerSettings) -> None:
+    # Speedup credit through SLURM: the engine on the node reads its sandboxes' cgroups.
+    a = package.load(COURSE / "t1-multiprocessing")
+    cheat = (REPO_ROOT / "tests" / "fixtures" / "cheats" / "t1_closed_form.py").read_bytes()
+    report = slurm.grade(a, {"solution.py": cheat}, settings=settings, time_limit_s=600,
+                         tag="credit")
+    assert report.verdict is Verdict.PASSED, report.summary
+    assert report.scaling and report.scaling[-1].cpu is not None
+    assert report.credit is not None and report.credit.status == "refused", report.credit
+    assert report.performance_points == 0
