@@ -112,6 +112,23 @@ def login(url: str, email: Annotated[str | None, typer.Option()] = None,
     console.print(f"logged in to {url} as {email}")
 
 
+def logout() -> None:
+    """Revoke this login's token on the server and forget it here."""
+    path = ClientSettings().config
+    if not path.is_file():
+        console.print("not logged in")
+        return
+    try:
+        with _client() as c:
+            r = c.delete("/api/auth/token")
+        if r.status_code not in (204, 401):  # 401: already expired or revoked
+            _check(r)
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach the server to revoke the token (kept in {path}): {exc}")
+    path.unlink()
+    console.print("logged out (the token is revoked)")
+
+
 def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
            files: Annotated[list[Path], typer.Argument(help="solution file(s)")],
            wait: Annotated[bool, typer.Option(help="wait for the grade")] = True) -> None:
@@ -186,5 +203,5 @@ def leaderboard(assignment: Annotated[str, typer.Argument(help="course/slug")]) 
 
 
 def add_commands(app: typer.Typer) -> None:
-    for fn in (register, login, submit, status, cancel, leaderboard):
+    for fn in (register, login, logout, submit, status, cancel, leaderboard):
         app.command()(fn)

@@ -112,7 +112,7 @@ for _ in $(seq 60); do curl -sf $url/healthz >/dev/null && break; sleep 1; done
 half=$(( $(nproc) / 2 ))
 for r in "gpu 0-$((half - 1))" "cpu,mpi $half-$(( $(nproc) - 1 ))"; do
   set -- $r
-  PARAGRADE_RUNNER_TOKEN=dev-only-not-secret "$py" -m paragrade.cli runner --server $url --queues "$1" --cpus "$2" \
+  PARAGRADE_RUNNER_TOKEN=$(sed -n 's/^runner_token = "\(.*\)"$/\1/p' var/secrets.toml) "$py" -m paragrade.cli runner --server $url --queues "$1" --cpus "$2" \
     --broker "sqla+sqlite:///$PWD/var/broker.sqlite" --name "runner-${1%%,*}" > "$out/runner-${1%%,*}.txt" 2>&1 &
   pids="$pids $!"
 done

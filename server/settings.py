@@ -75,12 +75,12 @@ def with_local_secrets(settings: ServerSettings) -> ServerSettings:
     The first call generates a random secret key and runner token into `secrets_file`, created
     with mode 0600 in a 0700 folder (never chmod-ed after: no moment where another user could
     read it); later calls reuse them, so browser sessions and a running runner survive a restart.
-    A secret set in the environment is kept. Production settings are returned as they are (they
-    never have defaults).
+    A secret set in the environment (or given) is kept, even a known one: `serve` then refuses to
+    listen beyond loopback. Production settings are returned as they are (no defaults there).
     """
     if settings.environment != "development":
         return settings
-    defaults = [name for name in SECRET_NAMES if getattr(settings, name) == DEV_SECRET]
+    defaults = [name for name in SECRET_NAMES if name not in settings.model_fields_set]
     if not defaults:
         return settings
     stored = _read_or_create_secrets(settings.secrets_file)
@@ -93,6 +93,10 @@ class UnsafeSecrets(ValueError):
 
 def _read_or_create_secrets(path: Path) -> dict[str, str]:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The default database and uploads (students' code) live in this folder too: closed to
+    # other users of the machine, also when an earlier version made it world-readable.
+    if path.parent.stat().st_mode & 0o077 and path.parent.stat().st_uid == os.getuid():
+        path.parent.chmod(0o700)
     fresh = {name: secrets.token_urlsafe(32) for name in SECRET_NAMES}
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
