@@ -20,8 +20,9 @@ EXPLAINED_TOLERANCE = 0.15
 """A speedup up to G × (1 + this) counts as explained by the parallel gain G (CPU-time noise)."""
 MIN_WORK_RATIO = 0.5
 """Below this share of the baseline's CPU work the speedup comes mostly from doing less work."""
-MIN_PARALLEL_GAIN = 1.5
-"""Busy cores (relative to the baseline) that count as parallel execution."""
+MIN_PARALLEL_GAIN = 1.25
+"""Busy cores (relative to the baseline) that count as parallel execution: more than a quarter
+of a second core on average."""
 
 
 def _fraction(w: float) -> str:

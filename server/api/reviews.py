@@ -10,12 +10,16 @@ from pydantic import BaseModel, Field
 from server.api import RowId
 from server.db import committing
 from server.deps import CourseInstructorDep, CurrentUser, SessionDep
+from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import reviews as review_service
 from server.services import submissions as submission_service
 
-router = APIRouter(prefix="/api", tags=["reviews"])
+router = APIRouter(prefix="/api", tags=["reviews"],
+                   responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
+                              404: {"model": ErrorPublic}, 409: {"model": ErrorPublic},
+                              422: {"model": ErrorPublic}})
 
 
 class ReviewPublic(BaseModel):
