@@ -58,6 +58,7 @@ class ArrayUnavailable(RuntimeError):
 class ArrayResult:
     values: list[Any]  # one per task, in task-id order
     makespan_s: float
+    cpu_s: float | None = None  # every task's sandbox, start-up included (None: not measured)
 
 
 def run(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks: int, concurrency: int,
@@ -84,6 +85,7 @@ def run_local(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks:
     lock = threading.Lock()
     failure: list[BaseException] = []
     live: set[Session] = set()
+    cpu: list[float | None] = []
     stopped = threading.Event()
 
     def stop_all() -> None:
@@ -106,6 +108,8 @@ def run_local(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks:
                 session.start()
                 values[task], _ = session.call(function, task_id=task, n_tasks=n_tasks,
                                                **inputs)
+                with lock:
+                    cpu.append(session.cpu_seconds())
             except BaseException as exc:  # re-raised in the caller's thread
                 with lock:
                     first = not stopped.is_set()  # not one of the tasks stopped because of it
@@ -132,7 +136,8 @@ def run_local(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks:
     makespan = time.perf_counter() - t0
     if failure:
         raise failure[0]
-    return ArrayResult(values, makespan)
+    measured = None if None in cpu or len(cpu) != n_tasks else sum(c for c in cpu if c is not None)
+    return ArrayResult(values, makespan, measured)
 
 
 # --- SLURM ----------------------------------------------------------------------------------

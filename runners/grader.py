@@ -153,13 +153,13 @@ def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
 
 def array_runner(assignment: Assignment, cfg: RunConfig, n_tasks: int, concurrency: int,
                  settings: RunnerSettings) -> timing.ArrayRun:
-    """Inputs -> (one value per task, makespan) for an [array] package's code under `cfg`."""
+    """Inputs -> the array's values, makespan and CPU time for an [array] package's code under
+    `cfg`."""
     function = str(assignment.manifest.entry.function)
 
-    def run(inputs: dict[str, Any]) -> tuple[list[Any], float]:
-        result = array.run(cfg, function, inputs, n_tasks=n_tasks, concurrency=concurrency,
-                           settings=settings, assignment_root=assignment.root)
-        return result.values, result.makespan_s
+    def run(inputs: dict[str, Any]) -> array.ArrayResult:
+        return array.run(cfg, function, inputs, n_tasks=n_tasks, concurrency=concurrency,
+                         settings=settings, assignment_root=assignment.root)
 
     return run
 

@@ -107,7 +107,7 @@ class Submission:
         run = grader.array_runner(self._assignment, self._cfg_for(slots), n_tasks or m.array.tasks,
                                   slots, get_settings())
         try:
-            return run(inputs)[0]
+            return run(inputs).values
         except SubmissionFailure as exc:
             self._recorder.add_output(exc.output)
             raise

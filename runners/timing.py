@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from runners.array import ArrayResult
 from runners.protocol import Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
 from runners.session import RunConfig, Session, SubmissionFailure, SubmissionRaised
 
@@ -280,29 +281,30 @@ def _enough(samples: Samples, started: float, budget_s: float, min_reps: int, ma
     return time.monotonic() - started > budget_s and n >= 3
 
 
-ArrayRun = Callable[[dict[str, Any]], tuple[list[Any], float]]
+ArrayRun = Callable[[dict[str, Any]], ArrayResult]
 
 
 def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submission: ArrayRun,
                   rng: np.random.Generator, budget_s: float, min_reps: int, max_reps: int,
                   target_width: float) -> Samples:
     """Job arrays: each sample is one whole array's makespan (start-up included on both sides),
-    the baseline's single task against the submission's tasks; the gathered values (one per
-    task) are checked each time."""
+    the baseline's single task against the submission's tasks, with the CPU time of all their
+    sandboxes; the gathered values (one per task) are checked each time."""
     samples = Samples(workers)
     started = time.monotonic()
     block = 0
     while True:
         inputs = hook.make_input(rng, workers)
-        sides = [("baseline", baseline, samples.baseline),
-                 ("submission", submission, samples.submission)]
+        sides = [("baseline", baseline, samples.baseline, samples.baseline_cpu),
+                 ("submission", submission, samples.submission, samples.submission_cpu)]
         if block % 2:
             sides.reverse()
-        for side, run, into in sides:
+        for side, run, into, cpu_into in sides:
             with _blamed(side):
-                values, seconds = run(inputs)
-            _judge(hook.check(inputs, values), side, "array")
-            into.append(seconds)
+                result = run(inputs)
+            _judge(hook.check(inputs, result.values), side, "array")
+            into.append(result.makespan_s)
+            cpu_into.append(result.cpu_s)
         block += 1
         if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
             return samples

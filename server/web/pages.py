@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from starlette.concurrency import run_in_threadpool
 
 from server import security
@@ -359,11 +359,15 @@ def leaderboard_events(course: str, slug: str, request: Request, session: Sessio
     _, _, a = _assignment(session, user, course, slug)
     sessions, assignment_id = request.app.state.sessions, a.id
 
-    def poll() -> list[Any]:  # changes whenever a grading of this assignment finishes
+    def poll() -> list[Any]:  # changes whenever a grading finishes or a review decides
         with sessions() as s:
             n, last = s.execute(select(func.count(), func.max(Submission.finished_at)).where(
                 Submission.assignment_id == assignment_id, Submission.status == "graded")).one()
-            return [n, str(last)]
+            reviewed = s.execute(select(func.count(GradeReportRow.review), func.sum(
+                case((GradeReportRow.review == "granted", 1), else_=0))).join(
+                Submission, GradeReportRow.submission_id == Submission.id).where(
+                Submission.assignment_id == assignment_id)).one()
+            return [n, str(last), *map(int, (x or 0 for x in reviewed))]
 
     return StreamingResponse(_events(poll, 2.0), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store"})
