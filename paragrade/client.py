@@ -189,16 +189,20 @@ def cancel(submission: Annotated[int, typer.Argument(help="a submission id")]) -
 
 
 def leaderboard(assignment: Annotated[str, typer.Argument(help="course/slug")]) -> None:
-    """The assignment's leaderboard (ties: overlapping 95 % CIs)."""
+    """The assignment's leaderboard (ties: overlapping 95 % CIs; held or refused speedups are
+    listed unranked, with why)."""
     course, slug = _split(assignment)
     with _client() as c:
         rows = _check(c.get(f"/api/courses/{course}/assignments/{slug}/leaderboard"))
     table = Table("rank", "student", "speedup", "95 % CI", "score", title=assignment)
     for e in rows:
         ci = f"{e['ci_low']:.2f}–{e['ci_high']:.2f}" if e["ci_low"] is not None else ""
-        table.add_row(f"{e['rank']}{'=' if e['tied'] else ''}",
-                      e["alias"] + (" (you)" if e["you"] else ""),
-                      "" if e["speedup"] is None else f"{e['speedup']:.2f}×", ci, f"{e['score']:g}")
+        speedup = "" if e["speedup"] is None else f"{e['speedup']:.2f}×"
+        if e.get("mark"):
+            speedup += f" ({e['mark']})"
+        rank = "–" if e["rank"] is None else f"{e['rank']}{'=' if e['tied'] else ''}"
+        table.add_row(rank, e["alias"] + (" (you)" if e["you"] else ""), speedup, ci,
+                      f"{e['score']:g}")
     console.print(table)
 
 
