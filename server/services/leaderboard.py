@@ -69,17 +69,18 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
             continue
         speed = float(row.speed) if row.speed >= 0 else None
         lo, hi = row.speedup_ci_low, row.speedup_ci_high
-        if speed is not None and lo is not None and hi is not None:  # a capped speedup's CI
-            lo, hi = min(lo, speed), min(hi, speed)
+        if speed is not None and lo is not None and hi is not None \
+                and row.speedup_median is not None and speed < row.speedup_median:
+            lo, hi = min(lo, speed), min(hi, speed)  # capped: no more than the credited figure
         tied, rank = False, i + 1
-        rank_: int | None = rank
         prev = out[-1] if out else None
-        if prev is not None and speed is not None and prev.speedup is not None and lo is not None \
-                and prev.ci_low is not None and hi is not None and hi >= prev.ci_low:
-            tied, rank_ = True, prev.rank
+        if prev is not None and prev.rank is not None and speed is not None \
+                and prev.speedup is not None and lo is not None and prev.ci_low is not None \
+                and hi is not None and hi >= prev.ci_low:
+            tied, rank = True, prev.rank
             if not prev.tied:
                 out[-1] = replace(prev, tied=True)
-        out.append(Entry(rank=rank_, tied=tied, user_id=row.user_id, alias=alias,
+        out.append(Entry(rank=rank, tied=tied, user_id=row.user_id, alias=alias,
                          submission_id=row.submission_id, speedup=speed, ci_low=lo, ci_high=hi,
                          score=row.score))
     return out

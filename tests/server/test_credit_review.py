@@ -36,6 +36,7 @@ def test_a_refused_speedup_is_never_ranked_above_an_honest_one(world: World,
     assert [(e["alias"], e["rank"], e["mark"]) for e in board] == [
         ("ada", 1, None), ("bob", None, "speedup not credited")]
     assert board[1]["speedup"] == 4800.0  # shown, with its mark, never ranked
+    assert (board[0]["ci_low"], board[0]["ci_high"]) == (1.5, 1.7)  # a credited CI as measured
     got = world.get(world.bob, f"/api/submissions/{cheat}").json()
     assert got["score"] == 60 and got["report"]["credit"]["status"] == "refused"
 
