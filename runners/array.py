@@ -58,7 +58,7 @@ class ArrayUnavailable(RuntimeError):
 class ArrayResult:
     values: list[Any]  # one per task, in task-id order
     makespan_s: float
-    cpu_s: float | None = None  # every task's sandbox, start-up included (None: not measured)
+    cpu_s: float | None = None  # every task's call, all its sandbox's processes (None: not measured)
 
 
 def run(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks: int, concurrency: int,
@@ -109,7 +109,7 @@ def run_local(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks:
                 values[task], _ = session.call(function, task_id=task, n_tasks=n_tasks,
                                                **inputs)
                 with lock:
-                    cpu.append(session.cpu_seconds())
+                    cpu.append(session.last_cpu_s)  # the task's work, not its start-up
             except BaseException as exc:  # re-raised in the caller's thread
                 with lock:
                     first = not stopped.is_set()  # not one of the tasks stopped because of it

@@ -403,10 +403,6 @@ class Session:
         raise SubmissionRaised(type_name, str(err.get("message", "")),
                                str(err.get("traceback", "")))
 
-    def cpu_seconds(self) -> float | None:
-        """CPU time the whole sandbox has used since it started (None: not measurable)."""
-        return self._run.proc.cpu_seconds()
-
     def freeze(self, frozen: bool) -> bool:
         """Stop (or restart) the whole sandbox between calls; False where the backend cannot.
         The wall limit does not run while frozen."""

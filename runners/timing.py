@@ -105,7 +105,9 @@ def parallelism(samples: Samples) -> Parallelism | None:
     if not busy or not base_busy or np.median(base_cpu) <= 0:
         return None
     p, p_lo, p_hi = median_ci(busy)
-    w, w_lo, w_hi = ratio_ci(sub_cpu, base_cpu) if np.median(sub_cpu) > 0 else (0.0, 0.0, 0.0)
+    if min(base_cpu) <= 0:  # tick resolution: a bootstrap median could be 0
+        return None
+    w, w_lo, w_hi = ratio_ci(sub_cpu, base_cpu)
     return Parallelism(
         parallelism=round(p, 4), parallelism_ci_low=round(p_lo, 4),
         parallelism_ci_high=round(p_hi, 4), baseline_parallelism=round(float(np.median(base_busy)), 4),

@@ -307,9 +307,10 @@ class HostRunning(Running):
         return self._proc.poll() is None
 
     def cpu_seconds(self) -> float | None:
-        ns = self._cg.cpu_ns()
-        if ns is not None:
-            return ns / 1e9
+        # One source for the run's whole life: a delta across two sources would mean nothing.
+        if self._cg.cpu_dir is not None:
+            ns = self._cg.cpu_ns()
+            return None if ns is None else ns / 1e9
         return tree_cpu_seconds(self._proc.pid)
 
     def freeze(self, frozen: bool) -> bool:

@@ -92,6 +92,8 @@ def _container_cpu_file(container: Any) -> Path | None:
         pid = int(container.attrs["State"]["Pid"])
         for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)
+            if container.id not in path:  # another pid namespace: not this container's process
+                continue
             if "cpuacct" in controllers.split(","):
                 f = ROOT / "cpuacct" / path.lstrip("/") / "cpuacct.usage"
             elif controllers == "":

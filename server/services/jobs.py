@@ -201,7 +201,7 @@ def _record_validation(*, session: Session, job: Job, outcome: JobOutcome,
     assert version is not None
     if outcome.checks is None:
         if job.attempts < max_attempts:
-            job.state, job.token_hash, job.runner = "queued", None, None
+            job.state, job.token_hash, job.runner, job.runner_key_hash = "queued", None, None, None
             _publish(session, job)
             return
         version.status = "error"
@@ -222,7 +222,7 @@ def _platform_failure(*, session: Session, job: Job, sub: Submission, max_attemp
                       reason: str) -> None:
     sub.counts_for_quota = False  # never charged to the student
     if job.attempts < max_attempts:
-        job.state, job.token_hash, job.runner = "queued", None, None
+        job.state, job.token_hash, job.runner, job.runner_key_hash = "queued", None, None, None
         sub.status = "queued"
         _publish(session, job)
     else:

@@ -210,11 +210,3 @@ def cancel(*, session: Session, actor: User, submission: Submission, role: str |
 
 def files_of(*, submission: Submission, artifacts_root: Path) -> bytes:
     return artifacts.read(root=artifacts_root, sha256=submission.archive_sha256)
-
-
-def unpack(archive: bytes) -> dict[str, bytes]:
-    """A stored submission's files (checked again: the archive is ours, the names were not)."""
-    files = safe_members(archive, max_total=1 << 30)
-    for name in files:
-        check_name(name)
-    return files

@@ -113,7 +113,8 @@ def _anonymous_csrf(request: Request) -> None:
 
 
 def _safe_next(url: str) -> str:
-    return url if url.startswith("/") and not url.startswith("//") else "/"
+    """A local path only: browsers read a backslash as a slash, so "/\\host" leaves the site."""
+    return url if url.startswith("/") and not url.startswith("//") and "\\" not in url else "/"
 
 
 # accounts ----------------------------------------------------------------------------------
