@@ -248,3 +248,16 @@ def test_processes_the_code_starts_can_import_it_by_name(make_session: SessionFa
               "    return subprocess.run([sys.executable, '-c', 'import solution; "
               "print(solution.MARK + 1)'], capture_output=True, text=True).stdout.strip()\n")
     assert make_session(source).call("child")[0] == "42"
+
+
+def test_no_silent_fallback_to_the_unsafe_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without bwrap, 'auto' refuses rather than grading as the runner's own user (who could read
+    # its secrets and other uploads); 'process' must be named.
+    from runners.sandbox import BackendUnavailable, create_executor
+    from runners.sandbox.bwrap import BwrapExecutor
+    from runners.settings import get_settings
+
+    monkeypatch.setattr(BwrapExecutor, "available", staticmethod(lambda: False))
+    with pytest.raises(BackendUnavailable, match="PARAGRADE_BACKEND=process"):
+        create_executor(get_settings(), "auto")
+    assert create_executor(get_settings(), "process").name == "process"

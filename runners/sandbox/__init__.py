@@ -14,18 +14,19 @@ class BackendUnavailable(RuntimeError):
 
 
 def create_executor(settings: RunnerSettings, name: str | None = None) -> Executor:
-    """The backend named (or the settings' choice; 'auto' = bwrap when present, else process)."""
+    """The backend named (or the settings' choice; 'auto' = bwrap). The unsafe 'process'
+    backend is used only when named: falling back to it silently would let submissions read
+    the runner's files (its secrets, other uploads) as its own user."""
     from runners.sandbox.apptainer import ApptainerExecutor
     from runners.sandbox.bwrap import BwrapExecutor
     from runners.sandbox.docker import DockerExecutor
     from runners.sandbox.process import ProcessExecutor
 
     name = name or settings.backend
-    if name == "auto":
-        name = "bwrap" if BwrapExecutor.available() else "process"
-    if name == "bwrap":
-        if not BwrapExecutor.available():
-            raise BackendUnavailable("bwrap is not installed (apt-get install bubblewrap)")
+    if name in ("auto", "bwrap") and not BwrapExecutor.available():
+        raise BackendUnavailable("bwrap is not installed (apt-get install bubblewrap); "
+                                 "PARAGRADE_BACKEND=process grades without a sandbox (UNSAFE)")
+    if name in ("auto", "bwrap"):
         return BwrapExecutor(runtime_dir=settings.runtime_dir, sandbox_uid=settings.sandbox_uid)
     if name == "process":
         return ProcessExecutor(runtime_dir=settings.runtime_dir, sandbox_uid=settings.sandbox_uid)
