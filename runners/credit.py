@@ -12,10 +12,8 @@ the reasoning and the measurements the thresholds below come from.
 
 from __future__ import annotations
 
-from runners.protocol import Credit, ScalingPoint, SpeedupFigure
+from runners.protocol import CORES_TOLERANCE, Credit, ScalingPoint, SpeedupFigure
 
-CORES_TOLERANCE = 0.15
-"""A speedup up to cores × (1 + this) counts as within the cores (timing noise on 2 vCPUs)."""
 EXPLAINED_TOLERANCE = 0.15
 """A speedup up to G × (1 + this) counts as explained by the parallel gain G (CPU-time noise)."""
 MIN_WORK_RATIO = 0.5

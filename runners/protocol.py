@@ -204,10 +204,20 @@ class Credit(Frozen):
     reason: str = Field(description="One plain sentence with the figures")
 
 
-def credited_speedup(credit: Credit | None, measured: float, *, granted: bool = False) -> float | None:
+CORES_TOLERANCE = 0.15
+"""A speedup up to cores × (1 + this) counts as within the cores (timing noise on 2 vCPUs)."""
+
+
+def credited_speedup(credit: Credit | None, measured: float, *,
+                     review: str | None = None) -> float | None:
     """The speedup performance points come from: the credited one; the measured one once an
-    instructor granted a held or refused speedup; None while it earns nothing."""
-    if credit is None or granted:
+    instructor granted a held or refused speedup (`review` "granted"), none once refused; None
+    while it earns nothing."""
+    if review == "granted":
+        return measured
+    if review == "refused":
+        return None
+    if credit is None:
         return measured
     if credit.status in ("held", "refused"):
         return None

@@ -148,7 +148,8 @@ def test_any_credits_everything_and_gpu_compares_with_the_reference() -> None:
 def test_points_come_from_the_credited_speedup_or_a_grant() -> None:
     refused = decide(40.0, busy=1.0, work=0.02)
     assert credited_speedup(refused, 40.0) is None
-    assert credited_speedup(refused, 40.0, granted=True) == 40.0
+    assert credited_speedup(refused, 40.0, review="granted") == 40.0
+    assert credited_speedup(None, 40.0, review="refused") is None  # a pre-policy report
     assert credited_speedup(decide(1.9, busy=1.2, work=0.63), 1.9) == pytest.approx(1.2)
     assert credited_speedup(None, 1.5) == 1.5  # a report from before the policy
 

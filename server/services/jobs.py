@@ -265,14 +265,14 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     return row
 
 
-def course_score(*, sub: Submission, report: GradeReport, granted: bool = False) -> float:
-    """The report's score under the assignment's own scoring curve and late policy; `granted`:
-    an instructor granted the measured speedup that the credit policy held or refused."""
+def course_score(*, sub: Submission, report: GradeReport, review: str | None = None) -> float:
+    """The report's score under the assignment's own scoring curve and late policy; `review`:
+    an instructor granted ("granted") or refused ("refused") a held or refused speedup."""
     a, score = sub.assignment, report.score
-    if report.speedup is not None and (a.speedup_min or a.speedup_full or granted):
+    if report.speedup is not None and (a.speedup_min or a.speedup_full or review):
         scoring = Manifest.model_validate(sub.version.manifest).scoring
         weak = report.weak_scaling[-1].efficiency if report.weak_scaling else None
-        earned = credited_speedup(report.credit, report.speedup.median, granted=granted)
+        earned = credited_speedup(report.credit, report.speedup.median, review=review)
         share = 0.0 if earned is None or report.verdict.value != "passed" else performance_share(
             scoring, earned, weak, speedup_min=a.speedup_min, speedup_full=a.speedup_full)
         score = report.test_points + scoring.performance_points * share
@@ -289,7 +289,7 @@ def rescore(*, session: Session, assignment: Assignment) -> int:
         Submission.assignment_id == assignment.id)).all()
     for row, sub in rows:
         score = course_score(sub=sub, report=GradeReport.model_validate(row.report),
-                             granted=row.review == "granted")
+                             review=row.review)
         row.score = sub.score = score
     return len(rows)
 

@@ -9,12 +9,14 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import GradeReport
+from runners.protocol import CORES_TOLERANCE, GradeReport, Manifest
 from server.models import Assignment, AuditLog, Enrollment, GradeReportRow, Submission, User
 from server.services import jobs
 from server.services.errors import Conflict, Forbidden
 
 REVIEWABLE = ("held", "refused")
+LEGACY = ("graded before the credit policy existed, with a speedup above what its cores can "
+          "give; regrade it to measure its parallelism")
 Decision = Literal["grant", "refuse"]
 
 
@@ -42,7 +44,7 @@ def of_assignment(*, session: Session, assignment: Assignment) -> list[Item]:
 def _item(sub: Submission, row: GradeReportRow, alias: str | None) -> Item:
     credit = GradeReport.model_validate(row.report).credit
     return Item(submission=sub, row=row, alias=alias or f"student-{sub.user_id}",
-                reason=credit.reason if credit else "")
+                reason=credit.reason if credit else LEGACY)
 
 
 def decide(*, session: Session, actor: User, submission: Submission, role: str | None,
@@ -53,11 +55,17 @@ def decide(*, session: Session, actor: User, submission: Submission, role: str |
     row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == submission.id))
     if row is None or row.credit_status not in REVIEWABLE:
         raise Conflict("this submission has no held or refused speedup to review")
-    granted = decision == "grant"
     report = GradeReport.model_validate(row.report)
-    row.review = "granted" if granted else "refused"
-    row.credited_speedup = row.speedup_median if granted else None
-    row.score = submission.score = jobs.course_score(sub=submission, report=report, granted=granted)
+    row.review = "granted" if decision == "grant" else "refused"
+    row.credited_speedup = None
+    if decision == "grant" and row.speedup_median is not None:
+        # Points from the measured speedup; the rank no higher than its cores can give (a
+        # granted 60× NumPy-in-a-pool is not 30 times better than a perfect parallel sum).
+        res = Manifest.model_validate(submission.version.manifest).resources
+        cap = float("inf") if res.kind == "gpu" else res.cores * (1 + CORES_TOLERANCE)
+        row.credited_speedup = min(row.speedup_median, cap)
+    row.score = submission.score = jobs.course_score(sub=submission, report=report,
+                                                     review=row.review)
     session.add(AuditLog(actor_id=actor.id, action=f"speedup.{decision}", target=str(submission.id),
                          detail={"speedup": row.speedup_median, "credit": row.credit_status,
                                  "score": row.score, "at": datetime.now(UTC).isoformat()}))

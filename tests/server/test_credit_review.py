@@ -3,6 +3,9 @@ refused speedup, instructors review them (API and page), every decision is audit
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from sqlalchemy import Engine, select
 
 from runners.protocol import GradeReport
@@ -65,6 +68,7 @@ def test_instructors_review_held_speedups(world: World, engine: Engine) -> None:
     board = world.get(world.ada, BOARD).json()
     assert [(e["alias"], e["rank"], e["mark"]) for e in board] == [("bob", 1, None),
                                                                    ("ada", 2, None)]
+    assert board[0]["speedup"] == pytest.approx(2.3)  # ranked no higher than 2 cores can give
     # Refusing afterwards takes the points and the rank away again; both decisions are logged.
     r = world.post(world.prof, f"/api/submissions/{held}/review", json={"decision": "refuse"})
     assert r.json()["review"] == "refused" and r.json()["score"] == 60
@@ -98,3 +102,42 @@ def test_the_review_page_grants_for_instructors_only(world: World, engine: Engin
     r = prof.post(f"/s/{held}/review", data={"csrf_token": csrf(page.text), "decision": "grant"})
     assert r.status_code == 303 and r.headers["location"] == f"/s/{held}"
     assert "granted the measured speedup" in bob.get(f"/s/{held}").text
+
+
+def test_the_upgrade_holds_pre_policy_speedups_its_cores_cannot_explain(tmp_path: Path) -> None:
+    import json
+
+    from sqlalchemy import create_engine, text
+
+    from server import migrate
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    migrate.upgrade(url, "0005")
+    engine = create_engine(url)
+    manifest = {"resources": {"kind": "cpu", "cores": 2}}
+    with engine.begin() as c:  # the tables as 0005 left them: no credit columns yet
+        c.execute(text("INSERT INTO users (id, email, name, password_hash, is_instructor, "
+                       "created_at) VALUES (1, 'a@b.c', 'A', 'x', 0, '2026-01-01')"))
+        c.execute(text("INSERT INTO courses (id, slug, title, join_code, created_at) "
+                       "VALUES (1, 'c', 'C', 'j', '2026-01-01')"))
+        c.execute(text("INSERT INTO artifacts (sha256, size, kind, created_at) "
+                       "VALUES ('s', 1, 'bundle', '2026-01-01')"))
+        c.execute(text("INSERT INTO assignments (id, course_id, slug, title, late_policy, "
+                       "late_penalty, quota_count, quota_window_s) "
+                       "VALUES (1, 1, 'a', 'A', 'accept', 0, 20, 3600)"))
+        c.execute(text("INSERT INTO assignment_versions (id, assignment_id, version, manifest, "
+                       "bundle_sha256, status, created_at) VALUES (1, 1, '1', :m, 's', 'ready', "
+                       "'2026-01-01')"), {"m": json.dumps(manifest)})
+        for sid, speedup in ((1, 4800.0), (2, 1.8)):
+            c.execute(text("INSERT INTO submissions (id, user_id, assignment_id, version_id, "
+                           "archive_sha256, filenames, status, late, counts_for_quota, "
+                           "created_at) VALUES (:i, 1, 1, 1, 's', '[]', 'graded', 0, 1, "
+                           "'2026-01-01')"), {"i": sid})
+            c.execute(text("INSERT INTO grade_reports (id, submission_id, verdict, score, "
+                           "max_score, speedup_median, report, created_at) VALUES (:i, :i, "
+                           "'passed', 100, 100, :s, '{}', '2026-01-01')"), {"i": sid, "s": speedup})
+    migrate.upgrade(url, "head")
+    with engine.begin() as c:
+        got = c.execute(text("SELECT id, credit_status, credited_speedup FROM grade_reports "
+                             "ORDER BY id")).all()
+    assert [tuple(r) for r in got] == [(1, "held", None), (2, None, 1.8)]
