@@ -12,7 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""2: reports carry the speedup credit and CPU figures, jobs the reference's speedup, checks a
+figure (an older server refuses those fields: upgrade servers before runners)."""
 MANIFEST = "assignment.toml"
 QUEUES = ("cpu", "mpi", "gpu")
 Queue = Literal["cpu", "mpi", "gpu"]

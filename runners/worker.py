@@ -298,6 +298,8 @@ def announce(runner: Runner, hello: RunnerHello, stop: threading.Event) -> None:
                 client.post("/api/runner/hello",
                             content=hello.model_dump_json(),
                             headers={"Content-Type": "application/json"}).raise_for_status()
+            except httpx.HTTPStatusError as exc:  # e.g. another protocol: say the server's why
+                log.error("the server refused our heartbeat: %s", exc.response.text[:500])
             except httpx.HTTPError as exc:
                 log.warning("the server did not take our heartbeat: %s", exc)
             if stop.wait(runner.settings.heartbeat_s):

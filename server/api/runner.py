@@ -6,14 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from runners.protocol import JobOffer, JobOutcome, RunnerHello
+from runners.protocol import PROTOCOL_VERSION, JobOffer, JobOutcome, RunnerHello
 from server.api import RowId
 from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
 from server.models import AssignmentVersion, Submission
 from server.schemas import ErrorPublic
 from server.services import artifacts
 from server.services import jobs as job_service
-from server.services.errors import NotFound
+from server.services.errors import Conflict, NotFound
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
@@ -22,9 +22,13 @@ NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 JobToken = Annotated[str, Header(alias="X-Job-Token", description="The job's own secret")]
 
 
-@router.post("/hello", status_code=status.HTTP_204_NO_CONTENT)
+@router.post("/hello", status_code=status.HTTP_204_NO_CONTENT,
+             responses={409: {"model": ErrorPublic, "description": "another protocol version"}})
 def hello(body: RunnerHello, _: RunnerDep, session: SessionDep) -> None:
     """A runner joins the fleet or says it is still alive (its capabilities, its current job)."""
+    if body.protocol_version != PROTOCOL_VERSION:
+        raise Conflict(f"this runner speaks protocol {body.protocol_version}, the server "
+                       f"{PROTOCOL_VERSION}: run the same paragrade version on both")
     job_service.hello(session=session, runner=body)
     session.commit()
 

@@ -512,3 +512,15 @@ def test_a_new_scoring_curve_rescores_stored_grades(world: World, engine: Engine
     assert r.status_code == 422 and "must be above" in r.json()["detail"]
     assert world.get(world.ada, f"/api/submissions/{sid}").json()["score"] == 80.0  # unchanged
     assert world.client.patch(url, json={"speedup_min": 1.5}, headers=world.ada).status_code == 403
+
+
+def test_a_runner_of_another_protocol_is_refused_at_hello(world: World) -> None:
+    from runners.protocol import PROTOCOL_VERSION
+
+    hello = {"name": "old", "queues": ["cpu"], "backend": "bwrap", "cores": 1, "memory_mb": 1}
+    r = world.client.post("/api/runner/hello", json={**hello, "protocol_version": 1},
+                          headers=RUNNER)
+    assert r.status_code == 409 and "protocol 1" in r.json()["detail"], r.text
+    r = world.client.post("/api/runner/hello", json={**hello, "protocol_version": PROTOCOL_VERSION},
+                          headers=RUNNER)
+    assert r.status_code == 204, r.text
