@@ -16,6 +16,8 @@ lock students out before a deadline).
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -110,13 +112,16 @@ def authenticate(*, session: Session, email: str, password: str, address: str,
                  limits: LoginLimits) -> User:
     """The user with these credentials; TooManyAttempts while throttled, else Forbidden.
 
-    A failure is committed here, before the error unwinds: the refused request's rollback must
-    not erase what the throttle counts.
+    Every attempt is committed as a failure before the throttle counts and the password is
+    checked (and forgotten again on success): concurrent guesses all count, none slips in
+    between a count and its record, and a refused request's rollback erases nothing.
     """
-    email, address = _email(email)[:320], address[:64]
-    wait = max(_wait_s(session, (LoginFailure.email == email) & (LoginFailure.address == address),
-                       limits.per_account, limits.window_s),
-               _wait_s(session, LoginFailure.address == address, limits.per_address,
+    email, address = _email(email)[:320], _network(address)
+    session.add(LoginFailure(email=email, address=address))
+    session.commit()
+    pair = (LoginFailure.email == email) & (LoginFailure.address == address)
+    wait = max(_wait_s(session, pair, limits.per_account + 1, limits.window_s),
+               _wait_s(session, LoginFailure.address == address, limits.per_address + 1,
                        limits.window_s))
     if wait > 0:
         raise TooManyAttempts(math.ceil(wait))
@@ -124,12 +129,18 @@ def authenticate(*, session: Session, email: str, password: str, address: str,
     if user is None:
         security.burn_verify(password)  # as long as a wrong password for a real account
     elif security.verify_password(password, user.password_hash):
-        session.execute(delete(LoginFailure).where(LoginFailure.email == email,
-                                                   LoginFailure.address == address))
+        session.execute(delete(LoginFailure).where(pair))
         return user
-    session.add(LoginFailure(email=email, address=address))
-    session.commit()
     raise Forbidden("wrong email or password")
+
+
+def _network(address: str) -> str:
+    """The throttle's unit: an IPv4 address, or an IPv6 /64 (one host may hold all of it)."""
+    with contextlib.suppress(ValueError):
+        ip = ipaddress.ip_address(address)
+        if ip.version == 6:
+            return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return address[:64]
 
 
 def issue_token(*, session: Session, user: User, name: str = "cli",

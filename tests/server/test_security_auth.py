@@ -287,3 +287,12 @@ def test_bearer_tokens_expire_can_be_revoked_and_are_purged(world: World) -> Non
     assert ada_hash not in hashes
     assert security.token_hash(world.prof["Authorization"].split()[1]) in hashes
     assert c.get("/api/me", headers=world.prof).status_code == 200
+
+
+def test_the_throttle_counts_an_ipv6_host_by_its_64() -> None:
+    from server.services import users
+
+    assert users._network("2001:db8:1:2::1") == users._network("2001:db8:1:2:ffff::9") \
+        == "2001:db8:1:2::/64"
+    assert users._network("2001:db8:1:3::1") != users._network("2001:db8:1:2::1")
+    assert users._network("10.0.0.7") == "10.0.0.7" and users._network("testclient") == "testclient"
