@@ -5,7 +5,7 @@ FROM python:3.11-slim-bookworm
 LABEL org.opencontainers.image.title="paragrade runner (cpu, mpi)" \
       io.paragrade.role="runner" \
       io.paragrade.queues="cpu,mpi" \
-      io.paragrade.protocol="1" \
+      io.paragrade.protocol="2" \
       io.paragrade.runtime="/opt/paragrade/runtime" \
       io.paragrade.mpi="mpich (PyPI wheel)"
 ENV PYTHON=python3.11 SRC=/src

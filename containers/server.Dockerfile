@@ -3,7 +3,7 @@
 FROM python:3.11-slim-bookworm
 LABEL org.opencontainers.image.title="paragrade server" \
       io.paragrade.role="server" \
-      io.paragrade.protocol="1"
+      io.paragrade.protocol="2"
 ENV PYTHON=python3.11 SRC=/src
 COPY . /src
 RUN /src/containers/install.sh server && useradd --system --uid 10001 paragrade \
