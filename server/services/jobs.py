@@ -24,6 +24,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from runners.protocol import (
+    CORES_TOLERANCE,
     LOWEST_PRIORITY,
     QUEUES,
     GradeJob,
@@ -232,12 +233,17 @@ def _platform_failure(*, session: Session, job: Job, sub: Submission, max_attemp
 
 
 def store_report(*, session: Session, sub: Submission, report: GradeReport) -> GradeReportRow:
-    """One report per submission (a regrade replaces it), with its tests and scaling points."""
+    """One report per submission (a regrade replaces it), with its tests and scaling points.
+    An instructor's review of a held or refused speedup carries over to a regrade that holds or
+    refuses it again (the same code, judged already)."""
     old = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
+    review = None
     if old is not None:
+        if report.credit is not None and report.credit.status in ("held", "refused"):
+            review = old.review
         session.delete(old)
         session.flush()
-    score = course_score(sub=sub, report=report)
+    score = course_score(sub=sub, report=report, review=review)
     row = GradeReportRow(
         submission_id=sub.id, verdict=report.verdict.value, score=score,
         max_score=report.max_score,
@@ -245,9 +251,9 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
         speedup_ci_low=report.speedup.ci_low if report.speedup else None,
         speedup_ci_high=report.speedup.ci_high if report.speedup else None,
         serial_fraction=report.serial_fraction, report=report.model_dump(mode="json"),
-        credit_status=report.credit.status if report.credit else None,
-        credited_speedup=None if report.speedup is None else credited_speedup(
-            report.credit, report.speedup.median))
+        credit_status=report.credit.status if report.credit else None, review=review,
+        credited_speedup=None if report.speedup is None else ranked_speedup(
+            sub, credited_speedup(report.credit, report.speedup.median, review=review), review))
     session.add(row)
     session.flush()
     session.add_all([TestResultRow(report_id=row.id, name=_text(t.name)[:300],
@@ -263,6 +269,16 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     # Only what the student caused counts (a retried platform failure that then graded does).
     sub.counts_for_quota = fault == "student"
     return row
+
+
+def ranked_speedup(sub: Submission, earned: float | None, review: str | None) -> float | None:
+    """What the leaderboard ranks by: the credited speedup; a granted one no higher than the
+    package's cores can give (a granted 60× NumPy-in-a-pool is not 30 times a perfect parallel
+    sum)."""
+    if earned is None or review != "granted":
+        return earned
+    res = Manifest.model_validate(sub.version.manifest).resources
+    return earned if res.kind == "gpu" else min(earned, res.cores * (1 + CORES_TOLERANCE))
 
 
 def course_score(*, sub: Submission, report: GradeReport, review: str | None = None) -> float:

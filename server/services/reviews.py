@@ -9,7 +9,7 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import CORES_TOLERANCE, GradeReport, Manifest
+from runners.protocol import GradeReport
 from server.models import Assignment, AuditLog, Enrollment, GradeReportRow, Submission, User
 from server.services import jobs
 from server.services.errors import Conflict, Forbidden
@@ -57,13 +57,8 @@ def decide(*, session: Session, actor: User, submission: Submission, role: str |
         raise Conflict("this submission has no held or refused speedup to review")
     report = GradeReport.model_validate(row.report)
     row.review = "granted" if decision == "grant" else "refused"
-    row.credited_speedup = None
-    if decision == "grant" and row.speedup_median is not None:
-        # Points from the measured speedup; the rank no higher than its cores can give (a
-        # granted 60× NumPy-in-a-pool is not 30 times better than a perfect parallel sum).
-        res = Manifest.model_validate(submission.version.manifest).resources
-        cap = float("inf") if res.kind == "gpu" else res.cores * (1 + CORES_TOLERANCE)
-        row.credited_speedup = min(row.speedup_median, cap)
+    row.credited_speedup = jobs.ranked_speedup(
+        submission, row.speedup_median if decision == "grant" else None, row.review)
     row.score = submission.score = jobs.course_score(sub=submission, report=report,
                                                      review=row.review)
     session.add(AuditLog(actor_id=actor.id, action=f"speedup.{decision}", target=str(submission.id),

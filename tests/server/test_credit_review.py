@@ -69,6 +69,15 @@ def test_instructors_review_held_speedups(world: World, engine: Engine) -> None:
     assert [(e["alias"], e["rank"], e["mark"]) for e in board] == [("bob", 1, None),
                                                                    ("ada", 2, None)]
     assert board[0]["speedup"] == pytest.approx(2.3)  # ranked no higher than 2 cores can give
+    # A regrade that holds it again keeps the instructor's grant (the same code, judged already).
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, held)
+        assert sub is not None
+        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
+            sample_report(median=15.0, lo=14.0, hi=16.0, credit="held")))
+        s.commit()
+    again = world.get(world.bob, f"/api/submissions/{held}").json()
+    assert again["score"] == 100 and world.get(world.ada, BOARD).json()[0]["alias"] == "bob"
     # Refusing afterwards takes the points and the rank away again; both decisions are logged.
     r = world.post(world.prof, f"/api/submissions/{held}/review", json={"decision": "refuse"})
     assert r.json()["review"] == "refused" and r.json()["score"] == 60
