@@ -168,9 +168,9 @@ def finish_validation(client: TestClient, ok: bool = True) -> dict:  # type: ign
     return dict(offer)
 
 
-def zip_of(files: dict[str, bytes]) -> bytes:
+def zip_of(files: dict[str, bytes], method: int = zipfile.ZIP_STORED) -> bytes:
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
+    with zipfile.ZipFile(buf, "w", method) as zf:
         for name, content in files.items():
             zf.writestr(name, content)
     return buf.getvalue()

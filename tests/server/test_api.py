@@ -378,16 +378,10 @@ def test_lost_messages_are_published_again_in_fair_share_order(world: World,
 def test_exports(world: World, engine: Engine) -> None:
     import csv
 
-    from runners.protocol import GradeReport
-    from server.services import jobs
-    from tests.server.reports import sample_report
+    from tests.server.reports import store
 
     sid = world.submit(world.ada, REFERENCE).json()["id"]
-    with session_factory(engine)() as s:
-        sub = s.get(Submission, sid)
-        assert sub is not None
-        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(sample_report()))
-        s.commit()
+    store(engine, sid)
     url = "/api/courses/th/assignments/t1-multiprocessing/grades.csv"
     assert world.get(world.ada, url).status_code == 403
     rows = list(csv.DictReader(io.StringIO(world.get(world.prof, url).text)))

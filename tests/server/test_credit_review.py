@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from runners.protocol import GradeReport
 from server.db import session_factory
-from server.models import AuditLog, Submission
-from server.services import jobs
+from server.models import AuditLog
 from tests.server.conftest import REFERENCE, World
-from tests.server.reports import sample_report
+from tests.server.reports import sample_report, store
 from tests.server.test_pages import browser, csrf
 
 BOARD = "/api/courses/th/assignments/t1-multiprocessing/leaderboard"
@@ -21,12 +19,7 @@ BOARD = "/api/courses/th/assignments/t1-multiprocessing/leaderboard"
 
 def graded(world: World, engine: Engine, who: dict[str, str], **report: object) -> int:
     sid = int(world.submit(who, REFERENCE).json()["id"])
-    with session_factory(engine)() as s:
-        sub = s.get(Submission, sid)
-        assert sub is not None
-        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
-            sample_report(**report)))  # type: ignore[arg-type]
-        s.commit()
+    store(engine, sid, sample_report(**report))  # type: ignore[arg-type]
     return sid
 
 
@@ -70,12 +63,7 @@ def test_instructors_review_held_speedups(world: World, engine: Engine) -> None:
                                                                    ("ada", 2, None)]
     assert board[0]["speedup"] == pytest.approx(2.3)  # ranked no higher than 2 cores can give
     # A regrade that holds it again keeps the instructor's grant (the same code, judged already).
-    with session_factory(engine)() as s:
-        sub = s.get(Submission, held)
-        assert sub is not None
-        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
-            sample_report(median=15.0, lo=14.0, hi=16.0, credit="held")))
-        s.commit()
+    store(engine, held, sample_report(median=15.0, lo=14.0, hi=16.0, credit="held"))
     again = world.get(world.bob, f"/api/submissions/{held}").json()
     assert again["score"] == 100 and world.get(world.ada, BOARD).json()[0]["alias"] == "bob"
     # Refusing afterwards takes the points and the rank away again; both decisions are logged.

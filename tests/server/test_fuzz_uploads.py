@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import zipfile
 
 import pytest
@@ -10,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server.settings import REPO_ROOT
-from tests.server.conftest import REFERENCE, World
+from tests.server.conftest import REFERENCE, World, zip_of
 
 PACKAGE = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
 SUBMIT = "/api/courses/th/assignments/t1-multiprocessing/submissions"
@@ -23,11 +22,7 @@ sqlite_only = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 
 
 def _zip(files: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", method) as zf:
-        for name, content in files.items():
-            zf.writestr(name, content)
-    return buf.getvalue()
+    return zip_of(files, method)
 
 
 PACKAGE_FILES = {p.relative_to(PACKAGE).as_posix(): p.read_bytes()

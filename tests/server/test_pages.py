@@ -18,7 +18,7 @@ from tests.server.conftest import (
     finish_validation,
     zip_of,
 )
-from tests.server.reports import sample_report
+from tests.server.reports import sample_report, store
 
 T1 = "/c/th/t1-multiprocessing"
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -137,11 +137,7 @@ def test_a_student_cannot_open_another_students_submission(world: World) -> None
 
 def test_the_event_stream_ends_when_the_grade_is_in(world: World, engine: Engine) -> None:
     sid = world.submit(world.ada, REFERENCE).json()["id"]
-    with session_factory(engine)() as s:
-        sub = s.get(Submission, sid)
-        assert sub is not None
-        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(sample_report()))
-        s.commit()
+    store(engine, sid)
     b = browser(world)
     with b.stream("GET", f"/s/{sid}/events") as r:
         assert r.headers["content-type"].startswith("text/event-stream")

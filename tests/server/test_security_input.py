@@ -12,13 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
-from runners.protocol import GradeReport
 from server.db import session_factory
 from server.models import Artifact, AssignmentVersion, Submission, User
-from server.services import jobs
 from server.settings import REPO_ROOT
-from tests.server.conftest import REFERENCE, World
-from tests.server.reports import sample_report
+from tests.server.conftest import REFERENCE, World, zip_of
+from tests.server.reports import store
 from tests.server.test_pages import browser, csrf
 
 T1 = "/c/th/t1-multiprocessing"
@@ -41,11 +39,7 @@ def package_files(manifest: bytes | None = None) -> dict[str, bytes]:
 
 
 def zipped(files: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", method) as zf:
-        for name, content in files.items():
-            zf.writestr(name, content)
-    return buf.getvalue()
+    return zip_of(files, method)
 
 
 def _patch_headers(data: bytes, *, flag: int = 0, method: int | None = None) -> bytes:
@@ -272,11 +266,7 @@ def test_every_response_carries_the_security_headers(world: World) -> None:
 def test_gradescope_answers_alike_for_someone_elses_id_and_an_unknown_one(
         world: World, engine: Engine) -> None:
     sid = world.submit(world.ada, REFERENCE).json()["id"]
-    with session_factory(engine)() as s:
-        sub = s.get(Submission, sid)
-        assert sub is not None
-        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(sample_report()))
-        s.commit()
+    store(engine, sid)
     other = world.get(world.bob, f"/api/submissions/{sid}/gradescope.json")
     unknown = world.get(world.bob, f"/api/submissions/{sid + 1000}/gradescope.json")
     assert other.status_code == unknown.status_code == 404
