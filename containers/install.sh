@@ -3,43 +3,91 @@
 # the sandbox's Python runtime in /opt/paragrade/runtime (world-readable, what submissions import)
 # and paragrade itself (the runner or the server) in its own venv, /opt/paragrade/app.
 #
-# Usage: containers/install.sh server|cpu|gpu   (run as root inside the image, sources in $SRC)
+# Usage: containers/install.sh PHASE KIND   (as root inside the image, the sources in $SRC)
+#   PHASE: system   Debian packages (Python, bubblewrap on runners)
+#          runtime  the sandbox runtime (runners only; CPU: pinned by runners/runtime-lock.txt)
+#          app-deps paragrade's dependencies, read from pyproject.toml (no source needed yet)
+#          app      paragrade itself from $SRC, without dependencies (the only step a source
+#                   change reruns: the Dockerfiles give each phase its own layer)
+#          all      the four in order (Apptainer builds in one step)
+#   KIND:  server | cpu | gpu
+# What a build may mount (scripts/build-images.sh does with podman; none of it enters a layer):
+#   /wheels              wheels searched first (the host's PyTorch CPU wheel where no index answers)
+#   /root/.cache/pip     pip's cache (used only when mounted)
+#   /run/build-ca.crt    the CA bundle pip trusts (a proxy that re-signs TLS, as on our machines)
 set -euo pipefail
-KIND=${1:?usage: install.sh server|cpu|gpu}
+PHASE=${1:?usage: install.sh system|runtime|app-deps|app|all server|cpu|gpu}
+KIND=${2:?usage: install.sh PHASE server|cpu|gpu}
 SRC=${SRC:-/src}
-PY=${PYTHON:-python3.11}
-export DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+PY=${PYTHON:-python3}
+RUNTIME=/opt/paragrade/runtime
+APP=/opt/paragrade/app
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+[ -d /root/.cache/pip ] || export PIP_NO_CACHE_DIR=1
+[ ! -f /run/build-ca.crt ] || export PIP_CERT=/run/build-ca.crt
+case "$KIND" in server|cpu|gpu) ;; *) echo "install.sh: unknown kind $KIND" >&2; exit 2 ;; esac
 
-apt-get update
-apt-get install -y --no-install-recommends ca-certificates procps util-linux
-if [ "$KIND" != server ]; then
-  apt-get install -y --no-install-recommends bubblewrap
-fi
-rm -rf /var/lib/apt/lists/*
+find_links=()
+compgen -G '/wheels/*.whl' >/dev/null && find_links=(--find-links /wheels)
 
-if [ "$KIND" != server ]; then
-  "$PY" -m venv /opt/paragrade/runtime
-  RT=/opt/paragrade/runtime/bin/pip
-  if [ "$KIND" = cpu ]; then
-    # PyPI's torch wheel is the CUDA build (several GB): the CPU image takes the CPU build.
-    "$RT" install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+system() {
+  local pkgs=(ca-certificates procps util-linux)
+  if [ "$KIND" = gpu ]; then
+    pkgs+=("$PY" "$PY-venv" "$PY-dev")  # Ubuntu base: the Python is named by version
+  else
+    pkgs+=(python3 python3-venv)  # Debian 12: Python 3.11, the same as the bwrap runtime's
   fi
-  if [ "$KIND" = gpu ] && [ -n "${MPI_PREFIX:-}" ]; then
+  [ "$KIND" = server ] || pkgs+=(bubblewrap)
+  apt-get update
+  apt-get install -y --no-install-recommends "${pkgs[@]}"
+  rm -rf /var/lib/apt/lists/*
+}
+
+runtime() {
+  [ "$KIND" != server ] || return 0
+  "$PY" -m venv "$RUNTIME"
+  local pip=("$RUNTIME/bin/pip" install "${find_links[@]}")
+  if [ "$KIND" = cpu ]; then
+    # PyPI's torch is the CUDA build (GBs): the lock pins the CPU build, from PyTorch's index
+    # unless a local wheel was mounted.
+    [ ${#find_links[@]} -gt 0 ] || pip+=(--extra-index-url https://download.pytorch.org/whl/cpu)
+    "${pip[@]}" -c "$SRC/runners/runtime-lock.txt" -r "$SRC/runners/runtime-requirements.txt" \
+      -r "$SRC/runners/runtime-requirements-ray.txt"
+  elif [ -n "${MPI_PREFIX:-}" ]; then
     # CUDA-aware MPI: mpi4py built against the image's Open MPI (--with-cuda), not the PyPI MPICH.
     grep -v -E '^(mpich|mpi4py)' "$SRC/runners/runtime-requirements.txt" > /tmp/runtime.txt
-    MPICC="$MPI_PREFIX/bin/mpicc" "$RT" install --no-binary=mpi4py mpi4py
+    MPICC="$MPI_PREFIX/bin/mpicc" "${pip[@]}" --no-binary=mpi4py mpi4py
+    "${pip[@]}" -r /tmp/runtime.txt -r "$SRC/runners/runtime-requirements-gpu.txt"
   else
-    cp "$SRC/runners/runtime-requirements.txt" /tmp/runtime.txt
+    "${pip[@]}" -r "$SRC/runners/runtime-requirements.txt" \
+      -r "$SRC/runners/runtime-requirements-gpu.txt"
   fi
-  "$RT" install -r /tmp/runtime.txt
-  if [ "$KIND" = gpu ]; then
-    "$RT" install -r "$SRC/runners/runtime-requirements-gpu.txt"
-  else
-    "$RT" install -r "$SRC/runners/runtime-requirements-ray.txt"
-  fi
-  chmod -R a+rX /opt/paragrade
-fi
+  chmod -R a+rX "$RUNTIME"
+  mkdir -p /sub /data /opt/paragrade/harness /run/paragrade
+}
 
-"$PY" -m venv /opt/paragrade/app
-/opt/paragrade/app/bin/pip install "$SRC"
-ln -sf /opt/paragrade/app/bin/paragrade /usr/local/bin/paragrade
+app_deps() {
+  "$PY" -m venv "$APP"
+  # The project's dependencies straight from pyproject.toml, so this layer survives source changes.
+  "$APP/bin/python" - "$SRC/pyproject.toml" > /tmp/app-requirements.txt <<'EOF'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))
+print("\n".join([*project["build-system"]["requires"], *project["project"]["dependencies"]]))
+EOF
+  "$APP/bin/pip" install "${find_links[@]}" -r /tmp/app-requirements.txt
+}
+
+app() {
+  "$APP/bin/pip" install --no-deps --no-build-isolation "$SRC"
+  rm -rf "$SRC/build" "$SRC"/*.egg-info
+  ln -sf "$APP/bin/paragrade" /usr/local/bin/paragrade
+}
+
+case "$PHASE" in
+  system) system ;;
+  runtime) runtime ;;
+  app-deps) app_deps ;;
+  app) app ;;
+  all) system; runtime; app_deps; app ;;
+  *) echo "install.sh: unknown phase $PHASE" >&2; exit 2 ;;
+esac

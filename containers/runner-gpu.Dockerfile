@@ -23,16 +23,21 @@ LABEL org.opencontainers.image.title="paragrade runner (gpu)" \
       io.paragrade.runtime="/opt/paragrade/runtime" \
       io.paragrade.mpi="openmpi (CUDA-aware)"
 COPY --from=mpi /opt/openmpi /opt/openmpi
-RUN apt-get update && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
-        python3.11-dev && rm -rf /var/lib/apt/lists/*
 # CUDA_HOME and libnvvm's folder: numba-cuda compiles kernels with it (PARAGRADE_GPU_ENV passes
 # both into GPU sandboxes).
 ENV PATH=/opt/openmpi/bin:$PATH LD_LIBRARY_PATH=/opt/openmpi/lib:/usr/local/cuda/nvvm/lib64 \
     CUDA_HOME=/usr/local/cuda \
     MPI_PREFIX=/opt/openmpi PYTHON=python3.11 SRC=/src \
     OMPI_MCA_opal_cuda_support=true NVIDIA_VISIBLE_DEVICES=all
+# The phases of runner-cpu.Dockerfile, slowest first.
+COPY containers/install.sh /src/containers/install.sh
+RUN /src/containers/install.sh system gpu
+COPY runners/runtime-requirements.txt runners/runtime-requirements-gpu.txt /src/runners/
+RUN /src/containers/install.sh runtime gpu
+COPY pyproject.toml /src/pyproject.toml
+RUN /src/containers/install.sh app-deps gpu
 COPY . /src
-RUN /src/containers/install.sh gpu && mkdir -p /sub /data /opt/paragrade/harness /run/paragrade
-ENV PARAGRADE_RUNTIME_DIR=/opt/paragrade/runtime
+RUN /src/containers/install.sh app gpu
+ENV PARAGRADE_RUNTIME_DIR=/opt/paragrade/runtime PARAGRADE_ASSIGNMENTS_DIR=/src/assignments
 ENTRYPOINT ["paragrade"]
 CMD ["runner", "--queues", "gpu", "--backend", "docker"]

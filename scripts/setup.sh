@@ -16,6 +16,8 @@ command -v setpriv >/dev/null || need_apt+=(util-linux)
 # The docker backend's tests drive podman's Docker API (crun fails on our hosts: runc); their
 # image is built lazily by the tests (containers/build-test-image.sh), not here.
 command -v podman >/dev/null || need_apt+=(podman runc)
+# The images test makes the images' Debian base from the package archive where no registry answers.
+command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
 # docker-compose 1.29 validates docker-compose.yml without an engine; the queue's fault tests
 # start a Redis of their own (the platform itself needs none: its default broker is embedded).
 command -v docker-compose >/dev/null || need_apt+=(docker-compose)
@@ -45,15 +47,21 @@ fi
 
 # The sandbox's runtime: Debian's Python (readable by the unprivileged sandbox user, unlike a
 # pyenv under /root), world-readable, never writable by submissions.
-reqs=(runners/runtime-requirements.txt)
-command -v nvidia-smi >/dev/null && reqs+=(runners/runtime-requirements-gpu.txt)
-want=$(stamp "${reqs[@]}")
+# CPU nodes pin every package (runners/runtime-lock.txt, shared with the runner-cpu image); GPU
+# nodes add the GPU set, whose NumPy bound the lock does not know.
+reqs=(-r runners/runtime-requirements.txt)
+if command -v nvidia-smi >/dev/null; then
+  reqs+=(-r runners/runtime-requirements-gpu.txt)
+else
+  reqs+=(-c runners/runtime-lock.txt)
+fi
+want=$(stamp runners/runtime-requirements*.txt runners/runtime-lock.txt)
 if [ ! -f "$RUNTIME/.paragrade-stamp" ] || [ "$(cat "$RUNTIME/.paragrade-stamp")" != "$want" ]; then
   echo "setup: building the sandbox runtime in $RUNTIME (numpy, numba, mpi4py+MPICH, torch CPU, pytest)"
   $SUDO mkdir -p "$RUNTIME"
   $SUDO /usr/bin/python3 -m venv "$RUNTIME"
   $SUDO "$RUNTIME/bin/pip" install -q --upgrade pip
-  for r in "${reqs[@]}"; do $SUDO "$RUNTIME/bin/pip" install -q -r "$r"; done
+  $SUDO "$RUNTIME/bin/pip" install -q "${reqs[@]}"
   $SUDO chmod -R a+rX "$RUNTIME"
   echo "$want" | $SUDO tee "$RUNTIME/.paragrade-stamp" >/dev/null
 fi
