@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -27,22 +26,14 @@ from runners.sandbox import Limits, Mount, SandboxSpec
 from runners.sandbox.docker import DockerExecutor
 from runners.session import RunConfig, Session, Stage, SubmissionFailure
 from runners.settings import REPO_ROOT, get_settings
+from tests import podman
 from tests.conftest import SPIN_ALWAYS, check_freezing
 from tests.test_credit import BUSY
 
 pytestmark = pytest.mark.docker
 
 BUILD_SCRIPT = REPO_ROOT / "containers" / "build-test-image.sh"
-LABEL = "paragrade.run=1"
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-CONTAINERS_CONF = """\
-[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-"""
+LABEL = podman.SANDBOX_LABEL
 
 
 @dataclass(frozen=True)
@@ -52,83 +43,19 @@ class Engine:
     client: Any  # docker.DockerClient
 
 
-def _libpod_cgroups() -> set[Path]:
-    """Every cgroup directory podman's cgroupfs manager made (v1 per controller, or v2)."""
-    found: set[Path] = set()
-    for top in [CGROUP_ROOT / "libpod_parent", *CGROUP_ROOT.glob("*/libpod_parent")]:
-        if top.is_dir():
-            found.add(top)
-            found.update(p for p in top.rglob("*") if p.is_dir())
-    return found
-
-
-def _wait_for_service(url: str, proc: subprocess.Popen[bytes], log: Path) -> Any:
-    import docker
-
-    deadline = time.monotonic() + 30
-    sock = Path(url.removeprefix("unix://"))
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"podman system service exited ({proc.returncode}): {log.read_text()[-2000:]}")
-        if sock.exists():
-            client = docker.DockerClient(base_url=url)
-            with contextlib.suppress(Exception):
-                if client.ping():
-                    return client
-            client.close()
-        time.sleep(0.05)
-    pytest.fail(f"podman's API socket did not answer within 30 s: {log.read_text()[-2000:]}")
-
-
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (apt-get install podman runc)")
-    if shutil.which("runc") is None:
-        pytest.skip("runc is not installed (apt-get install runc): crun fails on these hosts")
-    if os.getuid() != 0:
-        pytest.skip("these tests drive rootful podman (run as root)")
+    podman.skip_unless_rootful_podman()
     tmp = tmp_path_factory.mktemp("podman")
-    conf = tmp / "containers.conf"
-    conf.write_text(CONTAINERS_CONF)
-    env = {**os.environ, "CONTAINERS_CONF": str(conf),
-           "PARAGRADE_RUNTIME_DIR": str(get_settings().runtime_dir)}
-
+    env = {**podman.environment(), "PARAGRADE_RUNTIME_DIR": str(get_settings().runtime_dir)}
     build = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, capture_output=True, text=True,
                            timeout=600, check=False)
     if build.returncode == 2:  # a prerequisite is missing, not a failure of the image build
         pytest.skip(f"cannot build the test image: {build.stderr.strip()}")
     assert build.returncode == 0, f"{BUILD_SCRIPT.name} failed:\n{build.stderr}"
     image = build.stdout.strip().splitlines()[-1]
-
-    cgroups_before = _libpod_cgroups()
-    log = tmp / "service.log"
-    url = f"unix://{tmp}/podman.sock"
-    with log.open("wb") as log_fh:
-        # cwd: conmon drops an `oom` file into its working directory on an OOM kill.
-        service = subprocess.Popen(["podman", "system", "service", "--time=0", url], env=env,
-                                   cwd=tmp, stdin=subprocess.DEVNULL, stdout=log_fh,
-                                   stderr=subprocess.STDOUT)
-    try:
-        client = _wait_for_service(url, service, log)
-        existing = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
+    with podman.service(tmp) as (url, client):
         yield Engine(url=url, image=image, client=client)
-        for c in client.containers.list(all=True, filters={"label": LABEL}):
-            if c.id not in existing:
-                with contextlib.suppress(Exception):
-                    c.remove(force=True)
-        client.close()
-    finally:
-        service.terminate()
-        try:
-            service.wait(10)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait(5)
-        # podman makes `libpod_parent` (and per-container children) at the cgroup roots.
-        for d in sorted(_libpod_cgroups() - cgroups_before, key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                d.rmdir()
 
 
 @pytest.fixture
@@ -321,3 +248,19 @@ def test_h_a_container_that_cannot_start_is_not_left(engine: Engine, tmp_path: P
     with pytest.raises(docker.errors.ImageNotFound):  # not an attempt to pull it
         DockerExecutor(image="localhost/paragrade/no-such-image:0", base_url=engine.url).start(spec)
     assert not engine.client.containers.list(all=True, filters={"label": LABEL})
+
+
+def test_a_docker_runner_refuses_to_start_without_its_engine_or_image(engine: Engine,
+                                                                      tmp_path: Path) -> None:
+    """Not one job after another failing as a platform error: the runner says why at start."""
+    from runners.sandbox import BackendUnavailable, create_executor
+
+    ok = get_settings().model_copy(update={"backend": "docker", "docker_url": engine.url,
+                                           "docker_image": engine.image})
+    assert create_executor(ok).name == "docker"
+    missing = ok.model_copy(update={"docker_image": "localhost/paragrade/no-such-image:0"})
+    with pytest.raises(BackendUnavailable, match="has no image 'localhost/paragrade/no-such"):
+        create_executor(missing)
+    nobody = ok.model_copy(update={"docker_url": f"unix://{tmp_path}/nobody.sock"})
+    with pytest.raises(BackendUnavailable, match="no Docker API answers at unix://"):
+        create_executor(nobody)

@@ -31,8 +31,11 @@ def create_executor(settings: RunnerSettings, name: str | None = None) -> Execut
     if name == "process":
         return ProcessExecutor(runtime_dir=settings.runtime_dir, sandbox_uid=settings.sandbox_uid)
     if name == "docker":
-        return DockerExecutor(image=settings.docker_image, base_url=settings.docker_url,
-                              sandbox_uid=settings.sandbox_uid)
+        docker = DockerExecutor(image=settings.docker_image, base_url=settings.docker_url,
+                                sandbox_uid=settings.sandbox_uid)
+        if why := docker.unavailable():
+            raise BackendUnavailable(why)
+        return docker
     if name == "apptainer":
         if not settings.apptainer_image:
             raise BackendUnavailable("set PARAGRADE_APPTAINER_IMAGE to a .sif image")

@@ -39,6 +39,21 @@ class DockerExecutor(Executor):
                             else docker.from_env())
         return self._client
 
+    def unavailable(self) -> str | None:
+        """Why this executor cannot start sandboxes (no engine answers, no such image), or None."""
+        import docker.errors
+        import requests
+
+        where = self.base_url or "DOCKER_HOST (default unix:///var/run/docker.sock)"
+        try:
+            self.client.images.get(self.image_name)
+        except docker.errors.ImageNotFound:
+            return (f"the engine at {where} has no image {self.image_name!r}: build it "
+                    "(scripts/build-images.sh) or set PARAGRADE_DOCKER_IMAGE")
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            return f"no Docker API answers at {where} (PARAGRADE_DOCKER_URL): {exc}"
+        return None
+
     def image(self) -> str | None:
         try:
             return f"{self.image_name}@{self.client.images.get(self.image_name).id}"

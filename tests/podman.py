@@ -1,0 +1,98 @@
+"""A private podman API service for the tests that need a Docker API (the docker backend's, the
+images'): podman with containers/podman.conf (runc, cgroupfs), on its own socket, stopped at the
+end with every container it ran under the label and every `libpod_parent` cgroup it made removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runners.settings import REPO_ROOT
+
+CONF = REPO_ROOT / "containers" / "podman.conf"
+SANDBOX_LABEL = "paragrade.run=1"  # what the docker backend labels every sandbox with
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def skip_unless_rootful_podman() -> None:
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (apt-get install podman runc)")
+    if shutil.which("runc") is None:
+        pytest.skip("runc is not installed (apt-get install runc): crun fails on these hosts")
+    if os.getuid() != 0:
+        pytest.skip("these tests drive rootful podman (run as root)")
+
+
+def environment() -> dict[str, str]:
+    """This process's environment with podman pointed at our containers.conf."""
+    return {**os.environ, "CONTAINERS_CONF": str(CONF)}
+
+
+def _libpod_cgroups() -> set[Path]:
+    """Every cgroup directory podman's cgroupfs manager made (v1 per controller, or v2)."""
+    found: set[Path] = set()
+    for top in [CGROUP_ROOT / "libpod_parent", *CGROUP_ROOT.glob("*/libpod_parent")]:
+        if top.is_dir():
+            found.add(top)
+            found.update(p for p in top.rglob("*") if p.is_dir())
+    return found
+
+
+def _wait_for_service(url: str, proc: subprocess.Popen[bytes], log: Path) -> Any:
+    import docker
+
+    deadline = time.monotonic() + 30
+    sock = Path(url.removeprefix("unix://"))
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"podman system service exited ({proc.returncode}): {log.read_text()[-2000:]}")
+        if sock.exists():
+            client = docker.DockerClient(base_url=url)
+            with contextlib.suppress(Exception):
+                if client.ping():
+                    return client
+            client.close()
+        time.sleep(0.05)
+    pytest.fail(f"podman's API socket did not answer within 30 s: {log.read_text()[-2000:]}")
+
+
+@contextlib.contextmanager
+def service(tmp: Path) -> Iterator[tuple[str, Any]]:
+    """`podman system service` on `tmp/podman.sock`: (its unix:// URL, a docker.DockerClient)."""
+    cgroups_before = _libpod_cgroups()
+    log = tmp / "service.log"
+    url = f"unix://{tmp}/podman.sock"
+    with log.open("wb") as log_fh:
+        # cwd: conmon drops an `oom` file into its working directory on an OOM kill.
+        proc = subprocess.Popen(["podman", "system", "service", "--time=0", url], env=environment(),
+                                cwd=tmp, stdin=subprocess.DEVNULL, stdout=log_fh,
+                                stderr=subprocess.STDOUT)
+    try:
+        client = _wait_for_service(url, proc, log)
+        existing = {c.id for c in client.containers.list(all=True, filters={"label": SANDBOX_LABEL})}
+        yield url, client
+        for c in client.containers.list(all=True, filters={"label": SANDBOX_LABEL}):
+            if c.id not in existing:
+                with contextlib.suppress(Exception):
+                    c.remove(force=True)
+        client.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        # podman makes `libpod_parent` (and per-container children) at the cgroup roots.
+        for d in sorted(_libpod_cgroups() - cgroups_before, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()
