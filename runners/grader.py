@@ -300,7 +300,7 @@ def environment(executor: Executor, cpus: list[int], gpu_mode: str,
         backend=executor.name, sandboxed=executor.sandboxed, isolation=executor.isolation(),
         gpu=gpu, gpu_mode="real" if gpu_mode == "real" else
         ("simulated" if gpu_mode == "simulated" else "none"),
-        versions=versions, image_digest=None, paragrade_version=_version(),
+        versions=versions, image_digest=executor.image(), paragrade_version=_version(),
     )
 
 

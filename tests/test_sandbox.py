@@ -179,6 +179,9 @@ def test_docker_kwargs_are_locked_down(tmp_path: Path) -> None:
     assert kw["user"] == "65534:65534"
     assert {u.name for u in kw["ulimits"]} >= {"nofile", "nproc", "fsize"}
     assert kw["device_requests"][0].count == 1
+    # The image's own ENTRYPOINT (paragrade, in the runner image) is replaced, not prepended.
+    assert [*kw["entrypoint"], *kw["command"]] == ["python", "-c", "pass"]
+    assert kw["entrypoint"] == ["python"]
 
 
 def test_apptainer_command(tmp_path: Path) -> None:

@@ -55,10 +55,14 @@ class DockerExecutor(Executor):
         return None
 
     def image(self) -> str | None:
+        """NAME@DIGEST: the manifest's digest where the engine has one (pushed, pulled or, with
+        podman, built), else the image id."""
         try:
-            return f"{self.image_name}@{self.client.images.get(self.image_name).id}"
+            image = self.client.images.get(self.image_name)
         except Exception:  # no engine or no such image: the name is all we can tell
             return self.image_name
+        digests = [d.partition("@")[2] for d in image.attrs.get("RepoDigests") or []]
+        return f"{self.image_name}@{digests[0] if digests else image.id}"
 
     def isolation(self) -> list[str]:
         return ["container: network none, caps dropped, read-only root, no-new-privileges",
@@ -76,7 +80,10 @@ class DockerExecutor(Executor):
         volumes = {str(m.host): {"bind": m.inside, "mode": "rw" if m.writable else "ro"}
                    for m in [*spec.mounts, spec.workdir]}
         kwargs: dict[str, Any] = dict(
-            image=self.image_name, command=spec.argv, detach=True, environment=dict(spec.env),
+            # The whole argv as the entrypoint: the runner image's own ENTRYPOINT (paragrade)
+            # must not be prepended to a sandbox's program.
+            image=self.image_name, entrypoint=list(spec.argv[:1]), command=list(spec.argv[1:]),
+            detach=True, environment=dict(spec.env),
             working_dir=spec.workdir.inside, user=f"{self.sandbox_uid}:{self.sandbox_uid}",
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
             read_only=True, mem_limit=mem, memswap_limit=mem, pids_limit=lim.pids,
