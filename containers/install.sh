@@ -3,21 +3,23 @@
 # the sandbox's Python runtime in /opt/paragrade/runtime (world-readable, what submissions import)
 # and paragrade itself (the runner or the server) in its own venv, /opt/paragrade/app.
 #
-# Usage: containers/install.sh PHASE KIND   (as root inside the image, the sources in $SRC)
-#   PHASE: system   Debian packages (Python, bubblewrap on runners)
+# Usage: containers/install.sh PHASE [KIND]   (as root inside the image, the sources in $SRC)
+#   PHASE: system   Debian packages: Python, bubblewrap (the same for the server and the CPU
+#                   runner, so the engine builds that layer once for both images)
+#          app-deps paragrade's dependencies, read from pyproject.toml (no source needed yet;
+#                   also shared by both images)
 #          runtime  the sandbox runtime (runners only; CPU: pinned by runners/runtime-lock.txt)
-#          app-deps paragrade's dependencies, read from pyproject.toml (no source needed yet)
 #          app      paragrade itself from $SRC, without dependencies (the only step a source
 #                   change reruns: the Dockerfiles give each phase its own layer)
 #          all      the four in order (Apptainer builds in one step)
-#   KIND:  server | cpu | gpu
+#   KIND:  cpu (default) | gpu | server (all but the runtime)
 # What a build may mount (scripts/build-images.sh does with podman; none of it enters a layer):
 #   /wheels              wheels searched first (the host's PyTorch CPU wheel where no index answers)
 #   /root/.cache/pip     pip's cache (used only when mounted)
 #   /run/build-ca.crt    the CA bundle pip trusts (a proxy that re-signs TLS, as on our machines)
 set -euo pipefail
-PHASE=${1:?usage: install.sh system|runtime|app-deps|app|all server|cpu|gpu}
-KIND=${2:?usage: install.sh PHASE server|cpu|gpu}
+PHASE=${1:?usage: install.sh system|app-deps|runtime|app|all [cpu|gpu|server]}
+KIND=${2:-cpu}
 SRC=${SRC:-/src}
 PY=${PYTHON:-python3}
 RUNTIME=/opt/paragrade/runtime
@@ -31,13 +33,12 @@ find_links=()
 compgen -G '/wheels/*.whl' >/dev/null && find_links=(--find-links /wheels)
 
 system() {
-  local pkgs=(ca-certificates procps util-linux)
+  local pkgs=(ca-certificates procps util-linux bubblewrap)
   if [ "$KIND" = gpu ]; then
     pkgs+=("$PY" "$PY-venv" "$PY-dev")  # Ubuntu base: the Python is named by version
   else
     pkgs+=(python3 python3-venv)  # Debian 12: Python 3.11, the same as the bwrap runtime's
   fi
-  [ "$KIND" = server ] || pkgs+=(bubblewrap)
   apt-get update
   apt-get install -y --no-install-recommends "${pkgs[@]}"
   rm -rf /var/lib/apt/lists/*
@@ -88,6 +89,6 @@ case "$PHASE" in
   runtime) runtime ;;
   app-deps) app_deps ;;
   app) app ;;
-  all) system; runtime; app_deps; app ;;
+  all) system; app_deps; runtime; app ;;
   *) echo "install.sh: unknown phase $PHASE" >&2; exit 2 ;;
 esac

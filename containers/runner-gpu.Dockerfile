@@ -32,10 +32,10 @@ ENV PATH=/opt/openmpi/bin:$PATH LD_LIBRARY_PATH=/opt/openmpi/lib:/usr/local/cuda
 # The phases of runner-cpu.Dockerfile, slowest first.
 COPY containers/install.sh /src/containers/install.sh
 RUN /src/containers/install.sh system gpu
-COPY runners/runtime-requirements.txt runners/runtime-requirements-gpu.txt /src/runners/
-RUN /src/containers/install.sh runtime gpu
 COPY pyproject.toml /src/pyproject.toml
 RUN /src/containers/install.sh app-deps gpu
+COPY runners/runtime-requirements.txt runners/runtime-requirements-gpu.txt /src/runners/
+RUN /src/containers/install.sh runtime gpu
 COPY . /src
 RUN /src/containers/install.sh app gpu
 ENV PARAGRADE_RUNTIME_DIR=/opt/paragrade/runtime PARAGRADE_ASSIGNMENTS_DIR=/src/assignments
