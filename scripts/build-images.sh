@@ -38,14 +38,14 @@ describe() {
     local size py pkgs
     size=$("$ENGINE" image inspect --format '{{.Size}}' "$image:latest" |
            awk '{printf "%.0f MB", $1 / 1e6}')
-    py=$("$ENGINE" run --rm --entrypoint /opt/paragrade/app/bin/python "$image:latest" -V)
-    pkgs=$("$ENGINE" run --rm --entrypoint sh "$image:latest" -c '
+    py=$("$ENGINE" run --rm --no-healthcheck --entrypoint /opt/paragrade/app/bin/python "$image:latest" -V 2>/dev/null)
+    pkgs=$("$ENGINE" run --rm --no-healthcheck --entrypoint sh "$image:latest" -c '
       for venv in /opt/paragrade/runtime /opt/paragrade/app; do
         [ -x $venv/bin/python ] || continue
         printf "%s (%s): " $venv "$(du -sh $venv | cut -f1)"
         $venv/bin/python -m pip list --format=freeze 2>/dev/null | grep -i -E \
           "^(numpy|numba|torch|mpi4py|mpich|dask|scikit-learn|ray|pytest|fastapi|sqlalchemy|celery|psycopg)==" |
-          tr "\n" " "; echo; done' | sed 's/ *$//' | paste -sd ';' | sed 's/;/<br>/g')
+          tr "\n" " "; echo; done' 2>/dev/null | sed 's/ *$//' | paste -sd ';' | sed 's/;/<br>/g')
     echo "| \`$image\` | $size | $py | $pkgs |"
   done
 }

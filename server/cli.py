@@ -113,8 +113,9 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     console.print(f"paragrade serving on [bold]{url}[/]  (API docs: {url}/docs)")
     if not imported:
         console.print("No instructor yet: create one (in another terminal) with [bold]"
-                      ".venv/bin/paragrade admin create-instructor EMAIL[/]; that imports the "
-                      "shipped courses and prints their join codes.")
+                      "paragrade admin create-instructor EMAIL[/] (in a checkout: "
+                      ".venv/bin/paragrade; in the compose stack: docker compose exec server "
+                      "paragrade …); that imports the shipped courses and prints their join codes.")
     console.print(f"Open [bold]{url}[/] in a browser to log in, or from a terminal: "
                   f"[bold]paragrade login {url}[/]")
     procs = []

@@ -96,3 +96,16 @@ def service(tmp: Path) -> Iterator[tuple[str, Any]]:
         for d in sorted(_libpod_cgroups() - cgroups_before, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 d.rmdir()
+
+
+def service_cpu_seconds(url: str) -> float:
+    """CPU seconds the podman service listening on `url` has used so far."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"system" in argv and url.encode() in argv:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    raise LookupError(f"no podman service on {url}")

@@ -4,7 +4,7 @@ submissions graded inside it.
 `scripts/build-images.sh` builds paragrade/server and paragrade/runner-cpu with podman (layers
 cached between runs on one machine; the Debian base made with mmdebstrap where no registry
 answers). The stack is docker-compose.yml itself, started by docker-compose against podman's
-Docker API, with tests/compose.host-services.yml pointing it at this machine's PostgreSQL and
+Docker API, with containers/compose.host-services.yml pointing it at this machine's PostgreSQL and
 Redis (their official images cannot be pulled here). The runner container starts every sandbox
 as a sibling container through the engine's socket, as in production.
 """
@@ -180,7 +180,7 @@ def stack(images: dict[str, dict[str, Any]],
                # no shipped course: the instructor uploads the one package, as in a new course
                "PARAGRADE_ASSIGNMENTS_DIR": "/nonexistent"}
         compose = [compose_bin, "-p", name, "-f", str(REPO_ROOT / "docker-compose.yml"),
-                   "-f", str(REPO_ROOT / "tests" / "compose.host-services.yml")]
+                   "-f", str(REPO_ROOT / "containers" / "compose.host-services.yml")]
         http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
         stack = Stack(base=f"http://127.0.0.1:{port}", http=http, compose=compose, env=env)
         try:
