@@ -16,6 +16,8 @@ command -v setpriv >/dev/null || need_apt+=(util-linux)
 # The docker backend's tests drive podman's Docker API (crun fails on our hosts: runc); their
 # image is built lazily by the tests (containers/build-test-image.sh), not here.
 command -v podman >/dev/null || need_apt+=(podman runc)
+# The compose stack in the images test reaches the host's PostgreSQL and Redis through slirp4netns.
+command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)
 # The images test makes the images' Debian base from the package archive where no registry answers.
 command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
 # docker-compose 1.29 validates docker-compose.yml without an engine; the queue's fault tests
