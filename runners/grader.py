@@ -116,7 +116,7 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
         env.update(settings.gpu_environment())
         mounts = tuple(Mount(p, str(p)) for p in settings.gpu_paths if p.is_dir())
     if m.service is not None:
-        served = Mount(service.ensure(assignment), service.INSIDE)
+        served = Mount(service.ensure(assignment, settings.scratch_dir), service.INSIDE)
         mounts += (served,)
         env["PARAGRADE_SERVICE"] = f"{executor.path(served)}/{service.SOCKET}"
     pids = m.resources.pids

@@ -56,19 +56,22 @@ def load(assignment: Assignment) -> ModuleType:
     return module
 
 
-def ensure(assignment: Assignment) -> Path:
-    """The folder holding the service's socket; the server starts on first use in a process."""
+def ensure(assignment: Assignment, scratch: Path | None = None) -> Path:
+    """The folder holding the service's socket; the server starts on first use in a process.
+
+    It is made under `scratch` (the runner's scratch dir) when given: a runner in a container
+    starts its sandboxes as siblings, and only that dir has the same path on the engine's host."""
     spec_m = assignment.manifest.service
     assert spec_m is not None
     with _lock:
-        key = str(assignment.hidden_dir / spec_m.hook)
+        key = f"{assignment.hidden_dir / spec_m.hook} {scratch}"
         if key not in _servers:
-            _servers[key] = _start(load(assignment), spec_m.max_connections)
+            _servers[key] = _start(load(assignment), spec_m.max_connections, scratch)
         return _servers[key]
 
 
-def _start(module: ModuleType, max_connections: int) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="paragrade-service-"))
+def _start(module: ModuleType, max_connections: int, scratch: Path | None) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="paragrade-service-", dir=scratch))
     folder.chmod(0o755)  # the sandbox user must reach the socket
     slots = threading.BoundedSemaphore(max_connections)
 

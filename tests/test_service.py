@@ -36,3 +36,12 @@ def test_records_come_from_the_service_and_reads_overlap() -> None:
     elapsed = time.monotonic() - started
     assert got == [module.record(f"k-{i}") for i in range(8)]
     assert module.LATENCY_S <= elapsed < 8 * module.LATENCY_S  # waited, and the waits overlapped
+
+
+def test_the_socket_lives_in_the_scratch_dir_when_there_is_one(tmp_path: Path) -> None:
+    """A runner in a container starts sibling sandboxes: only its scratch dir has the same path
+    on the engine's host, so the service's socket must be there (else the sandbox finds none)."""
+    a = package.load(THREADS_IO)
+    folder = service.ensure(a, tmp_path)
+    assert folder.parent == tmp_path
+    assert ask(folder / service.SOCKET, b"k-1\n").strip().decode() == service.load(a).record("k-1")
