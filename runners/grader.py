@@ -38,7 +38,7 @@ from runners.protocol import (
     performance_share,
 )
 from runners.pytest_plugin import Context
-from runners.sandbox import Executor, Limits, Mount, cgroups, create_executor
+from runners.sandbox import Executor, Limits, Mount, create_executor
 from runners.session import RunConfig, Stage, SubmissionFailure, SubmissionRaised
 from runners.settings import RunnerSettings, get_settings
 
@@ -349,7 +349,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         notes.append(cpu_note)
     if not executor.sandboxed:
         notes.append("UNSAFE: graded with the 'process' backend (no sandbox)")
-    env = environment(executor, cpus, gpu_mode, settings, cgroups.probe()[0])
+    env = environment(executor, cpus, gpu_mode, settings, executor.cpuset_enforced())
     timed_total = 0.0
 
     def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",

@@ -257,7 +257,7 @@ def test_the_compose_stack_grades_and_ranks_submissions(
     assert bad["verdict"] == "failed", bad
     assert good["score"] > bad["score"]
     env = good["report"]["environment"]
-    assert env["backend"] == "docker" and env["sandboxed"]
+    assert env["backend"] == "docker" and env["sandboxed"] and env["core_set_enforced"]
     # Measured inside sibling containers, CPU time included (the engine's stats).
     point = good["report"]["scaling"][-1]
     assert point["cpu"] is not None, point

@@ -182,6 +182,8 @@ def test_docker_kwargs_are_locked_down(tmp_path: Path) -> None:
     # The image's own ENTRYPOINT (paragrade, in the runner image) is replaced, not prepended.
     assert [*kw["entrypoint"], *kw["command"]] == ["python", "-c", "pass"]
     assert kw["entrypoint"] == ["python"]
+    # The engine holds the cpuset, whatever a runner in a container sees of the host's cgroups.
+    assert DockerExecutor(image="img").cpuset_enforced()
 
 
 def test_apptainer_command(tmp_path: Path) -> None:

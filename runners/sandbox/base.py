@@ -241,6 +241,10 @@ class Executor(abc.ABC):
         """Whether its runs can be frozen (`Running.freeze`): here, where a cgroup freezer is."""
         return cgroups.probe()[1]
 
+    def cpuset_enforced(self) -> bool:
+        """Whether a cpuset (not only affinity) confines its runs: here, where cgroups allow."""
+        return cgroups.probe()[0]
+
 
 def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | None) -> list[str]:
     """Commands that confine a host process before it execs the sandbox: cgroup, rlimits, user."""

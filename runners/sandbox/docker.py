@@ -70,6 +70,9 @@ class DockerExecutor(Executor):
         return ["container: network none, caps dropped, read-only root, no-new-privileges",
                 "cgroup memory pids cpuset", "wall-clock limit", "output cap"]
 
+    def cpuset_enforced(self) -> bool:
+        return True  # the engine's cpuset_cpus, whatever this runner (maybe in a container) sees
+
     def can_freeze(self) -> bool:
         return True  # the engine's pause; a refusal makes timing fall back (DockerRunning.freeze)
 
