@@ -322,6 +322,10 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     if swept := cgroups.sweep():
         log.info("removed %d empty run cgroups an earlier runner left", swept)
     hello = capabilities(settings, name, queues)  # fails here, at start, if the backend cannot run
+    from runners.sandbox import create_executor
+
+    if settings.backend != "slurm" and (left := create_executor(settings).sweep()):
+        log.info("removed %d stopped sandboxes an earlier runner left", left)
     app = consumer_app(broker_url, settings.broker_key_prefix)
     # The server unreachable at the claim: try again later (the job stays queued meanwhile).
     app.task(name=TASK_NAME, ignore_result=True, autoretry_for=(httpx.TransportError,),

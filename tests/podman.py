@@ -16,10 +16,13 @@ from typing import Any
 
 import pytest
 
+from runners.sandbox.docker import SANDBOX_LABEL
 from runners.settings import REPO_ROOT
 
+__all__ = ["SANDBOX_LABEL", "environment", "service", "service_cpu_seconds",
+           "skip_unless_rootful_podman"]
+
 CONF = REPO_ROOT / "containers" / "podman.conf"
-SANDBOX_LABEL = "paragrade.run=1"  # what the docker backend labels every sandbox with
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 

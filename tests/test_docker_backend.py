@@ -299,3 +299,26 @@ def two(n):
     with mp.Pool(2) as pool:
         return pool.map(spin, [n, n])
 """
+
+
+def test_a_new_runner_removes_the_stopped_sandboxes_a_killed_one_left(engine: Engine) -> None:
+    executor = DockerExecutor(image=engine.image, base_url=engine.url)
+    labels = dict([LABEL.split("=")])
+    stopped = engine.client.containers.create(image=engine.image, entrypoint=["sh", "-c", "exit 0"],
+                                              labels=labels)
+    stopped.start()
+    stopped.wait(timeout=30)
+    running = engine.client.containers.create(
+        image=engine.image, entrypoint=["python", "-c", "import time; time.sleep(60)"],
+        labels=labels)
+    running.start()
+    other = engine.client.containers.create(image=engine.image, entrypoint=["sh", "-c", "exit 0"])
+    try:
+        assert executor.sweep() == 0  # stopped a moment ago: maybe another runner's, collecting
+        assert executor.sweep(min_age_s=0) == 1
+        left = {c.id for c in engine.client.containers.list(all=True)}
+        assert stopped.id not in left
+        assert running.id in left and other.id in left  # running, or not a sandbox: kept
+    finally:
+        for c in (running, other):
+            c.remove(force=True)

@@ -241,6 +241,10 @@ class Executor(abc.ABC):
         """Whether its runs can be frozen (`Running.freeze`): here, where a cgroup freezer is."""
         return cgroups.probe()[1]
 
+    def sweep(self) -> int:
+        """Remove what runs of an earlier, killed runner left behind; how many were removed."""
+        return 0
+
     def cpuset_enforced(self) -> bool:
         """Whether a cpuset (not only affinity) confines its runs: here, where cgroups allow."""
         return cgroups.probe()[0]

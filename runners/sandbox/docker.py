@@ -19,6 +19,24 @@ from runners.sandbox.base import (
 )
 
 EXIT_POLL_S = 0.5  # how often a silent container's state is asked (see _wait_for_exit)
+SANDBOX_LABEL = "paragrade.run=1"  # on every sandbox container (sweep finds leftovers by it)
+
+
+def _epoch(stamp: object) -> float | None:
+    """Seconds since the epoch of an engine's RFC 3339 time (nanoseconds allowed), or None."""
+    if not isinstance(stamp, str) or stamp.startswith("0001-"):
+        return None
+    from datetime import datetime
+
+    head, _, rest = stamp.partition(".")
+    zone = rest.lstrip("0123456789") if rest else stamp[19:]
+    frac = rest[: len(rest) - len(zone)][:6] if rest else ""
+    try:
+        when = datetime.fromisoformat(head[:19] + (f".{frac}" if frac else "") +
+                                      (zone.replace("Z", "+00:00") or "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp()
 
 
 class DockerExecutor(Executor):
@@ -70,6 +88,26 @@ class DockerExecutor(Executor):
         return ["container: network none, caps dropped, read-only root, no-new-privileges",
                 "cgroup memory pids cpuset", "wall-clock limit", "output cap"]
 
+    def sweep(self, min_age_s: float = 60) -> int:
+        """Remove stopped sandbox containers (ours by label) that stopped over `min_age_s` ago: a
+        runner killed while grading never removed them. Running ones, and ones that may still
+        be collected by another runner on this engine, are left alone."""
+        import docker.errors
+
+        removed = 0
+        now = time.time()
+        for c in self.client.containers.list(all=True, filters={"label": SANDBOX_LABEL}):
+            state = c.attrs.get("State") or {}
+            if state.get("Status") in ("running", "paused", "restarting", "removing"):
+                continue
+            stopped = _epoch(state.get("FinishedAt")) or _epoch(c.attrs.get("Created"))
+            if stopped is None or now - stopped < min_age_s:
+                continue
+            with contextlib.suppress(docker.errors.APIError):
+                c.remove(force=True)
+                removed += 1
+        return removed
+
     def cpuset_enforced(self) -> bool:
         return True  # the engine's cpuset_cpus, whatever this runner (maybe in a container) sees
 
@@ -99,7 +137,7 @@ class DockerExecutor(Executor):
                      Ulimit(name="nproc", soft=lim.pids, hard=lim.pids),
                      Ulimit(name="fsize", soft=lim.fsize_bytes, hard=lim.fsize_bytes),
                      Ulimit(name="core", soft=0, hard=0)],
-            labels={"paragrade.run": "1"},
+            labels=dict([SANDBOX_LABEL.split("=")]),
         )
         if lim.gpus:
             kwargs["device_requests"] = [DeviceRequest(count=lim.gpus, capabilities=[["gpu"]])]
