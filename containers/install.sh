@@ -44,9 +44,16 @@ system() {
   rm -rf /var/lib/apt/lists/*
 }
 
+# A venv with today's pip: Debian's 23.0 cannot read the cache of the pip that filled the host's
+# (a build with the host's cache mounted then downloads nothing the host already has).
+venv() {
+  "$PY" -m venv "$1"
+  "$1/bin/pip" install -q "${find_links[@]}" --upgrade pip
+}
+
 runtime() {
   [ "$KIND" != server ] || return 0
-  "$PY" -m venv "$RUNTIME"
+  venv "$RUNTIME"
   local pip=("$RUNTIME/bin/pip" install "${find_links[@]}")
   if [ "$KIND" = cpu ]; then
     # PyPI's torch is the CUDA build (GBs): the lock pins the CPU build, from PyTorch's index
@@ -68,7 +75,7 @@ runtime() {
 }
 
 app_deps() {
-  "$PY" -m venv "$APP"
+  venv "$APP"
   # The project's dependencies straight from pyproject.toml, so this layer survives source changes.
   "$APP/bin/python" - "$SRC/pyproject.toml" > /tmp/app-requirements.txt <<'EOF'
 import sys, tomllib
