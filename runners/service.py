@@ -31,7 +31,7 @@ INSIDE = "/service"
 SOCKET = "io.sock"
 MAX_REQUEST = 4096
 
-_servers: dict[str, Path] = {}
+_servers: dict[tuple[Path, Path | None], Path] = {}
 _lock = threading.Lock()
 
 
@@ -64,7 +64,7 @@ def ensure(assignment: Assignment, scratch: Path | None = None) -> Path:
     spec_m = assignment.manifest.service
     assert spec_m is not None
     with _lock:
-        key = f"{assignment.hidden_dir / spec_m.hook} {scratch}"
+        key = (assignment.hidden_dir / spec_m.hook, scratch)
         if key not in _servers:
             _servers[key] = _start(load(assignment), spec_m.max_connections, scratch)
         return _servers[key]

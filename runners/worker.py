@@ -46,7 +46,7 @@ from runners.protocol import (
     Queue,
     RunnerHello,
 )
-from runners.sandbox import cgroups
+from runners.sandbox import Executor, cgroups
 from runners.settings import RunnerSettings, get_settings
 
 log = logging.getLogger("paragrade.runner")
@@ -268,13 +268,14 @@ def take_cpus(spec: str) -> None:
     os.sched_setaffinity(0, wanted)
 
 
-def capabilities(settings: RunnerSettings, name: str, queues: list[Queue]) -> RunnerHello:
-    """What this node offers, as the fleet lists it."""
-    from runners.sandbox import BackendUnavailable, create_executor
+def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
+                 executor: Executor | None) -> RunnerHello:
+    """What this node offers, as the fleet lists it (`executor`: None on SLURM)."""
+    from runners.sandbox import BackendUnavailable
 
     model = grader.gpu_present()
     mpiexec = settings.runtime_dir / "bin" / "mpiexec"
-    if settings.backend == "slurm":
+    if executor is None:  # SLURM: the engine's backend runs on the compute nodes
         why = slurm.available()
         if why is not None:
             raise BackendUnavailable(why)
@@ -282,7 +283,6 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue]) -> Ru
                            cores=slurm.cores_per_node(settings), memory_mb=0,
                            mpi="mpich" if mpiexec.exists() else None,
                            image=settings.slurm_partition)
-    executor = create_executor(settings)  # fails here, at start, if the backend cannot run
     return RunnerHello(name=name, queues=queues, backend=executor.name,
                        cores=len(grader.host_cpus()),
                        memory_mb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
@@ -321,10 +321,12 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
     if swept := cgroups.sweep():
         log.info("removed %d empty run cgroups an earlier runner left", swept)
-    hello = capabilities(settings, name, queues)  # fails here, at start, if the backend cannot run
     from runners.sandbox import create_executor
 
-    if settings.backend != "slurm" and (left := create_executor(settings).sweep()):
+    # Fails here, at start, if the backend cannot run (the SLURM one is checked in capabilities).
+    executor = None if settings.backend == "slurm" else create_executor(settings)
+    hello = capabilities(settings, name, queues, executor)
+    if executor is not None and (left := executor.sweep()):
         log.info("removed %d stopped sandboxes an earlier runner left", left)
     app = consumer_app(broker_url, settings.broker_key_prefix)
     # The server unreachable at the claim: try again later (the job stays queued meanwhile).

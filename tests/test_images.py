@@ -234,7 +234,8 @@ def test_the_compose_stack_grades_and_ranks_submissions(
     state = stack.wait("the runner to validate the package",
                        lambda: stack.get(prof, url)["validation"] != "validating", 300)
     validated = stack.get(prof, url)
-    assert state and validated["validation"] == "ready", (validated, stack.logs())
+    failed = [c for c in validated.get("checks") or [] if not c["ok"]]
+    assert state and validated["validation"] == "ready", (failed, stack.logs())
 
     r = stack.http.post("/api/auth/register", json={
         "email": "ada@uni.edu", "name": "Ada", "alias": "ada", "password": "a long passphrase 1",
