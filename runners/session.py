@@ -31,6 +31,7 @@ MAX_REPLY = 64 * 1024 * 1024
 INSIDE_SUB = "/sub"
 INSIDE_WORK = "/tmp/work"
 INSIDE_CTL = "/run/paragrade"
+INSIDE_RESULT = "/run/paragrade-result"
 INSIDE_HARNESS = "/opt/paragrade/harness"
 INSIDE_DATA = "/data"
 
@@ -53,6 +54,14 @@ class SubmissionRaised(Exception):
         self.type_name = type_name
         self.message = message
         self.traceback = tb
+
+
+class ResultTooLarge(SubmissionFailure):
+    """The arrays a call returned add up to more than the run may hand back."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(Verdict.OUTPUT_EXCEEDED,
+                         f"the returned arrays exceed {cap >> 20} MiB (the run's memory limit)")
 
 
 class ProtocolViolation(SubmissionFailure):
@@ -255,6 +264,8 @@ class Session:
         self.exit_info: ExitInfo | None = None
         self.last_cpu_s: float | None = None
         """CPU seconds the whole sandbox used during the last call (None: not measurable)."""
+        self._ctl = self._run.dir / "ctl"
+        self._result_fd: int | None = None
 
     def __enter__(self) -> Session:
         self.start()
@@ -266,8 +277,15 @@ class Session:
     def start(self) -> None:
         """Start the sandbox and wait until the submission is imported (outside any timing)."""
         run = self._run
-        ctl = run.dir / "ctl"
+        ctl = self._ctl
         ctl.mkdir(mode=0o755)
+        # The file large results come back in: made here, read through this handle only, so
+        # whatever the sandbox does to its path, nothing else is ever read as its result.
+        result = run.dir / "result"
+        self._result_fd = os.open(result, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        if os.getuid() == 0:
+            os.fchown(self._result_fd, self.cfg.sandbox_uid, self.cfg.sandbox_uid)
+        m_result = Mount(result, INSIDE_RESULT, writable=True)
         path = ctl / "grader.sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(path))
@@ -275,11 +293,13 @@ class Session:
         listener.listen(1)
         m_ctl = Mount(ctl, INSIDE_CTL)
         sock_inside = f"{self.cfg.executor.path(m_ctl)}/grader.sock"
-        program = [run.python, "-I", "-B", f"{self.cfg.executor.path(run.m_harness)}/worker.py",
-                   "--socket", sock_inside, "--module", run.entry]
+        ex = self.cfg.executor
+        program = [run.python, "-I", "-B", f"{ex.path(run.m_harness)}/worker.py",
+                   "--socket", sock_inside, "--module", run.entry, "--inbox", ex.path(m_ctl),
+                   "--result", ex.path(m_result)]
         if self.cfg.launcher == "mpirun":
             program.append("--mpi")
-        run.launch(program, [m_ctl])
+        run.launch(program, [m_ctl, m_result])
         try:
             listener.settimeout(0.1)
             while True:
@@ -373,9 +393,19 @@ class Session:
         if self._readable():
             raise ProtocolViolation("a message arrived before any request")
         self._next_id += 1
-        self._send({"id": self._next_id, "op": "stage", "args": encode(list(args)),
-                    "kwargs": encode(kwargs)})
-        staged = self._reply(self._next_id)
+        name = f"args-{self._next_id}"
+        try:
+            with _ArgsFile(self._ctl / name) as files:
+                stage = {"id": self._next_id, "op": "stage", "args": encode(list(args), files),
+                         "kwargs": encode(kwargs, files)}
+            if files.end:
+                stage["file"] = name
+            self._send(stage)
+            staged = self._reply(self._next_id)
+        finally:
+            # The sandbox keeps its mapping (a submission may hold on to its input); the name
+            # goes, so the folder never holds more than the call in hand.
+            (self._ctl / name).unlink(missing_ok=True)
         if staged.get("ok") is not True or self._readable():
             raise ProtocolViolation("the arguments were not acknowledged as sent")
         self._next_id += 1
@@ -392,9 +422,11 @@ class Session:
         if not isinstance(reply, dict) or reply.get("id") != self._next_id:
             raise ProtocolViolation("a reply to a request that was not made")
         if reply.get("ok") is True:
+            assert self._result_fd is not None
+            results = ResultReader(self._result_fd, self.cfg.limits.memory_mb << 20)
             try:
-                return decode(reply.get("value")), elapsed
-            except (ValueError, TypeError, KeyError) as exc:
+                return decode(reply.get("value"), results), elapsed
+            except (ValueError, TypeError, KeyError, OSError) as exc:
                 raise ProtocolViolation(f"an undecodable value ({exc})") from exc
         err = reply["error"] if isinstance(reply.get("error"), dict) else {}
         type_name = str(err.get("type", "Error"))
@@ -432,6 +464,9 @@ class Session:
                 self._sock.sendall(_frame({"op": "exit"}))
             self._sock.close()
             self._sock = None
+        if self._result_fd is not None:
+            os.close(self._result_fd)
+            self._result_fd = None
         if self.exit_info is None and self._run.running is not None:
             self.exit_info = self._run.finish(grace=2)
         self._run.remove()
@@ -479,26 +514,87 @@ def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 2
         run.remove()
 
 
-def encode(value: Any) -> Any:
+class _ArgsFile(wire.ArrayFileWriter):
+    """A call's large arguments, written here (trusted) into the sandbox's read-only inbox."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._open = False
+        super().__init__(-1)
+
+    def put(self, arr: Any) -> list[int]:
+        if not self._open:  # made on the first large array only
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            os.fchmod(self.fd, 0o644)  # whatever the umask: the sandbox's user reads it
+            self._open = True
+        return super().put(arr)
+
+    def __enter__(self) -> _ArgsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._open:
+            os.close(self.fd)
+
+
+def encode(value: Any, files: wire.ArrayFileWriter | None = None) -> Any:
     """Encode a grader-side value for the wire (the harness's own format)."""
-    return wire.encode(value)
+    return wire.encode(value, files=files)
+
+
+class ResultReader:
+    """Reads the arrays a reply references from the result file, through the grader's own
+    handle: each must lie inside the file, match its dtype and shape exactly, and all of them
+    together stay under `cap` bytes (so overlapping references cannot multiply a read)."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self.left = cap
+        self.cap = cap
+
+    def array(self, ref: Any, dtype: Any, shape: list[int]) -> Any:
+        import numpy as np
+
+        if not (isinstance(ref, list) and len(ref) == 2 and all(type(x) is int for x in ref)):
+            raise ValueError("a malformed array reference")
+        offset, nbytes = ref
+        if any(d < 0 for d in shape) or nbytes != math.prod(shape) * dtype.itemsize:
+            raise ValueError("an array reference whose size does not match its shape")
+        if offset < 0 or offset + nbytes > self.size:
+            raise ValueError("an array reference outside the result file")
+        if nbytes > self.left:
+            raise ResultTooLarge(self.cap)
+        self.left -= nbytes
+        buf = np.empty(nbytes, dtype=np.uint8)
+        done = 0
+        while done < nbytes:
+            n = os.preadv(self.fd, [buf[done:]], offset + done)
+            if n <= 0:
+                raise ValueError("the result file changed while it was read")
+            done += n
+        return buf.view(dtype).reshape(shape)
 
 
 _ALLOWED_KINDS = set("biufc")
 
 
-def decode(value: Any) -> Any:
+def decode(value: Any, results: ResultReader | None = None) -> Any:
     """Strictly decode an untrusted value from the wire: plain data and numeric arrays only."""
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [decode(v, results) for v in value]
     if isinstance(value, dict):
-        if "__ndarray__" in value:
+        if "__ndarray__" in value or "__ndfile__" in value:
             import numpy as np
 
             dtype = np.dtype(str(value["dtype"]))
             if dtype.kind not in _ALLOWED_KINDS:
                 raise ValueError(f"dtype {dtype} not allowed")
             shape = [int(s) for s in value["shape"]]
+            if "__ndfile__" in value:
+                if results is None:
+                    raise ValueError("an array reference where none can be")
+                return results.array(value["__ndfile__"], dtype, shape)
             raw = base64.b64decode(str(value["__ndarray__"]), validate=True)
             return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
         if "__float__" in value:
@@ -506,7 +602,7 @@ def decode(value: Any) -> Any:
             if math.isfinite(f):
                 raise ValueError("finite float sent as special")
             return f
-        return {str(k): decode(v) for k, v in value.items()}
+        return {str(k): decode(v, results) for k, v in value.items()}
     if value is None or isinstance(value, bool | int | float | str):
         return value
     raise ValueError(f"unexpected {type(value).__name__}")

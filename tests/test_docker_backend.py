@@ -148,6 +148,8 @@ def test_a_session_calls_a_function_in_a_container(docker_session: Callable[...,
     assert value == 5 and 0 < secs < 1
     arr, _ = s.call("scale", np.arange(4, dtype=np.float64), 2)
     assert isinstance(arr, np.ndarray) and arr.tolist() == [0, 2, 4, 6]
+    big, _ = s.call("scale", np.arange(1 << 18, dtype=np.float64), 3)  # 2 MiB: files both ways
+    assert np.array_equal(big, np.arange(1 << 18) * 3.0)
     info = s.close()
     assert info.returncode == 0, info.output_excerpt
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import shutil
 import subprocess
@@ -148,8 +150,10 @@ def test_strict_decoding_refuses_object_arrays() -> None:
 def test_mpi_ranks_share_a_call(make_session: SessionFactory) -> None:
     src = ("from mpi4py import MPI\n"
            "def total(x):\n    c = MPI.COMM_WORLD\n    return c.reduce(x * (c.rank + 1), root=0)\n")
-    s = make_session(src, launcher="mpirun", ranks=2, cpus=(0, 1))
+    s = make_session(src, launcher="mpirun", ranks=2, cpus=(0, 1), memory_mb=1024)
     assert s.call("total", 10)[0] == 30
+    big = np.arange(1 << 18, dtype=np.float64)  # a file every rank maps; the sum comes back in one
+    assert np.array_equal(s.call("total", big)[0], big * 3)
 
 
 def spec(tmp_path: Path, gpus: int = 0) -> SandboxSpec:
@@ -200,12 +204,101 @@ def test_apptainer_really_runs(tmp_path: Path) -> None:  # pragma: no cover - ne
 
 
 def test_big_arguments_arrive_and_are_not_timed(make_session: SessionFactory) -> None:
-    """Staging happens before the clock starts: 64 MB in, a call that does nothing, ≈ 0 s."""
-    s = make_session("def size(a):\n    return int(a.size)\n", memory_mb=2048)
-    big = np.ones(1 << 23)
-    value, secs = s.call("size", big)
-    assert value == 1 << 23
+    """Staging happens before the clock starts: 256 MiB in, a call that only reads it, ≈ 0 s;
+    the array is the grader's file mapped, not a copy charged to the sandbox's 256 MiB."""
+    s = make_session("def total(a):\n    return float(a[::4096].sum())\n", memory_mb=256)
+    big = np.ones(1 << 25)
+    value, secs = s.call("total", big)
+    assert value == (1 << 25) // 4096
     assert secs < 0.05, f"the timed call took {secs:.3f} s: argument transfer was timed"
+
+
+LARGE = """
+import os
+import numpy as np
+def double(a, b=None):
+    a *= 2  # the submission's own copy: the grader's file is mapped copy-on-write
+    return a, type(a.base).__name__, sorted(os.listdir(os.environ["INBOX"]))
+def ones(n, dtype):
+    return {"big": np.ones(n, dtype=dtype).reshape(2, -1), "small": np.arange(3)}
+"""
+
+
+def test_large_arrays_travel_as_files_both_ways(make_session: SessionFactory, backend: str,
+                                                stage: Stage) -> None:
+    """An argument of 1 MiB or more arrives as the grader's file mapped copy-on-write (writable,
+    the file untouched, its name gone before the call), a large result comes back through the
+    result file, exact in dtype and shape."""
+    s = make_session(LARGE, backend=backend, memory_mb=1024, start=False)
+    s.cfg.extra_env["INBOX"] = s.cfg.executor.path(Mount(s._ctl, "/run/paragrade"))
+    s.start()
+    big = np.arange(1 << 18, dtype=np.float64)  # 2 MiB
+    for _ in range(2):  # the first call's writes reach neither the grader nor the next call
+        (got, base, inbox), _ = s.call("double", big, b=np.ones(1 << 17))
+        assert base == "mmap" and inbox == []
+        assert np.array_equal(got, np.arange(1 << 18) * 2) and got.dtype == np.float64
+        assert np.array_equal(big, np.arange(1 << 18))
+    value, _ = s.call("ones", 1 << 20, "int32")  # 4 MiB
+    assert value["big"].dtype == np.int32 and value["big"].shape == (2, 1 << 19)
+    assert int(value["big"].sum()) == 1 << 20 and value["small"].tolist() == [0, 1, 2]
+    assert not any(p.name.startswith("args-") for p in stage.root.rglob("*"))
+
+
+FORGE = """
+import __main__
+import json
+import numpy as np
+def forge(text):
+    value = json.loads(text)
+    real = __main__.encode_result
+    def fake(v, files):
+        real(np.zeros(1 << 18), files)  # a genuine 2 MiB result file
+        return value
+    __main__.encode_result = fake  # the harness is the submission's to rewrite
+    return None
+"""
+
+REF = {"dtype": "<f8", "shape": [1 << 18]}
+
+
+@pytest.mark.parametrize(("forged", "verdict"), [
+    ({"__ndfile__": [8, 1 << 21], **REF}, Verdict.FORBIDDEN),  # past the file's end
+    ({"__ndfile__": [0, 1 << 20], **REF}, Verdict.FORBIDDEN),  # size not the shape's
+    ({"__ndfile__": ["0", 1 << 21], **REF}, Verdict.FORBIDDEN),
+    ({"__ndfile__": [0, 1 << 21], "dtype": "|O", "shape": [1 << 18]}, Verdict.FORBIDDEN),
+    # overlapping references: each inside the file, together far more than the run may return
+    ([{"__ndfile__": [0, 1 << 21], **REF}] * 200, Verdict.OUTPUT_EXCEEDED),
+])
+def test_forged_result_references_are_refused(make_session: SessionFactory, forged: object,
+                                              verdict: Verdict) -> None:
+    s = make_session(FORGE, memory_mb=256)
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("forge", json.dumps(forged))
+    assert err.value.verdict == verdict, err.value.message
+
+
+def test_the_result_file_is_read_through_the_graders_handle_only(
+        make_session: SessionFactory, tmp_path: Path) -> None:
+    """Whatever becomes of the result file's name (here it is swapped for a link to another
+    file once the sandbox runs), the harness writes, and the grader reads, the file the grader
+    made: the other file is neither read nor written."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"s" * (1 << 22))
+    s = make_session("import numpy as np\ndef big():\n    return np.full(1 << 18, 7.0)\n",
+                     memory_mb=512)
+    result = s._run.dir / "result"
+    result.unlink()
+    result.symlink_to(secret)
+    value, _ = s.call("big")
+    assert np.array_equal(value, np.full(1 << 18, 7.0))
+    assert secret.read_bytes() == b"s" * (1 << 22)
+
+
+def test_the_result_file_cannot_be_swapped_in_the_sandbox(make_session: SessionFactory) -> None:
+    s = make_session("import os\ndef swap():\n    try:\n        os.unlink('/run/paragrade-result')\n"
+                     "    except OSError as e:\n        return e.errno\n")
+    value, _ = s.call("swap")
+    assert value in (errno.EBUSY, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def test_gpu_sandbox_sees_the_cuda_toolkit_and_no_other_variable(

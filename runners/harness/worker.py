@@ -4,7 +4,13 @@ Nothing here is trusted. The grader stages each call's arguments (untimed), then
 from outside the sandbox and checks every value it receives, so whatever the submission does to
 this module only hurts itself. The module
 uses the standard library (and numpy when the submission's values need it); it is started as
-`python -I -B worker.py --socket PATH --module FILE [--mpi]`.
+`python -I -B worker.py --socket PATH --module FILE [--inbox DIR] [--result FILE] [--mpi]`.
+
+Arrays of `FILE_MIN` bytes or more do not cross the socket: the grader writes a call's large
+arguments into one file in the read-only INBOX, which every rank maps copy-on-write (the
+submission may write into its arrays; the file stays as the grader wrote it), and the harness
+writes large results into RESULT, a file the grader made and reads back through its own handle.
+The frames then carry only `{"__ndfile__": [offset, nbytes], "dtype", "shape"}`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import base64
 import importlib.util
 import json
 import math
+import mmap
+import os
+import signal
 import socket
 import struct
 import sys
@@ -21,7 +30,50 @@ import traceback
 from typing import Any
 
 MAX_FRAME = 256 * 1024 * 1024
+FILE_MIN = 1 << 20
+"""Arrays this large (bytes) travel as files, not as base64 in a frame."""
+FILE_ALIGN = 64
+MADV_POPULATE_READ = 22  # Linux >= 5.14; the mmap module of Python 3.11 does not name it
 _LEN = struct.Struct(">I")
+
+
+class ArrayFileWriter:
+    """Appends arrays to an open file at aligned offsets; `put` returns their [offset, nbytes]."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.end = 0
+
+    def reset(self) -> None:
+        os.ftruncate(self.fd, 0)
+        self.end = 0
+
+    def put(self, arr: Any) -> list[int]:
+        np = sys.modules["numpy"]
+        raw = memoryview(arr.reshape(-1).view(np.uint8))
+        offset = -(-self.end // FILE_ALIGN) * FILE_ALIGN
+        done = 0
+        while done < len(raw):
+            done += os.pwrite(self.fd, raw[done:], offset + done)
+        self.end = offset + len(raw)
+        return [offset, len(raw)]
+
+
+def map_array_file(path: str) -> mmap.mmap:
+    """A file of arrays, mapped copy-on-write and its pages read in now (before any timing)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        mapped = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,
+                           prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    try:
+        mapped.madvise(MADV_POPULATE_READ)
+    except (OSError, ValueError):  # older kernel: touch one byte per page
+        for i in range(0, size, mmap.PAGESIZE):
+            mapped[i]
+    return mapped
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -46,8 +98,9 @@ def send_frame(sock: socket.socket, obj: Any) -> None:
     sock.sendall(_LEN.pack(len(data)) + data)
 
 
-def encode(value: Any, depth: int = 0) -> Any:
-    """Plain data only; exact types, so no subclass or lazy object reaches the wire."""
+def encode(value: Any, depth: int = 0, files: ArrayFileWriter | None = None) -> Any:
+    """Plain data only; exact types, so no subclass or lazy object reaches the wire. With
+    `files`, arrays of FILE_MIN bytes or more are written there and referenced."""
     if depth > 64:
         raise TypeError("value nested too deeply")
     t = type(value)
@@ -56,40 +109,64 @@ def encode(value: Any, depth: int = 0) -> Any:
     if t is float:
         return value if math.isfinite(value) else {"__float__": repr(value)}
     if t is list or t is tuple:
-        return [encode(v, depth + 1) for v in value]
+        return [encode(v, depth + 1, files) for v in value]
     if t is dict:
         if not all(type(k) is str for k in value):
             raise TypeError("dict keys must be str")
-        return {k: encode(v, depth + 1) for k, v in value.items()}
+        return {k: encode(v, depth + 1, files) for k, v in value.items()}
     np = sys.modules.get("numpy")
     if np is not None:
         if t is np.ndarray:
             if value.dtype.kind not in "biufc":
                 raise TypeError(f"numpy arrays of dtype {value.dtype} cannot be returned")
             arr = np.ascontiguousarray(value)
+            if files is not None and arr.nbytes >= FILE_MIN:
+                return {"__ndfile__": files.put(arr), "dtype": arr.dtype.str,
+                        "shape": list(arr.shape)}
             return {"__ndarray__": base64.b64encode(arr.tobytes()).decode(),
                     "dtype": arr.dtype.str, "shape": list(arr.shape)}
         if isinstance(value, np.generic) and t.__module__ == "numpy":
-            return encode(value.item(), depth + 1)
+            return encode(value.item(), depth + 1, files)
     raise TypeError(
         f"cannot return a {t.__module__}.{t.__qualname__}: "
         "return numbers, strings, lists, dicts or numpy arrays"
     )
 
 
-def decode(value: Any) -> Any:
+def decode(value: Any, mapped: mmap.mmap | None = None) -> Any:
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [decode(v, mapped) for v in value]
     if isinstance(value, dict):
         if "__ndarray__" in value:
             import numpy as np
 
             raw = base64.b64decode(value["__ndarray__"])
             return np.frombuffer(raw, dtype=np.dtype(value["dtype"])).reshape(value["shape"]).copy()
+        if "__ndfile__" in value:
+            import numpy as np
+
+            offset, _nbytes = value["__ndfile__"]
+            return np.ndarray(value["shape"], dtype=np.dtype(value["dtype"]), buffer=mapped,
+                              offset=offset)
         if "__float__" in value:
             return float(value["__float__"])
-        return {k: decode(v) for k, v in value.items()}
+        return {k: decode(v, mapped) for k, v in value.items()}
     return value
+
+
+def encode_result(value: Any, files: ArrayFileWriter | None) -> Any:
+    """The call's value for the reply; large arrays into the result file (a clear error when
+    the file-size limit stops them, rather than SIGXFSZ killing the run)."""
+    if files is None:
+        return encode(value)
+    files.reset()
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        return encode(value, files=files)
+    except OSError as exc:
+        raise OSError(f"the result is too large to return ({exc.strerror})") from None
+    finally:
+        signal.signal(signal.SIGXFSZ, previous)
 
 
 def _error(exc: BaseException) -> dict[str, str]:
@@ -116,6 +193,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--socket", required=True)
     parser.add_argument("--module", required=True)
+    parser.add_argument("--inbox", help="folder of the grader's argument files")
+    parser.add_argument("--result", help="file for large results, made by the grader")
     parser.add_argument("--mpi", action="store_true")
     opts = parser.parse_args()
 
@@ -128,9 +207,12 @@ def main() -> int:
         rank = comm.Get_rank()
 
     sock = None
+    results: ArrayFileWriter | None = None
     if rank == 0:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(opts.socket)
+        if opts.result:  # opened before the submission is imported, kept for every call
+            results = ArrayFileWriter(os.open(opts.result, os.O_WRONLY | os.O_CLOEXEC))
     try:
         module = _import_submission(opts.module)
         ready: dict[str, Any] = {"ready": True}
@@ -156,8 +238,11 @@ def main() -> int:
             return 0
         reply: dict[str, Any] = {"id": request["id"]}
         if request.get("op") == "stage":
-            # Arguments arrive (and are decoded on every rank) before the timed call.
-            staged = (decode(request["args"]), decode(request["kwargs"]))
+            # Arguments arrive (and are decoded, files mapped, on every rank) before the timed call.
+            mapped = None
+            if request.get("file") and opts.inbox:
+                mapped = map_array_file(os.path.join(opts.inbox, os.path.basename(request["file"])))
+            staged = (decode(request["args"], mapped), decode(request["kwargs"], mapped))
             reply["ok"] = True
             if sock is not None:
                 send_frame(sock, reply)
@@ -167,7 +252,7 @@ def main() -> int:
             args, kwargs = staged
             staged = ([], {})
             value = fn(*args, **kwargs)
-            reply.update(ok=True, value=encode(value) if rank == 0 else None)
+            reply.update(ok=True, value=encode_result(value, results) if rank == 0 else None)
         except BaseException as exc:
             reply.update(ok=False, error=_error(exc))
         if comm is not None:
