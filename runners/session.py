@@ -569,7 +569,7 @@ class ResultReader:
         buf = np.empty(nbytes, dtype=np.uint8)
         done = 0
         while done < nbytes:
-            n = os.preadv(self.fd, [memoryview(buf[done:])], offset + done)
+            n = os.preadv(self.fd, [buf[done:].data], offset + done)
             if n <= 0:
                 raise ValueError("the result file changed while it was read")
             done += n
