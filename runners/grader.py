@@ -31,6 +31,7 @@ from runners.protocol import (
     Credit,
     Environment,
     GradeReport,
+    SpeedupFigure,
     TestOutcome,
     TestResult,
     Verdict,
@@ -105,7 +106,7 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     m = assignment.manifest
     launcher = m.launcher.kind
     ranks = workers if launcher != "python" else 1
-    if serial and launcher == "mpirun":
+    if serial and launcher in ("mpirun", "torchrun"):  # the baseline: one plain process
         launcher, ranks = "python", 1
     use = cpus[: max(1, min(workers, len(cpus)))]
     env: dict[str, str] = {}
@@ -244,7 +245,11 @@ def load_hook(assignment: Assignment) -> ModuleType:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    names = ("make_input", "check") + (
+    if assignment.manifest.entry.style == "script":
+        names: tuple[str, ...] = ("make_args", "check")
+    else:
+        names = ("make_input", "check")
+    names += (
         ("make_weak_input",) if assignment.manifest.timing.weak_scaling else ())
     for name in names:
         if not callable(getattr(module, name, None)):
@@ -309,6 +314,31 @@ def _version() -> str:
         return metadata.version("paragrade")
     except metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+def _with_startup(figure: SpeedupFigure, assignment: Assignment, *, executor: Executor,
+                  stage: Stage, cpus: list[int], workers: int, gpu_mode: str,
+                  settings: RunnerSettings) -> SpeedupFigure:
+    """The figure with each side's start-up: an empty script run its way (script entries)."""
+    empty = stage.add_code("empty", {assignment.manifest.entry.file: b""})
+
+    def startup(serial: bool) -> float:
+        return round(timing.startup_seconds(make_config(
+            assignment, executor=executor, stage=stage, code_dir=empty, cpus=cpus,
+            workers=1 if serial else workers, gpu_mode=gpu_mode, serial=serial,
+            settings=settings)), 4)
+
+    return figure.model_copy(update={"startup_baseline_s": startup(True),
+                                     "startup_submission_s": startup(False)})
+
+
+def startup_note(figure: SpeedupFigure) -> str:
+    """How much of each side's median time is start-up, in words."""
+    sub, base = figure.startup_submission_s or 0.0, figure.startup_baseline_s or 0.0
+    return (f"timed as whole programs; start-up (sandbox, launcher and interpreters running an "
+            f"empty script) is {sub:.2f} s of your {figure.submission_median_s:.2f} s median "
+            f"({sub / figure.submission_median_s:.0%}) and {base:.2f} s of the baseline's "
+            f"{figure.baseline_median_s:.2f} s ({base / figure.baseline_median_s:.0%})")
 
 
 def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
@@ -396,9 +426,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             return report(verdict, summary + "; speedup not measured", tests, output=output)
         if gpu_mode == "simulated":
             return report(verdict, summary + "; " + SIMULATED_NOTE, tests, output=output)
-        if m.entry.style != "function" or m.entry.function is None:
-            notes.append("script entries are graded on correctness only")
-            return report(verdict, summary, tests, output=output)
+        script = m.entry.style == "script"
+        if not script and m.entry.function is None:
+            return report(verdict, summary + "; speedup not measured", tests, output=output)
 
         if assignment.data_dir is not None:
             stage.add_data(assignment.data_dir)
@@ -424,6 +454,15 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                                        cpus=cpus, workers=workers, gpu_mode=gpu_mode,
                                        serial=serial, settings=settings)
 
+                if script:
+                    samples = timing.measure_script(
+                        hook=hook, workers=k, baseline_cfg=cfg(base_dir, 1, True),
+                        submission_cfg=cfg(code_dir, k, False), rng=rng, budget_s=budget,
+                        min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
+                        target_width=m.timing.target_ci_width)
+                    timed_total += sum(samples.baseline) + sum(samples.submission)
+                    all_samples.append(samples)
+                    continue
                 if m.array is not None:
                     samples = timing.measure_array(
                         hook=hook, workers=k, rng=rng, budget_s=budget,
@@ -435,6 +474,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     timed_total += sum(samples.baseline) + sum(samples.submission)
                     all_samples.append(samples)
                     continue
+                assert m.entry.function is not None
                 samples = timing.measure(
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg,
@@ -448,6 +488,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 all_samples.append(samples)
             for k in weak_counts:
                 progress(f"weak scaling: {k} workers on a {k}× larger problem")
+                assert m.entry.function is not None
                 samples = timing.measure_weak(
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg, one_cfg=cfg(code_dir, 1, False),
@@ -471,6 +512,12 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                           output=output)
         figure, scaling = timing.summarize(all_samples)
         weak = timing.summarize_weak(weak_samples)
+        if script:
+            progress("timing an empty script under each side's launcher (start-up)")
+            figure = _with_startup(figure, assignment, executor=executor, stage=stage,
+                                   cpus=cpus, workers=scaling[-1].workers, gpu_mode=gpu_mode,
+                                   settings=settings)
+            notes.append(startup_note(figure))
         if any(s.paired for s in all_samples + weak_samples):
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
                          "frozen (no CPU while the other side is timed)")

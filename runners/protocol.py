@@ -142,6 +142,11 @@ class SpeedupFigure(Frozen):
     baseline_median_s: float
     submission_median_s: float
     repetitions: int = Field(description="Timed runs per side")
+    startup_baseline_s: float | None = Field(
+        default=None, description="Script entries: median wall time of an empty script run the "
+        "baseline's way (sandbox, launcher, interpreter), inside every baseline time")
+    startup_submission_s: float | None = Field(
+        default=None, description="The same under the submission's launcher and worker count")
 
 
 class Parallelism(Frozen):
@@ -471,7 +476,10 @@ def performance_share(scoring: Scoring, speedup: float, weak_efficiency: float |
 
 class Timing(Frozen):
     enabled: bool = True
-    hook: str = Field(default="timing.py", description="Module in the hidden tests folder")
+    hook: str = Field(default="timing.py", description="Module in the hidden tests folder: "
+                      "make_input(rng, workers) -> kwargs and check(kwargs, value) for function "
+                      "entries; make_args(rng, workers) -> argv and check(argv, result) for "
+                      "script entries, timed as whole programs")
     budget_s: float = Field(default=30, gt=0, description="Wall time for the timed A/B runs")
     min_repetitions: int = Field(default=5, ge=3)
     max_repetitions: int = Field(default=40, ge=3)
@@ -521,6 +529,8 @@ class Manifest(Frozen):
 
     @model_validator(mode="after")
     def _weak(self) -> Manifest:
+        if self.entry.style == "script" and self.timing.weak_scaling:
+            raise ValueError("script entries are timed as whole programs: no weak scaling")
         if self.scoring.weak_share and not self.timing.weak_scaling:
             raise ValueError("scoring.weak_share needs timing.weak_scaling = true")
         if self.array is not None:

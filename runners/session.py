@@ -485,6 +485,7 @@ class ScriptResult:
     output: str
     files: dict[str, bytes]
     elapsed_s: float
+    cpu_s: float | None = None  # the whole sandbox's, where the backend measures it
 
 
 def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 20) -> ScriptResult:
@@ -509,7 +510,7 @@ def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 2
                 with os.fdopen(fd, "rb") as fh:
                     if os.fstat(fh.fileno()).st_size <= max_file_bytes:
                         files[p.name] = fh.read(max_file_bytes)
-        return ScriptResult(info.returncode, info.output_excerpt, files, elapsed)
+        return ScriptResult(info.returncode, info.output_excerpt, files, elapsed, info.cpu_s)
     finally:
         run.remove()
 

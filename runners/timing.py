@@ -23,7 +23,14 @@ import numpy as np
 
 from runners.array import ArrayResult
 from runners.protocol import Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
-from runners.session import RunConfig, Session, SubmissionFailure, SubmissionRaised
+from runners.session import (
+    RunConfig,
+    ScriptResult,
+    Session,
+    SubmissionFailure,
+    SubmissionRaised,
+    run_script,
+)
 
 CALLS_PER_BLOCK = 3
 BOOTSTRAP = 2000
@@ -281,6 +288,50 @@ def _enough(samples: Samples, started: float, budget_s: float, min_reps: int, ma
         if (hi - lo) / point <= target_width:
             return True
     return time.monotonic() - started > budget_s and n >= 3
+
+
+STARTUP_RUNS = 3
+
+
+def _script(cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
+    """One whole program run; one that hit a limit is its side's failure (its exit status and
+    files are the check's to judge)."""
+    with _blamed(side):
+        return run_script(cfg, argv)
+
+
+def startup_seconds(cfg: RunConfig) -> float:
+    """Median wall time of STARTUP_RUNS runs of `cfg` given an empty script (its code_dir
+    should hold one): the sandbox, the launcher and its interpreters, none of the code."""
+    return float(np.median([run_script(cfg, []).elapsed_s for _ in range(STARTUP_RUNS)]))
+
+
+def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
+                   submission_cfg: RunConfig, rng: np.random.Generator, budget_s: float,
+                   min_reps: int, max_reps: int, target_width: float) -> Samples:
+    """Script entries, timed as whole programs: the baseline script run serially against the
+    submission under its launcher with `workers` workers, alternating (A B, then B A), each run
+    a fresh sandbox from launch to exit, with the CPU time of the whole sandbox. The arguments
+    are drawn per run (`hook.make_args(rng, workers)`) and every run's output is checked
+    (`hook.check(argv, result)`). One untimed run of each side first warms the page cache."""
+    samples = Samples(workers)
+    sides = [("baseline", baseline_cfg, samples.baseline, samples.baseline_cpu),
+             ("submission", submission_cfg, samples.submission, samples.submission_cpu)]
+    warm = hook.make_args(rng, workers)
+    for side, cfg, _, _ in sides:
+        _judge(hook.check(warm, _script(cfg, [str(a) for a in warm], side)), side)
+    started = time.monotonic()
+    block = 0
+    while True:
+        argv = [str(a) for a in hook.make_args(rng, workers)]
+        for side, cfg, into, cpu_into in (sides[::-1] if block % 2 else sides):
+            result = _script(cfg, argv, side)
+            _judge(hook.check(argv, result), side)
+            into.append(result.elapsed_s)
+            cpu_into.append(result.cpu_s)
+        block += 1
+        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
+            return samples
 
 
 ArrayRun = Callable[[dict[str, Any]], ArrayResult]

@@ -12,7 +12,7 @@ from runners import grader, package
 from runners.array import ArrayUnavailable
 from runners.protocol import GradeReport, TestOutcome, TestResult, ValidationCheck
 from runners.sandbox import create_executor
-from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised
+from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised, run_script
 from runners.settings import RunnerSettings, get_settings
 
 
@@ -145,7 +145,8 @@ def _check_credit(report: GradeReport) -> Check:
 def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], executor: object,
                 cpus: list[int], gpu_mode: str, seed: int, settings: RunnerSettings) -> Check:
     m = a.manifest
-    if not m.timing.enabled or m.entry.style != "function" or m.entry.function is None:
+    script = m.entry.style == "script"
+    if not m.timing.enabled or (not script and m.entry.function is None):
         return Check("timing hook", True, skipped="timing is off for this package")
     try:
         hook = grader.load_hook(a)
@@ -161,6 +162,15 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
                                  code_dir=dirs[role], cpus=cpus, workers=a.workers,
                                  gpu_mode=gpu_mode, serial=role == "baseline", settings=settings)
         extra = {m.entry.workers_arg: a.workers} if m.entry.workers_arg else {}
+        if script:  # one whole timed run of each side, checked as timing checks it
+            argv = [str(x) for x in hook.make_args(rng, a.workers)]
+            try:
+                problem = hook.check(argv, run_script(cfg, argv))
+                if problem:
+                    problems.append(f"{role}: the timed run's output fails the check: {problem}")
+            except (SubmissionFailure, SubmissionRaised) as exc:
+                problems.append(f"{role}: the timed run failed: {exc}")
+            continue
         inputs = [("timed", hook.make_input(rng, a.workers))]
         if m.timing.weak_scaling and role == "reference":
             inputs.append(("weak-scaling", hook.make_weak_input(rng, a.workers)))
@@ -172,6 +182,7 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
                         1 if role == "baseline" else a.workers, settings)(kwargs)
                     value, secs = result.values, result.makespan_s
                 else:
+                    assert m.entry.function is not None
                     with Session(cfg) as session:
                         value, secs = session.call(m.entry.function, **kwargs, **extra)
                 problem = hook.check(kwargs, value)

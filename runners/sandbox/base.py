@@ -67,6 +67,9 @@ class ExitInfo:
     output_excerpt: str = ""
     output_bytes: int = 0
     wall_s: float = 0.0
+    cpu_s: float | None = None
+    """CPU time of the whole run (every process), read from outside at its end; None where the
+    backend cannot tell."""
 
 
 class OutputCollector:
@@ -353,6 +356,8 @@ class HostRunning(Running):
         except subprocess.TimeoutExpired:
             return None
         self._stop.set()
+        if self._cg.cpu_dir is not None:  # before the cgroup goes (the tree is gone already)
+            self.info.cpu_s = self.cpu_seconds()
         self._cg.kill_all()  # whatever the program left behind
         self._out.done.wait(5)
         self.info.returncode = rc

@@ -1,8 +1,9 @@
 """Serial baseline for treasure hunt 5: the same MLP trained by one process on all the data.
 
-`python solution.py --seed S --epochs E` writes out/weights_rank0.npz. Launched by torchrun,
-every process trains the whole data set alone, deterministically and from the same seed, and
-writes out/weights_rank{RANK}.npz: the files are identical (nothing is shared between them).
+`python solution.py --seed S --epochs E [--samples N --batch B]` writes out/weights_rank0.npz
+(B: the batch the DDP solution shares among its ranks). Launched by torchrun, every process
+trains the whole data set alone, deterministically and from the same seed, and writes
+out/weights_rank{RANK}.npz: the files are identical (nothing is shared between them).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 FEATURES, CLASSES, CLUSTERS = 6, 4, 4
 HIDDEN = 64
-N_TRAIN = 4096
-BATCH = 128  # the global batch of the 2-rank DDP solution (64 per rank)
 LR, MOMENTUM = 0.1, 0.9
 CENTRES_SEED = 20261122
 
@@ -58,12 +57,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=4096, help="training set size")
+    parser.add_argument("--batch", type=int, default=128, help="global batch (all ranks together)")
     args = parser.parse_args()
     torch.set_num_threads(1)  # one thread: bit-for-bit the same result in every process
 
-    x, y = make_data(args.seed, N_TRAIN)
+    x, y = make_data(args.seed, args.samples)
     dataset = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
-    loader = DataLoader(dataset, batch_size=BATCH, shuffle=True,
+    loader = DataLoader(dataset, batch_size=args.batch, shuffle=True,
                         generator=torch.Generator().manual_seed(args.seed))
     torch.manual_seed(args.seed)
     model = MLP()

@@ -1,7 +1,8 @@
 """Reference solution for treasure hunt 5: an MLP trained with DistributedDataParallel.
 
-Run as `torchrun --standalone --nproc-per-node=2 solution.py --seed S --epochs E`; every rank
-writes its final weights to out/weights_rank{rank}.npz.
+Run as `torchrun --standalone --nproc-per-node=2 solution.py --seed S --epochs E [--samples N
+--batch B]`; every rank writes its final weights to out/weights_rank{rank}.npz. The global batch
+B is shared by the ranks (B / world each), so a step costs each rank half the work.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from torch.utils.data.distributed import DistributedSampler
 
 FEATURES, CLASSES, CLUSTERS = 6, 4, 4
 HIDDEN = 64
-N_TRAIN = 4096
-BATCH_PER_RANK = 64
 LR, MOMENTUM = 0.1, 0.9
 CENTRES_SEED = 20261122
 
@@ -61,6 +60,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=4096, help="training set size")
+    parser.add_argument("--batch", type=int, default=128, help="global batch (all ranks together)")
     return parser.parse_args()
 
 
@@ -79,11 +80,11 @@ def main() -> None:
     dist.init_process_group(backend="nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
 
-    x, y = make_data(args.seed, N_TRAIN)
+    x, y = make_data(args.seed, args.samples)
     dataset = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
                                  seed=args.seed)
-    loader = DataLoader(dataset, batch_size=BATCH_PER_RANK, sampler=sampler)
+    loader = DataLoader(dataset, batch_size=args.batch // world, sampler=sampler)
 
     torch.manual_seed(args.seed)  # same start everywhere (DDP also broadcasts rank 0's)
     model = MLP().to(device)

@@ -1,7 +1,8 @@
 """Treasure hunt 5: train a small MLP with DistributedDataParallel (DDP).
 
-Run as `torchrun --standalone --nproc-per-node=2 solution.py --seed S --epochs E`. Every rank
-must write its final weights to out/weights_rank{rank}.npz (see save_weights).
+Run as `torchrun --standalone --nproc-per-node=2 solution.py --seed S --epochs E [--samples N
+--batch B]`. Every rank must write its final weights to out/weights_rank{rank}.npz (see
+save_weights). B is the global batch: the ranks share it.
 
 Keep make_data, MLP and save_weights as they are: the grader uses the same generator and the
 same architecture (and reads exactly these array names).
@@ -24,8 +25,6 @@ from torch.utils.data.distributed import DistributedSampler  # noqa: F401  (you 
 
 FEATURES, CLASSES, CLUSTERS = 6, 4, 4
 HIDDEN = 64
-N_TRAIN = 4096
-BATCH_PER_RANK = 64
 LR, MOMENTUM = 0.1, 0.9
 CENTRES_SEED = 20261122
 
@@ -67,6 +66,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=4096, help="training set size")
+    parser.add_argument("--batch", type=int, default=128, help="global batch (all ranks together)")
     return parser.parse_args()
 
 
@@ -79,11 +80,12 @@ def main() -> None:
     #         Then rank = dist.get_rank(), world = dist.get_world_size().
     raise NotImplementedError("the distributed part is not written yet")
 
-    x, y = make_data(args.seed, N_TRAIN)
+    x, y = make_data(args.seed, args.samples)
     dataset = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
     # TODO 2: give each rank its share of the data with a DistributedSampler
-    #         (DataLoader(dataset, batch_size=BATCH_PER_RANK, sampler=sampler)).
-    loader = DataLoader(dataset, batch_size=BATCH_PER_RANK, shuffle=True)
+    #         (DataLoader(dataset, batch_size=args.batch // world, sampler=sampler):
+    #         --batch is the global batch, shared by the ranks).
+    loader = DataLoader(dataset, batch_size=args.batch, shuffle=True)
 
     torch.manual_seed(args.seed)
     model = MLP()
