@@ -316,29 +316,31 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _with_startup(figure: SpeedupFigure, assignment: Assignment, *, executor: Executor,
-                  stage: Stage, cpus: list[int], workers: int, gpu_mode: str,
-                  settings: RunnerSettings) -> SpeedupFigure:
-    """The figure with each side's start-up: an empty script run its way (script entries)."""
-    empty = stage.add_code("empty", {assignment.manifest.entry.file: b""})
+def _startups(assignment: Assignment, samples: list[timing.Samples], *, executor: Executor,
+              stage: Stage, cpus: list[int], gpu_mode: str, settings: RunnerSettings
+              ) -> tuple[timing.Startup, dict[int, timing.Startup]]:
+    """Script entries: the baseline's start-up and the submission's at each worker count."""
+    # MPI's initialisation belongs to its launcher's start-up (it costs 2 ranks ≈ 0.4 s here).
+    probe = b"from mpi4py import MPI\n" if assignment.manifest.launcher.kind == "mpirun" else b""
+    empty = stage.add_code("empty", {assignment.manifest.entry.file: probe})
 
-    def startup(serial: bool) -> float:
-        return round(timing.startup_seconds(make_config(
+    def startup(workers: int, serial: bool) -> timing.Startup:
+        return timing.startup(make_config(
             assignment, executor=executor, stage=stage, code_dir=empty, cpus=cpus,
-            workers=1 if serial else workers, gpu_mode=gpu_mode, serial=serial,
-            settings=settings)), 4)
+            workers=workers, gpu_mode=gpu_mode, serial=serial, settings=settings))
 
-    return figure.model_copy(update={"startup_baseline_s": startup(True),
-                                     "startup_submission_s": startup(False)})
+    return startup(1, True), {s.workers: startup(s.workers, False) for s in samples}
 
 
 def startup_note(figure: SpeedupFigure) -> str:
     """How much of each side's median time is start-up, in words."""
     sub, base = figure.startup_submission_s or 0.0, figure.startup_baseline_s or 0.0
     return (f"timed as whole programs; start-up (sandbox, launcher and interpreters running an "
-            f"empty script) is {sub:.2f} s of your {figure.submission_median_s:.2f} s median "
+            f"empty script; MPI's initialisation under mpirun) is {sub:.2f} s of your "
+            f"{figure.submission_median_s:.2f} s median "
             f"({sub / figure.submission_median_s:.0%}) and {base:.2f} s of the baseline's "
-            f"{figure.baseline_median_s:.2f} s ({base / figure.baseline_median_s:.0%})")
+            f"{figure.baseline_median_s:.2f} s ({base / figure.baseline_median_s:.0%}); busy "
+            "cores and work ratio leave start-up out")
 
 
 def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
@@ -514,9 +516,15 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         weak = timing.summarize_weak(weak_samples)
         if script:
             progress("timing an empty script under each side's launcher (start-up)")
-            figure = _with_startup(figure, assignment, executor=executor, stage=stage,
-                                   cpus=cpus, workers=scaling[-1].workers, gpu_mode=gpu_mode,
-                                   settings=settings)
+            base_up, sub_up = _startups(assignment, all_samples, executor=executor, stage=stage,
+                                        cpus=cpus, gpu_mode=gpu_mode, settings=settings)
+            top_up = sub_up[scaling[-1].workers]
+            figure = figure.model_copy(update={"startup_baseline_s": round(base_up.wall_s, 4),
+                                               "startup_submission_s": round(top_up.wall_s, 4)})
+            # Busy cores and work ratio of the code's own work: start-up left out on both sides.
+            _, own = timing.summarize([timing.without_startup(s, base_up, sub_up[s.workers])
+                                       for s in all_samples])
+            scaling = [p.model_copy(update={"cpu": o.cpu}) for p, o in zip(scaling, own, strict=True)]
             notes.append(startup_note(figure))
         if any(s.paired for s in all_samples + weak_samples):
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "

@@ -300,10 +300,38 @@ def _script(cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
         return run_script(cfg, argv)
 
 
-def startup_seconds(cfg: RunConfig) -> float:
-    """Median wall time of STARTUP_RUNS runs of `cfg` given an empty script (its code_dir
-    should hold one): the sandbox, the launcher and its interpreters, none of the code."""
-    return float(np.median([run_script(cfg, []).elapsed_s for _ in range(STARTUP_RUNS)]))
+@dataclass(frozen=True)
+class Startup:
+    """What an empty script costs run one side's way: the sandbox, the launcher and its
+    interpreters (medians of STARTUP_RUNS runs; cpu_s None where not measured)."""
+
+    wall_s: float
+    cpu_s: float | None
+
+
+def startup(cfg: RunConfig) -> Startup:
+    """The start-up of `cfg`, whose code_dir must hold an empty entry script (or the
+    launcher's minimal one: MPI's initialisation is the launcher's)."""
+    runs = [run_script(cfg, []) for _ in range(STARTUP_RUNS)]
+    cpu = [r.cpu_s for r in runs]
+    return Startup(float(np.median([r.elapsed_s for r in runs])),
+                   None if None in cpu else float(np.median([c for c in cpu if c is not None])))
+
+
+def without_startup(samples: Samples, baseline: Startup, submission: Startup) -> Samples:
+    """Each run's time and CPU time less its side's start-up: what the code's own work took,
+    for the busy-core and work-ratio figures (two interpreters starting at once are parallel,
+    but not the parallel work an assignment asks for)."""
+    def less(values: list[float], by: float) -> list[float]:
+        return [max(v - by, 1e-3) for v in values]
+
+    def less_cpu(values: list[float | None], by: float | None) -> list[float | None]:
+        return [None if v is None or by is None else max(v - by, 0.0) for v in values]
+
+    return Samples(samples.workers, less(samples.baseline, baseline.wall_s),
+                   less(samples.submission, submission.wall_s),
+                   baseline_cpu=less_cpu(samples.baseline_cpu, baseline.cpu_s),
+                   submission_cpu=less_cpu(samples.submission_cpu, submission.cpu_s))
 
 
 def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,

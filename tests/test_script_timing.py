@@ -1,0 +1,93 @@
+"""Script entries timed as whole programs: start-up shown, parallel work credited, cheats caught.
+
+The package (tests/fixtures/script-mpi) sums (i*i + seed) % 1000003 over a range: the baseline
+in one python process, submissions under `mpirun -n 2`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runners import grader, package
+from runners.protocol import Verdict
+
+pytestmark = pytest.mark.slow
+PACKAGE = Path(__file__).parent / "fixtures" / "script-mpi"
+
+# Right answers by far less work: (i*i + seed) % p repeats with period p, so rank 0 sums one
+# period (vectorised) and multiplies; the other rank is idle.
+SHORTCUT = '''
+import sys
+from pathlib import Path
+import numpy as np
+from mpi4py import MPI
+
+P = 1000003
+n, seed = int(sys.argv[1]), int(sys.argv[2])
+if MPI.COMM_WORLD.rank == 0:
+    def head(k):
+        i = np.arange(k, dtype=np.int64)
+        return int(((i * i + seed) % P).sum())
+    Path("out").mkdir(exist_ok=True)
+    Path("out/answer.txt").write_text(str((n // P) * head(P) + head(n % P)))
+'''
+
+# Right on the tests' small ranges, wrong on the timed one.
+WRONG_WHEN_BIG = '''
+import sys
+from pathlib import Path
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+n, seed = int(sys.argv[1]), int(sys.argv[2])
+step = 1 if n < 100000 else 2
+part = sum((i * i + seed) % 1000003 for i in range(comm.rank * step, n, comm.size * step))
+total = comm.reduce(part, root=0)
+if comm.rank == 0:
+    Path("out").mkdir(exist_ok=True)
+    Path("out/answer.txt").write_text(str(total))
+'''
+
+
+def grade(source: str) -> grader.GradeReport:
+    return grader.grade(package.load(PACKAGE), {"solution.py": source.encode()})
+
+
+def test_the_reference_is_timed_whole_with_its_start_up_shown() -> None:
+    report = grade((PACKAGE / "reference" / "solution.py").read_text())
+    assert report.verdict == Verdict.PASSED, report.summary
+    fig = report.speedup
+    assert fig is not None and fig.repetitions >= 3
+    assert fig.ci_low <= fig.median <= fig.ci_high
+    # mpirun and two interpreters start slower than one python, and neither is the whole run
+    assert fig.startup_baseline_s is not None and fig.startup_submission_s is not None
+    assert 0 < fig.startup_baseline_s < fig.startup_submission_s < fig.submission_median_s
+    assert any("start-up" in n and "of your" in n for n in report.notes), report.notes
+    assert [p.workers for p in report.scaling] == [2]
+    cpu = report.scaling[0].cpu
+    assert cpu is not None and cpu.parallelism > 1.3, cpu  # both ranks' CPU, read from outside
+    assert report.credit is not None and report.credit.status in ("credited", "capped")
+    assert fig.median > 1.1, report.summary  # two ranks on two cores; lenient (noisy VM)
+    assert report.performance_points > 0
+
+
+def test_a_serial_shortcut_keeps_its_test_points_and_earns_no_performance_points() -> None:
+    report = grade(SHORTCUT)
+    assert report.verdict == Verdict.PASSED, report.summary
+    assert report.test_points == 60
+    assert report.speedup is not None and report.speedup.median > 1.6  # faster than the loop
+    # Refused, or held for review where the idle rank's own imports read as parallel: no points
+    # either way, and never ranked until an instructor grants them.
+    assert report.credit is not None and report.credit.status in ("refused", "held"), report.credit
+    assert "less work" in report.credit.reason or "does not come from parallel" in \
+        report.credit.reason, report.credit.reason
+    assert report.performance_points == 0
+
+
+def test_a_wrong_timed_run_fails_the_grading() -> None:
+    report = grade(WRONG_WHEN_BIG)
+    assert report.verdict == Verdict.FAILED, report.summary
+    assert "timed run returned a wrong answer" in report.summary
+    assert "not the sum" in report.summary
