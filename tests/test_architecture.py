@@ -41,5 +41,6 @@ def test_only_settings_reads_the_environment() -> None:
 def test_harness_needs_only_the_standard_library() -> None:
     harness = REPO_ROOT / "runners" / "harness" / "worker.py"
     top = {n.split(".")[0] for n in imports_of(harness.parent)[harness]}
-    assert top <= {"__future__", "argparse", "base64", "importlib", "json", "math", "socket",
+    assert top <= {"__future__", "argparse", "base64", "importlib", "json", "math", "mmap", "os",
+                   "signal", "socket",
                    "struct", "sys", "traceback", "typing", "mpi4py", "numpy"}
