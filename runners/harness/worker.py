@@ -243,6 +243,8 @@ def main() -> int:
             if request.get("file") and opts.inbox:
                 mapped = map_array_file(os.path.join(opts.inbox, os.path.basename(request["file"])))
             staged = (decode(request["args"], mapped), decode(request["kwargs"], mapped))
+            if comm is not None and mapped is not None:
+                comm.barrier()  # every rank has the file mapped before the grader removes its name
             reply["ok"] = True
             if sock is not None:
                 send_frame(sock, reply)
