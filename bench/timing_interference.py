@@ -87,9 +87,11 @@ def main() -> None:
                             hook=hook, function=m.entry.function, workers=workers,
                             workers_arg=m.entry.workers_arg, baseline_cfg=cfg(base, 1, True),
                             submission_cfg=cfg(code, workers, False),
-                            rng=np.random.default_rng(i), budget_s=budget,
-                            min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
-                            target_width=m.timing.target_ci_width, paired=mode == "paired")
+                            rng=np.random.default_rng(i), stop=timing.StopRule(
+                                budget_s=budget, min_reps=m.timing.min_repetitions,
+                                max_reps=m.timing.max_repetitions,
+                                target_width=m.timing.target_ci_width),
+                            paired=mode == "paired")
                         point, _, _ = timing.ratio_ci(s.baseline, s.submission)
                         got[mode].append((point, min(len(s.baseline), len(s.submission))))
                         print(f"{label}, {mode} {i + 1}: {point:.3f} ({got[mode][-1][1]} runs)",

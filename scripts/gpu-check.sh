@@ -10,7 +10,10 @@
 # Steps: validate t3 and t4; grade their references and a wrong solution; then start the server
 # with its local runner (serving `gpu`), submit both references as a student and wait for the
 # grades. Everything lands in OUTDIR (default $OUT, else /tmp/gpu-check); docs/gpu-validation.md
-# records a run.
+# records a run. TASKS names the treasure-hunt tasks (default t3 and t4; t5-ddp too on a node with
+# two GPUs), SKIP_ENGINE / SKIP_PLATFORM skip a part, and REPEAT=N grades each package of
+# REPEAT_PACKAGES N times one at a time (bench.speedup_repeatability; BUSY=K adds K neighbours).
+# A report of an MPI task on a GPU says how MPI moved device buffers (environment.mpi_gpu_path).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$out"
@@ -97,6 +100,13 @@ step "grade $t starter (wrong: the TODO is left)"
 timeout 240 "$py" -m paragrade.cli grade "treasure-hunt/$t" \
   "assignments/treasure-hunt/$t/starter/solution.py" --backend $backend --no-timing
 echo "exit $?"; }
+
+if [ -n "${REPEAT:-}" ]; then
+  step "repeatability: $REPEAT gradings of each of ${REPEAT_PACKAGES:=treasure-hunt/t1-multiprocessing}"
+  # shellcheck disable=SC2086  # a list of packages
+  "$py" -m bench.speedup_repeatability "$REPEAT" $REPEAT_PACKAGES ${BUSY:+--busy "$BUSY"}
+  cp bench/results/speedup_repeatability.* "$out/" 2>/dev/null
+fi
 
 [ -n "${SKIP_PLATFORM:-}" ] && exit 0
 step platform
