@@ -84,13 +84,15 @@ def test_without_a_cgroup_the_process_tree_is_counted(make_session: SessionFacto
 
 
 # The policy -------------------------------------------------------------------------------
-def _figures(speedup: float, *, busy: float | None, work: float,
-             base_busy: float = 1.0, width: float = 0.1) -> tuple[SpeedupFigure, ScalingPoint]:
+def _figures(speedup: float, *, busy: float | None, work: float, base_busy: float = 1.0,
+             width: float = 0.1, busy_ci: tuple[float, float] | None = None,
+             ) -> tuple[SpeedupFigure, ScalingPoint]:
+    lo, hi = busy_ci or ((busy * 0.9, busy * 1.1) if busy is not None else (0.0, 0.0))
     fig = SpeedupFigure(median=speedup, ci_low=speedup * (1 - width),
                         ci_high=speedup * (1 + width), baseline_median_s=0.3,
                         submission_median_s=0.3 / speedup, repetitions=8)
     cpu = None if busy is None else Parallelism(
-        parallelism=busy, parallelism_ci_low=busy * 0.9, parallelism_ci_high=busy * 1.1,
+        parallelism=busy, parallelism_ci_low=lo, parallelism_ci_high=hi,
         baseline_parallelism=base_busy, work_ratio=work, work_ratio_ci_low=work * 0.9,
         work_ratio_ci_high=work * 1.1, submission_cpu_median_s=0.3 * work,
         baseline_cpu_median_s=0.3)
@@ -101,8 +103,8 @@ def _figures(speedup: float, *, busy: float | None, work: float,
 
 
 def decide(speedup: float, *, busy: float | None, work: float, width: float = 0.1,
-           policy: str = "parallel") -> Credit:
-    fig, point = _figures(speedup, busy=busy, work=work, width=width)
+           policy: str = "parallel", busy_ci: tuple[float, float] | None = None) -> Credit:
+    fig, point = _figures(speedup, busy=busy, work=work, width=width, busy_ci=busy_ci)
     return credit.decide(policy=policy, figure=fig, point=point, cores=2)
 
 
@@ -116,6 +118,10 @@ def test_policy_cases_from_the_measurements() -> None:
     assert decide(10.4, busy=0.99, work=0.095).status == "refused"  # serial NumPy
     assert decide(26.0, busy=0.98, work=0.04).status == "refused"  # pool dressing
     assert decide(14.0, busy=1.7, work=0.11).status == "held"  # NumPy inside a pool: review
+    # The same pool measured low on a shared 2-vCPU node (short calls scatter the busy cores):
+    # a median of 1.1 whose CI reaches 1.8 is not surely serial, so review, not refusal.
+    assert decide(33.0, busy=1.11, work=0.037, busy_ci=(1.05, 1.80)).status == "held"
+    assert decide(33.0, busy=1.11, work=0.037, busy_ci=(1.05, 1.20)).status == "refused"
     assert decide(2000.0, busy=2.0, work=1e-3).status == "held"  # idle ranks that poll
     # Superlinear with the baseline's work: held; parallel gain smaller than the speedup: capped.
     assert decide(3.5, busy=2.0, work=0.6, width=0.02).status == "held"
