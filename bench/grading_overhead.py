@@ -1,6 +1,8 @@
-"""Figure 2: total grading wall time vs the sum of the timed runs it contains (platform overhead).
+"""Where a grading's time goes: total wall time, the timed runs inside it, and each phase
+(environment.phases: set-up, tests, timing and its timed calls, start-up runs, report).
 
-Usage: .venv/bin/python -m bench.grading_overhead [ASSIGNMENT] (default treasure-hunt/t1-multiprocessing)
+Usage: .venv/bin/python -m bench.grading_overhead [N] [COURSE/SLUG ...]
+  (default: 3 gradings of treasure-hunt/t1-multiprocessing's reference)
 """
 
 from __future__ import annotations
@@ -13,19 +15,29 @@ from runners.settings import get_settings
 
 
 def main() -> None:
-    ref = sys.argv[1] if len(sys.argv) > 1 else "treasure-hunt/t1-multiprocessing"
-    a = package.resolve(ref, get_settings().assignments_dir)
+    args = sys.argv[1:]
+    n = int(args.pop(0)) if args and args[0].isdigit() else 3
+    refs = args or ["treasure-hunt/t1-multiprocessing"]
     rows = []
-    for _ in range(3):
-        r = grader.grade(a, grader.code_of(a, "reference"))
-        rows.append({"wall_s": r.wall_time_s, "timed_s": r.timed_time_s,
-                     "overhead_s": r.wall_time_s - r.timed_time_s,
-                     "timed_share": r.timed_time_s / r.wall_time_s,
-                     "runs_per_side": r.speedup.repetitions if r.speedup else 0})
-    print(f"{a.ref} reference, 3 gradings")
+    for ref in refs:
+        a = package.resolve(ref, get_settings().assignments_dir)
+        for _ in range(n):
+            r = grader.grade(a, grader.code_of(a, "reference"))
+            ph = r.environment.phases
+            rows.append({"package": ref.split("/")[1], "wall_s": r.wall_time_s,
+                         "timed_s": r.timed_time_s, "overhead_s": r.wall_time_s - r.timed_time_s,
+                         "setup_s": ph.get("set-up", 0.0), "tests_s": ph.get("tests", 0.0),
+                         "untimed_s": ph.get("timing", 0.0) - r.timed_time_s,
+                         "startup_s": ph.get("start-up runs", 0.0),
+                         "report_s": ph.get("report", 0.0),
+                         "runs_per_side": r.speedup.repetitions if r.speedup else 0})
+            print(f"{ref}: {r.summary}; {ph}", flush=True)
     publish("grading_overhead", rows, {
-        "wall_s": "wall (s) %.1f", "timed_s": "timed runs (s) %.1f", "overhead_s": "overhead (s) %.1f",
-        "timed_share": "timed share %.0%", "runs_per_side": "timed runs per side"})
+        "package": "package", "wall_s": "wall (s) %.1f", "timed_s": "timed runs (s) %.1f",
+        "overhead_s": "overhead (s) %.1f", "setup_s": "set-up %.2f", "tests_s": "tests %.2f",
+        "untimed_s": "timing, untimed part %.2f", "startup_s": "start-up runs %.2f",
+        "report_s": "report %.2f", "runs_per_side": "timed runs per side"})
+
 
 if __name__ == "__main__":
     main()

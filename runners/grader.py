@@ -31,6 +31,8 @@ from runners.protocol import (
     Credit,
     Environment,
     GradeReport,
+    Manifest,
+    MpiGpuPath,
     SpeedupFigure,
     TestOutcome,
     TestResult,
@@ -281,8 +283,52 @@ def runtime_versions(settings: RunnerSettings) -> dict[str, str]:
     return dict(_ENV_CACHE[key])
 
 
+# The same questions t4's reference asks before it hands MPI a device pointer, in its order:
+# mpi4py's own query, the library's MPIX_Query_cuda_support(), MPI 4.1's memory allocation kinds.
+_MPI_CUDA_PROBE = """
+import ctypes, re
+from mpi4py import MPI
+def probe():
+    query = getattr(MPI, "Query_cuda_support", None)
+    if query is not None:
+        return bool(query())
+    with open("/proc/self/maps") as maps:
+        libs = {l.split()[-1] for l in maps if re.search(r"/libmpi\\.so[.\\d]*$", l)}
+    for lib in sorted(libs):
+        fn = getattr(ctypes.CDLL(lib), "MPIX_Query_cuda_support", None)
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_int, []
+            return bool(fn())
+    info = MPI.COMM_WORLD.Get_info()
+    kinds = (info.Get("mpi_memory_alloc_kinds") or "").split(",")
+    return "cuda" in kinds or "cuda:device" in kinds
+print("yes" if probe() else "no")
+"""
+_MPI_CUDA_CACHE: dict[str, MpiGpuPath | None] = {}
+
+
+def mpi_gpu_path(settings: RunnerSettings) -> MpiGpuPath | None:
+    """How the runtime's MPI moves device buffers: "CUDA-aware", "staged through the host", or
+    None when it cannot tell (no MPI, or the probe failed). Asked once per runtime."""
+    key = str(settings.runtime_dir)
+    if key not in _MPI_CUDA_CACHE:
+        answer: MpiGpuPath | None = None
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                [str(settings.runtime_dir / "bin" / "python"), "-I", "-c", _MPI_CUDA_PROBE],
+                capture_output=True, text=True, timeout=60, check=True,
+                env={**settings.gpu_environment(), "PATH": "/usr/bin:/bin"},
+            ).stdout.split()
+            said = out[-1] if out else ""
+            answer = "CUDA-aware" if said == "yes" else "staged through the host" if said == "no" \
+                else None
+        _MPI_CUDA_CACHE[key] = answer
+    return _MPI_CUDA_CACHE[key]
+
+
 def environment(executor: Executor, cpus: list[int], gpu_mode: str,
-                settings: RunnerSettings, enforced_cpuset: bool) -> Environment:
+                settings: RunnerSettings, enforced_cpuset: bool, *, mpi: bool = False
+                ) -> Environment:
     cpu_model = platform.processor() or "unknown"
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -306,6 +352,7 @@ def environment(executor: Executor, cpus: list[int], gpu_mode: str,
         gpu=gpu, gpu_mode="real" if gpu_mode == "real" else
         ("simulated" if gpu_mode == "simulated" else "none"),
         versions=versions, image_digest=executor.image(), paragrade_version=_version(),
+        mpi_gpu_path=mpi_gpu_path(settings) if mpi and gpu_mode == "real" else None,
     )
 
 
@@ -343,6 +390,28 @@ def startup_note(figure: SpeedupFigure) -> str:
             "cores and work ratio leave start-up out")
 
 
+def stop_rules(m: Manifest, budget_s: float, *, top: int, weak_top: int
+               ) -> Callable[[int], timing.StopRule]:
+    """The stop rule of each measurement (k workers; -k: weak scaling at k workers): the
+    figures points come from (the top worker count, strong and weak) stop once their points
+    are fixed."""
+    sc = m.scoring
+    weak_share = sc.weak_share if m.timing.weak_scaling else 0.0
+
+    def rule(k: int) -> timing.StopRule:
+        curve = None
+        if k == top:
+            curve = (sc.performance_points * (1 - weak_share), sc.speedup_min, sc.speedup_full)
+        elif k == -weak_top:
+            curve = (sc.performance_points * weak_share, sc.weak_efficiency_min,
+                     sc.weak_efficiency_full)
+        return timing.StopRule(budget_s=budget_s, min_reps=m.timing.min_repetitions,
+                               max_reps=m.timing.max_repetitions,
+                               target_width=m.timing.target_ci_width, points_curve=curve)
+
+    return rule
+
+
 def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
     """Whether timing may keep both sides' sandboxes alive, the idle one frozen."""
     if not executor.sandboxed or gpu_mode == "real" or assignment.manifest.service is not None:
@@ -360,6 +429,27 @@ def overall_verdict(tests: list[TestResult]) -> Verdict:
     return Verdict.PASSED if tests else Verdict.AUTHOR_ERROR
 
 
+class _Laps:
+    """Wall seconds of a grading's phases, for the report's environment (where the time went)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._phase, self._since = "set-up", time.monotonic()
+
+    def start(self, phase: str) -> None:
+        """The current phase ends; `phase` begins."""
+        now = time.monotonic()
+        self.seconds[self._phase] = self.seconds.get(self._phase, 0.0) + now - self._since
+        self._phase, self._since = phase, now
+
+    def table(self, timed_s: float) -> dict[str, float]:
+        self.start(self._phase)
+        out = {k: round(v, 3) for k, v in self.seconds.items()}
+        if "timing" in out:
+            out["timed calls"] = round(timed_s, 3)  # the part of "timing" the clock measured
+        return out
+
+
 def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | None = None,
           seed: int | None = None, with_timing: bool = True, progress: Progress = _noop,
           settings: RunnerSettings | None = None,
@@ -370,6 +460,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     above it for review)."""
     settings = settings or get_settings()
     started = time.monotonic()
+    laps = _Laps()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     seed = seed if seed is not None else secrets.randbits(48)
     m = assignment.manifest
@@ -381,7 +472,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         notes.append(cpu_note)
     if not executor.sandboxed:
         notes.append("UNSAFE: graded with the 'process' backend (no sandbox)")
-    env = environment(executor, cpus, gpu_mode, settings, executor.cpuset_enforced())
+    env = environment(executor, cpus, gpu_mode, settings, executor.cpuset_enforced(),
+                      mpi=m.launcher.kind == "mpirun")
     timed_total = 0.0
 
     def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",
@@ -401,7 +493,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             test_points=round(test_points, 2), performance_points=round(perf, 2),
             speedup=speedup, scaling=list(scaling), weak_scaling=list(weak), serial_fraction=kf,
             amdahl_serial_fraction=amdahl, credit=credit, notes=notes, output_excerpt=output[-16000:],
-            seed=seed, environment=env, started_at=started_at,
+            seed=seed, environment=env.model_copy(update={"phases": laps.table(timed_total)}),
+            started_at=started_at,
             wall_time_s=round(time.monotonic() - started, 3), timed_time_s=round(timed_total, 3),
         )
 
@@ -415,9 +508,11 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     stage = Stage(scratch=settings.scratch_dir)
     try:
         code_dir = stage.add_code("submission", files)
+        laps.start("tests")
         progress("running tests in the sandbox")
         tests, output = run_tests(assignment, code_dir, backend=executor.name, seed=seed,
                                   gpu_mode=gpu_mode, cpus=cpus)
+        laps.start("report")
         verdict = overall_verdict(tests)
         hidden = [t for t in tests if t.hidden]
         n_ok = sum(t.outcome == TestOutcome.PASSED for t in hidden)
@@ -432,6 +527,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         if not script and m.entry.function is None:
             return report(verdict, summary + "; speedup not measured", tests, output=output)
 
+        laps.start("timing")
         if assignment.data_dir is not None:
             stage.add_data(assignment.data_dir)
         base_dir = stage.add_code("baseline", code_of(assignment, "baseline"))
@@ -446,6 +542,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         # The operator's cap (PARAGRADE_TIMING_BUDGET_S) bounds the package's own budget.
         total = min(m.timing.budget_s, settings.timing_budget_s)
         budget = total / (len(counts) + len(weak_counts))
+        stops = stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0))
         paired = can_pair(assignment, executor, gpu_mode)
         try:
             for k in counts:
@@ -459,20 +556,16 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 if script:
                     samples = timing.measure_script(
                         hook=hook, workers=k, baseline_cfg=cfg(base_dir, 1, True),
-                        submission_cfg=cfg(code_dir, k, False), rng=rng, budget_s=budget,
-                        min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
-                        target_width=m.timing.target_ci_width)
+                        submission_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(k))
                     timed_total += sum(samples.baseline) + sum(samples.submission)
                     all_samples.append(samples)
                     continue
                 if m.array is not None:
                     samples = timing.measure_array(
-                        hook=hook, workers=k, rng=rng, budget_s=budget,
+                        hook=hook, workers=k, rng=rng, stop=stops(k),
                         baseline=array_runner(assignment, cfg(base_dir, 1, True), 1, 1, settings),
                         submission=array_runner(assignment, cfg(code_dir, k, False),
-                                                m.array.tasks, k, settings),
-                        min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
-                        target_width=m.timing.target_ci_width)
+                                                m.array.tasks, k, settings))
                     timed_total += sum(samples.baseline) + sum(samples.submission)
                     all_samples.append(samples)
                     continue
@@ -481,9 +574,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg,
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
-                    rng=rng, budget_s=budget, min_reps=m.timing.min_repetitions,
-                    max_reps=m.timing.max_repetitions, target_width=m.timing.target_ci_width,
-                    paired=paired, on_progress=lambda s: progress(
+                    rng=rng, stop=stops(k), paired=paired, on_progress=lambda s: progress(
                         f"timing with {s.workers} workers: {len(s.submission)} runs"),
                 )
                 timed_total += sum(samples.baseline) + sum(samples.submission)
@@ -494,9 +585,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 samples = timing.measure_weak(
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg, one_cfg=cfg(code_dir, 1, False),
-                    many_cfg=cfg(code_dir, k, False), rng=rng, budget_s=budget,
-                    min_reps=m.timing.min_repetitions, max_reps=m.timing.max_repetitions,
-                    target_width=m.timing.target_ci_width, paired=paired)
+                    many_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(-k), paired=paired)
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 weak_samples.append(samples)
         except timing.WrongTimedAnswer as exc:
@@ -512,12 +601,15 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         except SubmissionRaised as exc:
             return report(Verdict.CRASHED, f"during timing your code raised {exc}", tests,
                           output=output)
+        laps.start("report")
         figure, scaling = timing.summarize(all_samples)
         weak = timing.summarize_weak(weak_samples)
         if script:
             progress("timing an empty script under each side's launcher (start-up)")
+            laps.start("start-up runs")
             base_up, sub_up = _startups(assignment, all_samples, executor=executor, stage=stage,
                                         cpus=cpus, gpu_mode=gpu_mode, settings=settings)
+            laps.start("report")
             top_up = sub_up[scaling[-1].workers]
             figure = figure.model_copy(update={"startup_baseline_s": round(base_up.wall_s, 4),
                                                "startup_submission_s": round(top_up.wall_s, 4)})

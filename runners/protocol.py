@@ -231,6 +231,9 @@ def credited_speedup(credit: Credit | None, measured: float, *,
     return credit.speedup
 
 
+MpiGpuPath = Literal["CUDA-aware", "staged through the host"]
+
+
 class Environment(Frozen):
     """Where the grading ran: enough to reproduce or to compare two gradings."""
 
@@ -248,6 +251,12 @@ class Environment(Frozen):
     versions: dict[str, str] = Field(description="Python, numpy, numba, mpi4py, MPI, torch, CUDA")
     image_digest: str | None = None
     paragrade_version: str
+    mpi_gpu_path: MpiGpuPath | None = Field(
+        default=None, description="MPI jobs on a real GPU: whether the runtime's MPI takes device "
+        "buffers (CUDA-aware) or they must be staged through host memory; None elsewhere")
+    phases: dict[str, float] = Field(
+        default_factory=dict, description="Wall seconds of the grading's phases: set-up, tests, "
+        "timing (of which 'timed calls' is what the clock measured), start-up runs, report")
 
 
 class GradeReport(Frozen):
@@ -483,7 +492,9 @@ class Timing(Frozen):
     budget_s: float = Field(default=30, gt=0, description="Wall time for the timed A/B runs")
     min_repetitions: int = Field(default=5, ge=3)
     max_repetitions: int = Field(default=40, ge=3)
-    target_ci_width: float = Field(default=0.10, gt=0, description="Relative CI width to stop")
+    target_ci_width: float = Field(default=0.10, gt=0, description="Relative CI width at which "
+                                   "the figures that earn no points stop (the headline stops "
+                                   "once its CI fixes its points to within 1)")
     weak_scaling: bool = Field(default=False, description="Also measure weak scaling: the hook's "
                                "make_weak_input(rng, workers) sizes the problem ∝ workers")
     note: str | None = Field(default=None, max_length=300,

@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from runners.array import ArrayResult
-from runners.protocol import Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
+from runners.protocol import (
+    Parallelism,
+    ScalingPoint,
+    SpeedupFigure,
+    WeakScalingPoint,
+    curve_share,
+)
 from runners.session import (
     RunConfig,
     ScriptResult,
@@ -34,6 +40,8 @@ from runners.session import (
 
 CALLS_PER_BLOCK = 3
 BOOTSTRAP = 2000
+POINTS_TOLERANCE = 1.0
+"""A headline figure stops once its 95 % CI fixes its performance points to within this many."""
 
 
 class WrongTimedAnswer(Exception):
@@ -182,9 +190,9 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
 
 def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
             baseline_cfg: RunConfig, submission_cfg: RunConfig, rng: np.random.Generator,
-            budget_s: float, min_reps: int, max_reps: int, target_width: float,
-            paired: bool = True, on_progress: Callable[[Samples], None] | None = None) -> Samples:
-    """A/B blocks at one worker count until the CI is narrow, `max_reps`, or the budget ends.
+            stop: StopRule, paired: bool = True,
+            on_progress: Callable[[Samples], None] | None = None) -> Samples:
+    """A/B blocks at one worker count until `stop` says enough.
 
     `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise."""
     samples = Samples(workers)
@@ -194,8 +202,7 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
         _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu),
         _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu)],
         lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
-        enough=lambda: _enough(samples, started, budget_s, min_reps, max_reps, target_width),
-        on_progress=on_progress)
+        enough=lambda: stop.enough(samples, started), on_progress=on_progress)
 
 
 @dataclass
@@ -277,17 +284,39 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
                 return
 
 
-def _enough(samples: Samples, started: float, budget_s: float, min_reps: int, max_reps: int,
-            target_width: float) -> bool:
-    """Stop at `max_reps`, once the CI is narrow enough, or when the budget is spent (≥ 3 runs)."""
-    n = min(len(samples.baseline), len(samples.submission))
-    if n >= max_reps:
-        return True
-    if n >= min_reps:
-        point, lo, hi = ratio_ci(samples.baseline, samples.submission)
-        if (hi - lo) / point <= target_width:
+@dataclass(frozen=True)
+class StopRule:
+    """When one worker count's timing has enough samples: at `max_reps`; from `min_reps` on, once
+    the 95 % CI of the ratio is narrow enough; else when `budget_s` is spent (≥ 3 runs each).
+
+    "Narrow enough" is `points_curve`-driven (points, ratio earning none, ratio earning all)
+    for a figure that earns points: both ends of the CI must earn the same points to within
+    POINTS_TOLERANCE, so a clearly fast or clearly slow submission stops at `min_reps` and only
+    a borderline one spends the budget. Figures that earn nothing (the scaling table's smaller
+    counts) stop at the relative width `target_width`. Either way the reported CI is the one
+    computed from every sample taken."""
+
+    budget_s: float
+    min_reps: int
+    max_reps: int
+    target_width: float
+    points_curve: tuple[float, float, float] | None = None
+
+    def enough(self, samples: Samples, started: float) -> bool:
+        n = min(len(samples.baseline), len(samples.submission))
+        if n >= self.max_reps:
             return True
-    return time.monotonic() - started > budget_s and n >= 3
+        if n >= self.min_reps and self.narrow(samples):
+            return True
+        return time.monotonic() - started > self.budget_s and n >= 3
+
+    def narrow(self, samples: Samples) -> bool:
+        point, lo, hi = ratio_ci(samples.baseline, samples.submission)
+        if self.points_curve is not None:
+            weight, none, full = self.points_curve
+            return weight * (curve_share(hi, none, full) - curve_share(lo, none, full)) \
+                <= POINTS_TOLERANCE
+        return (hi - lo) / point <= self.target_width
 
 
 STARTUP_RUNS = 3
@@ -335,8 +364,8 @@ def without_startup(samples: Samples, baseline: Startup, submission: Startup) ->
 
 
 def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
-                   submission_cfg: RunConfig, rng: np.random.Generator, budget_s: float,
-                   min_reps: int, max_reps: int, target_width: float) -> Samples:
+                   submission_cfg: RunConfig, rng: np.random.Generator, stop: StopRule
+                   ) -> Samples:
     """Script entries, timed as whole programs: the baseline script run serially against the
     submission under its launcher with `workers` workers, alternating (A B, then B A), each run
     a fresh sandbox from launch to exit, with the CPU time of the whole sandbox. The arguments
@@ -358,7 +387,7 @@ def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
             into.append(result.elapsed_s)
             cpu_into.append(result.cpu_s)
         block += 1
-        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
+        if stop.enough(samples, started):
             return samples
 
 
@@ -366,8 +395,7 @@ ArrayRun = Callable[[dict[str, Any]], ArrayResult]
 
 
 def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submission: ArrayRun,
-                  rng: np.random.Generator, budget_s: float, min_reps: int, max_reps: int,
-                  target_width: float) -> Samples:
+                  rng: np.random.Generator, stop: StopRule) -> Samples:
     """Job arrays: each sample is one whole array's makespan (start-up included on both sides),
     the baseline's single task against the submission's tasks, with the CPU time of all their
     sandboxes; the gathered values (one per task) are checked each time."""
@@ -387,14 +415,13 @@ def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submiss
             into.append(result.makespan_s)
             cpu_into.append(result.cpu_s)
         block += 1
-        if _enough(samples, started, budget_s, min_reps, max_reps, target_width):
+        if stop.enough(samples, started):
             return samples
 
 
 def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
                  one_cfg: RunConfig, many_cfg: RunConfig, rng: np.random.Generator,
-                 budget_s: float, min_reps: int, max_reps: int, target_width: float,
-                 paired: bool = True) -> Samples:
+                 stop: StopRule, paired: bool = True) -> Samples:
     """Weak scaling at one worker count: the submission alone, interleaved blocks of one worker
     on the one-worker size and `workers` workers on the size for `workers` (make_weak_input);
     `baseline` holds the one-worker times."""
@@ -408,9 +435,7 @@ def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: 
         _Side("submission", one_cfg, args(1), samples.baseline, samples.baseline_cpu),
         _Side("submission", many_cfg, args(workers), samples.submission, samples.submission_cpu)],
         lambda: [hook.make_weak_input(rng, 1), hook.make_weak_input(rng, workers)],
-        paired=paired,
-        enough=lambda: _enough(samples, started, budget_s, min_reps, max_reps, target_width),
-        on_progress=None)
+        paired=paired, enough=lambda: stop.enough(samples, started), on_progress=None)
 
 
 def summarize_weak(all_samples: list[Samples]) -> list[WeakScalingPoint]:

@@ -59,6 +59,12 @@ def test_reference_grades_passed_with_json_keys(tmp_path: Path) -> None:
     assert {"python", "numpy", "mpi4py", "torch"} <= set(env["versions"])
     # Platform overhead stays sane: the grading is not dominated by what surrounds timed runs.
     assert data["wall_time_s"] < 120
+    # Where the time went: the phases add up to the grading's wall time.
+    phases = env["phases"]
+    assert {"set-up", "tests", "timing", "timed calls", "report"} == set(phases)
+    assert 0 < data["timed_time_s"] == phases["timed calls"] < phases["timing"]
+    whole = sum(v for k, v in phases.items() if k != "timed calls")
+    assert abs(whole - data["wall_time_s"]) < 0.05
     GradeReport.model_validate(data)
 
 
@@ -206,7 +212,8 @@ def test_empty_submission_measures_under_one_percent_of_the_baseline(
         s = timing.measure(hook=AcceptAll, function="parallel_sum", workers=2,  # type: ignore[arg-type]
                            workers_arg="workers", baseline_cfg=cfg(base, True),  # type: ignore[arg-type]
                            submission_cfg=cfg(empty, False), rng=np.random.default_rng(1),  # type: ignore[arg-type]
-                           budget_s=5, min_reps=3, max_reps=6, target_width=1.0)
+                           stop=timing.StopRule(budget_s=5, min_reps=3, max_reps=6,
+                                                target_width=1.0))
     finally:
         stage.cleanup()
     ratio = float(np.median(s.submission) / np.median(s.baseline))
@@ -222,3 +229,21 @@ def test_the_test_process_gets_no_runner_credentials(monkeypatch: pytest.MonkeyP
     assert not {"PARAGRADE_RUNNER_TOKEN", "PARAGRADE_BROKER_URL",
                 "PARAGRADE_SERVER_SECRET_KEY"} & set(env)
     assert env["PARAGRADE_RUNTIME_DIR"] == "/opt/paragrade/runtime"  # settings still reach it
+
+
+def test_environment_says_how_mpi_moves_device_buffers(tmp_path: Path) -> None:
+    """MPI jobs on a GPU report whether the runtime's MPI is CUDA-aware (issue 14, t4)."""
+    settings = get_settings()
+    executor = create_executor(settings, "process")
+    # The runtime's MPICH from PyPI is built without CUDA (docs/gpu-validation.md).
+    assert grader.mpi_gpu_path(settings) == "staged through the host"
+    real = grader.environment(executor, [0], "real", settings, False, mpi=True)
+    assert real.mpi_gpu_path == "staged through the host"
+    assert grader.environment(executor, [0], "none", settings, False, mpi=True).mpi_gpu_path is None
+    assert grader.environment(executor, [0], "real", settings, False).mpi_gpu_path is None
+    # Test double for a CUDA-aware MPI (none can run here): a runtime whose probe answers yes.
+    fake = tmp_path / "runtime"
+    (fake / "bin").mkdir(parents=True)
+    (fake / "bin" / "python").write_text("#!/bin/sh\necho yes\n")
+    (fake / "bin" / "python").chmod(0o755)
+    assert grader.mpi_gpu_path(settings.model_copy(update={"runtime_dir": fake})) == "CUDA-aware"

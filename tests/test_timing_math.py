@@ -1,5 +1,7 @@
 """Speedup statistics: CI coverage, Karp–Flatt, Amdahl fit, the points curve."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,52 @@ def test_an_arrays_makespan_is_its_tasks_list_scheduled_in_id_order() -> None:
     assert list_schedule([4.0, 1.0, 2.0, 3.0], 2) == 6.0
     assert list_schedule([4.0, 1.0, 2.0, 3.0], 1) == 10.0  # one slot: the sum
     assert list_schedule([4.0, 1.0], 8) == 4.0  # more slots than tasks: the longest
+
+
+def _sequential(rule: timing.StopRule, true: float, sigma: float,
+                rng: np.random.Generator) -> timing.Samples:
+    """Samples drawn one pair at a time (lognormal noise, true ratio `true`) until `rule` stops."""
+    s = timing.Samples(workers=2)
+    started = time.monotonic()
+    while True:
+        s.baseline.append(float(rng.lognormal(0.0, sigma)))
+        s.submission.append(float(rng.lognormal(-np.log(true), sigma)))
+        if rule.enough(s, started):
+            return s
+
+
+POINTS_RULE = timing.StopRule(budget_s=1e9, min_reps=5, max_reps=40, target_width=0.10,
+                              points_curve=(40.0, 1.0, 2.0))
+
+
+def test_points_rule_stops_clear_cases_early_and_spends_the_budget_on_borderline_ones() -> None:
+    rng = np.random.default_rng(11)
+    fast = [len(_sequential(POINTS_RULE, 3.0, 0.1, rng).submission) for _ in range(10)]
+    slow = [len(_sequential(POINTS_RULE, 0.6, 0.1, rng).submission) for _ in range(10)]
+    border = [len(_sequential(POINTS_RULE, 1.5, 0.1, rng).submission) for _ in range(5)]
+    assert max(fast) <= 6 and max(slow) <= 6, (fast, slow)  # every end earns 40 (or 0) points
+    assert min(border) == 40, border  # 1 point is a speedup of 0.025: never that sure here
+    # The width rule (figures that earn no points) ignores the curve: same noise, wider CI.
+    width = timing.StopRule(budget_s=1e9, min_reps=5, max_reps=40, target_width=0.10)
+    assert len(_sequential(width, 3.0, 0.1, rng).submission) > max(fast)
+
+
+def test_early_stop_reports_the_ci_of_every_sample_and_it_still_covers() -> None:
+    """Stopping on the points never reports a narrower CI than the samples support: the figure's
+    CI is the bootstrap over every sample taken, and over many gradings it holds the truth about
+    as often as a fixed-size measurement does."""
+    rng = np.random.default_rng(5)
+    covered, stopped_early = 0, 0
+    trials = 120
+    for i in range(trials):
+        true = (1.3, 1.9, 2.4, 0.8)[i % 4]
+        s = _sequential(POINTS_RULE, true, 0.15, rng)
+        figure, _ = timing.summarize([s])
+        _, lo, hi = timing.ratio_ci(s.baseline, s.submission)
+        assert (figure.ci_low, figure.ci_high) == (round(lo, 4), round(hi, 4))
+        if len(s.submission) < POINTS_RULE.max_reps:
+            stopped_early += 1
+            assert 40 * (curve_share(hi, 1.0, 2.0) - curve_share(lo, 1.0, 2.0)) <= 1.0
+        covered += lo <= true <= hi
+    assert stopped_early >= trials // 4  # the clear cases (2.4 and 0.8) stopped early
+    assert covered >= 0.88 * trials, covered  # nominal 95 %
