@@ -1,31 +1,43 @@
 """Figure 3: server throughput and latency on the real PostgreSQL, through real HTTP.
 
 Creates a scratch database (`paragrade_bench` on 127.0.0.1:5432, user postgres), migrates it, seeds
-one course with t1 imported, STUDENTS students and STORED stored submissions (most of them graded,
-with reports stored through the jobs service, so the leaderboard has real work), then runs the
-server with uvicorn in a subprocess on a free port and drives it with httpx clients in threads:
+one course with t1 imported, --students students and --stored stored submissions (most of them
+graded, with reports stored through the jobs service, copied in SQL beyond 10 000, so the
+leaderboard has real work), then runs the server with uvicorn in a subprocess on a free port
+(with --broker, the embedded SQLite broker or Redis) and drives it with httpx clients in threads:
 
 * leaderboard latency (`GET .../leaderboard`), one client, then CLIENTS clients;
 * the leaderboard page (HTML, a browser session), one client;
 * upload latency (`POST .../submissions`, multipart), one client;
-* upload throughput: CLIENTS clients uploading for --seconds; submissions accepted per minute.
+* upload throughput: CLIENTS clients uploading for --seconds; submissions accepted per second;
+* with --sse N: the server's CPU and the database's transactions per second while nothing
+  changes, without and with N browsers watching the leaderboard's live updates, and the
+  leaderboard's latency meanwhile.
 
-"per minute" is responses with the expected status (200, or 201 = submission accepted) per minute
-of the phase; "server CPU/req" is the uvicorn process's user+system CPU time per request (the
-database's CPU is not in it). Every upload is distinct (a comment with a counter), so each one
-writes a new artifact. No runner runs: uploads stay queued. The clients, the server and PostgreSQL
-share the machine's cores, so the figures are for the whole box. The database is dropped at the
-end (unless --keep). Takes about 2 minutes (seeding ~35 s).
+With --before REV the same phases run first against the server of commit REV (a git worktree),
+over the same database: today's code and the earlier one side by side in one run.
 
-Usage: .venv/bin/python -m bench.server_throughput [--seconds 60] [--clients 8]
+"per second" counts responses with the expected status (200, or 201 = submission accepted);
+"server CPU/req" is the uvicorn process's user+system CPU time per request (the database's CPU is
+not in it). Every upload is distinct (a comment with a counter), so each one writes a new
+artifact. No runner runs: uploads stay queued. The clients, the server and PostgreSQL share the
+machine's cores, so the figures are for the whole box. The database is dropped at the end
+(unless --keep).
+
+Usage: .venv/bin/python -m bench.server_throughput [--seconds 60] [--clients 8] [--stored N]
+       [--students N] [--broker embedded|redis] [--sse N] [--before REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import itertools
+import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -33,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -44,14 +56,16 @@ import psycopg
 
 from bench.common import publish
 
+REPO = Path(__file__).resolve().parent.parent
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DB = "paragrade_bench"
 URL = f"postgresql+psycopg://postgres@127.0.0.1:5432/{DB}"
 RUNNER_TOKEN = "bench-runner-secret-1234"
 COURSE, SLUG = "th", "t1-multiprocessing"
 PACKAGE = "treasure-hunt/t1-multiprocessing"
-STUDENTS = 200
+STUDENTS = 200  # defaults; --students and --stored change them
 STORED = 10_000
+SEEDED = 10_000  # seeded through the services; more are copies of these made in SQL
 GRADED_SHARE = 0.8  # of the stored submissions, graded with a stored report
 PASSED_SHARE = 0.7  # of the graded ones, passed (the rest failed)
 QUEUED_SHARE = 0.02  # still queued; the remainder ended in a platform error
@@ -110,8 +124,12 @@ def report(rng: random.Random, *, passed: bool) -> Any:
         environment=env, started_at="2026-11-22T00:00:00+00:00", wall_time_s=1, timed_time_s=0.5)
 
 
-def seed(artifacts: Path) -> dict[str, Any]:
-    """Instructor, course, t1, students with tokens, STORED submissions; returns the tokens."""
+def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
+    """Instructor, course, t1, students with tokens, `stored` submissions; returns the tokens.
+
+    Up to SEEDED submissions go through the services (reports stored as a runner's would be);
+    beyond that, the database copies them (each copy shifted in time, with its own jobs, report,
+    tests and scaling points), so 100 000 take seconds, not minutes."""
     from server import migrate, security
     from server.db import make_engine, session_factory
     from server.models import Enrollment, Job, Submission, User, now
@@ -134,7 +152,7 @@ def seed(artifacts: Path) -> dict[str, Any]:
             files=assignments.read_folder(REPO_ROOT / "assignments" / PACKAGE))
         version.status = "ready"  # as a runner's validation would leave it (no runner here)
         students = [User(email=f"s{i:03d}@uni.edu", name=f"Student {i}", password_hash=hashed)
-                    for i in range(STUDENTS)]
+                    for i in range(students_n)]
         s.add_all(students)
         s.flush()
         s.add_all([Enrollment(user_id=u.id, course_id=course.id, role="student",
@@ -146,17 +164,18 @@ def seed(artifacts: Path) -> dict[str, Any]:
         archive = assignments.bundle({"solution.py": reference})
         sha = artifact_service.store(session=s, root=artifacts, data=archive, kind="submission")
         start = now() - timedelta(days=30)
-        subs = [Submission(user_id=students[i % STUDENTS].id,
+        base = min(stored, SEEDED)
+        subs = [Submission(user_id=students[i % students_n].id,
                            assignment_id=version.assignment_id, version_id=version.id,
                            archive_sha256=sha, filenames=["solution.py"],
                            created_at=start + timedelta(seconds=250 * i))
-                for i in range(STORED)]
+                for i in range(base)]
         s.add_all(subs)
         s.flush()
-        n_graded = int(STORED * GRADED_SHARE)
-        n_queued = int(STORED * QUEUED_SHARE)
+        n_graded = int(base * GRADED_SHARE)
+        n_queued = int(base * QUEUED_SHARE)
         fates = ["graded"] * n_graded + ["queued"] * n_queued \
-            + ["error"] * (STORED - n_graded - n_queued)
+            + ["error"] * (base - n_graded - n_queued)
         rng.shuffle(fates)
         s.add_all([Job(submission_id=sub.id, queue="cpu",
                        state="queued" if fate == "queued" else "done",
@@ -172,6 +191,10 @@ def seed(artifacts: Path) -> dict[str, Any]:
             if k % 500 == 499:
                 s.commit()
         s.commit()
+    with engine.connect() as conn:
+        for copy in range(1, -(-stored // base)):
+            replicate(conn, copy, base, min(base, stored - copy * base))
+        conn.commit()
     with engine.connect() as conn:  # fresh statistics, as autovacuum would have by now
         conn.exec_driver_sql("ANALYZE")
         conn.commit()
@@ -179,20 +202,56 @@ def seed(artifacts: Path) -> dict[str, Any]:
     return {"students": tokens, "prof": prof_token, "reference": reference}
 
 
+def replicate(conn: Any, copy: int, base: int, n: int) -> None:
+    """Copy the first `n` seeded submissions (ids 1..n) with their jobs, reports, tests and
+    scaling points as copy number `copy` (submission ids shifted by copy × base, an hour later
+    per copy)."""
+    sub_off, rep_off = copy * base, copy * 10 * base
+    conn.exec_driver_sql(f"""
+        INSERT INTO submissions (id, user_id, assignment_id, version_id, archive_sha256, filenames,
+            status, verdict, score, late, counts_for_quota, created_at, started_at, finished_at)
+        SELECT id + {sub_off}, user_id, assignment_id, version_id, archive_sha256, filenames,
+            status, verdict, score, late, counts_for_quota, created_at + interval '{copy} hour',
+            started_at, finished_at + interval '{copy} hour'
+        FROM submissions WHERE id <= {n}""")
+    conn.exec_driver_sql(f"""
+        INSERT INTO jobs (kind, submission_id, version_id, queue, state, attempts, created_at,
+            priority, time_limit_s)
+        SELECT kind, submission_id + {sub_off}, version_id, queue, state, attempts, created_at,
+            priority, time_limit_s FROM jobs WHERE submission_id <= {n}""")
+    conn.exec_driver_sql(f"""
+        INSERT INTO grade_reports (id, submission_id, verdict, score, max_score, speedup_median,
+            speedup_ci_low, speedup_ci_high, serial_fraction, credit_status, credited_speedup,
+            review, report, created_at)
+        SELECT id + {rep_off}, submission_id + {sub_off}, verdict, score, max_score,
+            speedup_median, speedup_ci_low, speedup_ci_high, serial_fraction, credit_status,
+            credited_speedup, review, report, created_at
+        FROM grade_reports WHERE submission_id <= {n}""")
+    for table, cols in (("test_results", "name, outcome, verdict, message, hidden, weight"),
+                        ("scaling_points", "workers, speedup, efficiency, ci_low, ci_high, "
+                                           "karp_flatt")):
+        conn.exec_driver_sql(f"""
+            INSERT INTO {table} (report_id, {cols})
+            SELECT t.report_id + {rep_off}, {', '.join('t.' + c.strip() for c in cols.split(','))}
+            FROM {table} t JOIN grade_reports r ON r.id = t.report_id
+            WHERE r.submission_id <= {n}""")
+    for table in ("submissions", "grade_reports", "jobs", "test_results", "scaling_points"):
+        conn.exec_driver_sql(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                             f"(SELECT max(id) FROM {table}))")
+
+
 # server ----------------------------------------------------------------------------------------
-def serve(port: int, artifacts: Path) -> None:
-    """The server as `paragrade serve` runs it (uvicorn, one process), over the bench database."""
-    import uvicorn
-
-    from server.main import create_app
-    from server.settings import REPO_ROOT, ServerSettings
-
-    # Every upload is published to the embedded broker (no runner consumes them here).
-    settings = ServerSettings(database_url=URL, artifacts_dir=artifacts,
-                              assignments_dir=REPO_ROOT / "assignments",
-                              runner_token=RUNNER_TOKEN,
-                              broker_url=f"sqla+sqlite:///{artifacts.parent / 'broker.sqlite'}")
-    uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+SERVE = f"""
+import sys, uvicorn
+from pathlib import Path
+from server.main import create_app
+from server.settings import ServerSettings
+port, artifacts, broker = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+settings = ServerSettings(database_url={URL!r}, artifacts_dir=artifacts,
+                          assignments_dir=Path("assignments").resolve(),
+                          runner_token={RUNNER_TOKEN!r}, broker_url=broker)
+uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+"""
 
 
 def free_port() -> int:
@@ -201,10 +260,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(artifacts: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(source: Path, artifacts: Path, broker: str
+                 ) -> tuple[subprocess.Popen[bytes], str]:
+    """The server of the code in `source` (this checkout, or a worktree of an earlier commit) as
+    `paragrade serve` runs it: uvicorn, one process, over the bench database."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.server_throughput", "--serve",
-                             str(port), "--artifacts", str(artifacts)])
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(artifacts), broker],
+                            cwd=source, env={**os.environ, "PYTHONPATH": str(source)})
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -220,6 +282,13 @@ def start_server(artifacts: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("server did not become ready in 60 s")
 
 
+def worktree(rev: str, into: Path) -> Path:
+    """A checkout of commit `rev` beside this one (the code to compare with)."""
+    subprocess.run(["git", "worktree", "add", "--detach", str(into), rev], cwd=REPO, check=True,
+                   capture_output=True)
+    return into
+
+
 # load ------------------------------------------------------------------------------------------
 Request = Callable[[httpx.Client, int, int], httpx.Response]  # (client, worker, i)
 
@@ -231,7 +300,8 @@ def cpu_s(pid: int) -> float:
 
 
 def drive(base: str, request: Request, *, clients: int, expect: int, server_pid: int,
-          count: int | None = None, seconds: float | None = None) -> dict[str, Any]:
+          count: int | None = None, seconds: float | None = None,
+          timeout: float = 60) -> dict[str, Any]:
     """`clients` threads, each with its own keep-alive connection, sending `request` until
     `count` requests each or `seconds` have passed; latencies of the expected responses and
     the server process's CPU time per request."""
@@ -241,13 +311,18 @@ def drive(base: str, request: Request, *, clients: int, expect: int, server_pid:
     stop_at: list[float] = [0.0]
 
     def worker(w: int) -> None:
-        with httpx.Client(base_url=base, timeout=60) as c:
+        with httpx.Client(base_url=base, timeout=timeout) as c:
             barrier.wait()
             i = 0
             while (count is None or i < count) and (seconds is None
                                                     or time.perf_counter() < stop_at[0]):
                 t = time.perf_counter()
-                r = request(c, w, i)
+                try:
+                    r = request(c, w, i)
+                except httpx.TimeoutException:  # counted as an error, not a crash of the bench
+                    errors[w] += 1
+                    i += 1
+                    continue
                 dt = time.perf_counter() - t
                 if r.status_code == expect:
                     latencies[w].append(dt)
@@ -268,11 +343,147 @@ def drive(base: str, request: Request, *, clients: int, expect: int, server_pid:
     elapsed = time.perf_counter() - t0
     cpu = cpu_s(server_pid) - cpu0
     lat = np.array([x for per in latencies for x in per]) * 1e3
+    if lat.size == 0:
+        lat = np.array([float("nan")])  # nothing answered in time: the errors say it
     return {"clients": clients, "requests": int(lat.size), "errors": sum(errors),
             "seconds": elapsed, "per_min": lat.size / elapsed * 60,
-            "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
+            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
+            "p99_ms": float(np.percentile(lat, 99)), "per_s": lat.size / elapsed,
             "mean_ms": float(lat.mean()),
             "server_cpu_ms": cpu / (lat.size + sum(errors)) * 1e3}
+
+
+@contextlib.contextmanager
+def watchers(base: str, path: str, headers: dict[str, str], n: int) -> Iterator[dict[str, int]]:
+    """`n` browsers' EventSource streams on `path` (one event loop in a thread); yields their
+    counts (connected, events) once all are connected."""
+    seen = {"connected": 0, "events": 0}
+    stop = threading.Event()
+
+    async def one(client: httpx.AsyncClient) -> None:
+        async with client.stream("GET", path, headers=headers) as r:
+            seen["connected"] += 1
+            async for line in r.aiter_lines():
+                seen["events"] += line.startswith("data:")
+
+    async def run() -> None:
+        limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+        async with httpx.AsyncClient(base_url=base, timeout=None, limits=limits) as c:
+            tasks = [asyncio.create_task(one(c)) for _ in range(n)]
+            while not stop.is_set():
+                await asyncio.sleep(0.1)
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while seen["connected"] < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if seen["connected"] < n:  # measured all the same: how many got through is the figure
+            print(f"only {seen['connected']} of {n} event streams connected in 60 s",
+                  file=sys.stderr)
+        yield seen
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def transactions() -> int:
+    """Transactions the bench database has run so far (PostgreSQL's statistics)."""
+    with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                           "WHERE datname = %s", (DB,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def quiet(pid: int, seconds: float) -> dict[str, float]:
+    """What a server costs while nothing changes: its CPU and the database's transactions per
+    second over `seconds`."""
+    time.sleep(2.5)  # statistics of what came before are flushed
+    cpu0, tx0, t0 = cpu_s(pid), transactions(), time.perf_counter()
+    time.sleep(seconds)
+    time.sleep(1.0)  # let PostgreSQL flush its counters (they lag up to a second)
+    tx1 = transactions()
+    elapsed = time.perf_counter() - t0
+    return {"server_cpu_pct": (cpu_s(pid) - cpu0) / elapsed * 100,
+            "db_tx_per_s": (tx1 - tx0) / elapsed}
+
+
+def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
+            args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every phase against the server of `source`: (request rows, live-update rows)."""
+    proc, base = start_server(source, artifacts, args.broker_url)
+    try:
+        prof = {"Authorization": f"Bearer {world['prof']}"}
+        assignment = f"/api/courses/{COURSE}/assignments/{SLUG}"
+        r = httpx.patch(base + assignment, json={"quota_count": 10_000}, headers=prof)
+        assert r.status_code == 200, r.text
+        students = [{"Authorization": f"Bearer {tok}"} for tok in world["students"]]
+        n_students, reference = len(students), world["reference"]
+        uploads, clients = itertools.count(), int(args.clients)
+
+        def student(w: int, i: int) -> dict[str, str]:  # workers spread over the students
+            return students[(i + w * n_students // clients) % n_students]
+
+        def board(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            return c.get(f"{assignment}/leaderboard", headers=student(w, i))
+
+        # The leaderboard page (HTML) as a logged-in student's browser asks for it.
+        with httpx.Client(base_url=base) as browser:
+            form = re.search(r'name="csrf_token" value="([^"]+)"', browser.get("/login").text)
+            assert form, "the login page has no CSRF field"
+            login = browser.post("/login", data={"email": "s000@uni.edu",
+                                                 "password": "benchpass123",
+                                                 "csrf_token": form.group(1)})
+            assert login.status_code == 303, login.text
+            cookie = {"Cookie": "paragrade_session=" + browser.cookies["paragrade_session"]}
+
+        def board_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            return c.get(f"/c/{COURSE}/{SLUG}/leaderboard", headers=cookie)
+
+        def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            body = reference + f"\n# {label} upload {next(uploads)}\n".encode()  # all distinct
+            return c.post(f"{assignment}/submissions", headers=student(w, i),
+                          files=[("files", ("solution.py", body))])
+
+        n, pid = args.requests, proc.pid
+        drive(base, board, clients=1, expect=200, count=10, server_pid=pid)  # warm-up
+        drive(base, board_page, clients=1, expect=200, count=10, server_pid=pid)
+        rows = [{"endpoint": "leaderboard (API)",
+                 **drive(base, board, clients=1, expect=200, count=n, server_pid=pid)},
+                {"endpoint": "leaderboard (API)",
+                 **drive(base, board, clients=clients, expect=200,
+                         count=max(1, n // clients), server_pid=pid)},
+                {"endpoint": "leaderboard page (HTML)",
+                 **drive(base, board_page, clients=1, expect=200, count=n, server_pid=pid)},
+                {"endpoint": "upload",
+                 **drive(base, upload, clients=1, expect=201, count=n, server_pid=pid)},
+                {"endpoint": "upload",
+                 **drive(base, upload, clients=clients, expect=201, seconds=args.seconds,
+                         server_pid=pid)}]
+        live = []
+        if args.sse:
+            live.append({"watchers": 0, "connected": 0, **quiet(pid, args.quiet),
+                         **drive(base, board, clients=1, expect=200, count=n, server_pid=pid)})
+            with watchers(base, f"/c/{COURSE}/{SLUG}/leaderboard/events", cookie,
+                          args.sse) as seen:
+                row = {"watchers": args.sse, **quiet(pid, args.quiet),
+                       **drive(base, board, clients=1, expect=200, count=min(n, 10),
+                               server_pid=pid, timeout=10)}
+                live.append({**row, "connected": seen["connected"]})
+        for row in rows + live:
+            row["code"] = label
+        return rows, live
+    finally:
+        proc.terminate()  # uvicorn waits for open streams to end: not for ever
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main() -> None:
@@ -280,89 +491,64 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60, help="upload throughput phase length")
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients")
     ap.add_argument("--requests", type=int, default=300, help="requests per latency phase")
+    ap.add_argument("--stored", type=int, default=STORED, help="stored submissions")
+    ap.add_argument("--students", type=int, default=STUDENTS, help="enrolled students")
+    ap.add_argument("--broker", choices=("embedded", "redis"), default="embedded",
+                    help="the server's broker: the embedded SQLite one or Redis on 127.0.0.1")
+    ap.add_argument("--sse", type=int, default=0,
+                    help="browsers watching the leaderboard's live updates (0: no such phase)")
+    ap.add_argument("--quiet", type=float, default=20, help="seconds of the idle measurement")
+    ap.add_argument("--before", help="also measure the server of this earlier commit, first")
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards (not the artifacts)")
-    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--artifacts", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.serve:
-        serve(args.serve, args.artifacts)
-        return
 
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="paragrade-bench-"))
     artifacts = tmp / "artifacts"
-    proc = None
+    args.broker_url = (f"sqla+sqlite:///{tmp / 'broker.sqlite'}" if args.broker == "embedded"
+                       else "redis://127.0.0.1:6379/14")
+    sources = [("now", REPO)]
     try:
+        if args.before:
+            sources.insert(0, (f"before ({args.before})", worktree(args.before, tmp / "before")))
         recreate_db()
         t = time.perf_counter()
-        world = seed(artifacts)
+        world = seed(artifacts, students_n=args.students, stored=args.stored)
         seed_s = time.perf_counter() - t
-        print(f"seeded {STUDENTS} students, {STORED} submissions in {seed_s:.1f} s",
+        print(f"seeded {args.students} students, {args.stored} submissions in {seed_s:.1f} s",
               file=sys.stderr)
-        proc, base = start_server(artifacts)
-        prof = {"Authorization": f"Bearer {world['prof']}"}
-        assignment = f"/api/courses/{COURSE}/assignments/{SLUG}"
-        r = httpx.patch(base + assignment, json={"quota_count": 10_000}, headers=prof)
-        assert r.status_code == 200, r.text
-        students = [{"Authorization": f"Bearer {tok}"} for tok in world["students"]]
-        reference: bytes = world["reference"]
-
-        uploads, clients = itertools.count(), int(args.clients)
-
-        def student(w: int, i: int) -> dict[str, str]:  # workers spread over the students
-            return students[(i + w * STUDENTS // clients) % STUDENTS]
-
-        def board(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            return c.get(f"{assignment}/leaderboard", headers=student(w, i))
-
-        # The leaderboard page (HTML) as a logged-in student's browser asks for it.
-        login = httpx.post(base + "/login", data={"email": "s000@uni.edu",
-                                                  "password": "benchpass123"})
-        assert login.status_code == 303, login.text
-        cookie = {"Cookie": "paragrade_session=" + login.cookies["paragrade_session"]}
-
-        def board_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            return c.get(f"/c/{COURSE}/{SLUG}/leaderboard", headers=cookie)
-
-        def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            body = reference + f"\n# upload {next(uploads)}\n".encode()  # each one distinct
-            return c.post(f"{assignment}/submissions", headers=student(w, i),
-                          files=[("files", ("solution.py", body))])
-
-        n, pid = args.requests, proc.pid
-        with httpx.Client(base_url=base) as c:
-            entries = len(board(c, 0, 0).json())
-        drive(base, board, clients=1, expect=200, count=20, server_pid=pid)  # warm-up
-        rows = [{"endpoint": "leaderboard",
-                 **drive(base, board, clients=1, expect=200, count=n, server_pid=pid)},
-                {"endpoint": "leaderboard",
-                 **drive(base, board, clients=args.clients, expect=200,
-                         count=max(1, n // args.clients), server_pid=pid)},
-                {"endpoint": "leaderboard page (HTML)",
-                 **drive(base, board_page, clients=1, expect=200, count=n, server_pid=pid)},
-                {"endpoint": "upload",
-                 **drive(base, upload, clients=1, expect=201, count=n, server_pid=pid)},
-                {"endpoint": "upload",
-                 **drive(base, upload, clients=args.clients, expect=201, seconds=args.seconds,
-                         server_pid=pid)}]
-        extra = {"students": STUDENTS, "stored_submissions": STORED,
-                 "graded_share": GRADED_SHARE, "passed_share": PASSED_SHARE,
-                 "leaderboard_entries": entries, "seed_s": seed_s,
+        rows: list[dict[str, Any]] = []
+        live: list[dict[str, Any]] = []
+        for label, source in sources:
+            got, got_live = measure(label, source, artifacts, world, args)
+            rows += got
+            live += got_live
+            print(json.dumps({"code": label, "rows": got, "live": got_live}), file=sys.stderr)
+        extra = {"students": args.students, "stored_submissions": args.stored,
+                 "graded_share": GRADED_SHARE, "passed_share": PASSED_SHARE, "seed_s": seed_s,
                  "database": f"PostgreSQL {pg_version()}", "server": "uvicorn, 1 process",
-                 "cores": len(os.sched_getaffinity(0)),
-                 "total_s": time.perf_counter() - started}
-        print(f"{STORED} stored submissions ({int(STORED * GRADED_SHARE)} graded), {STUDENTS} "
-              f"students, leaderboard of {entries}; PostgreSQL, uvicorn (1 process), "
+                 "broker": args.broker, "cores": len(os.sched_getaffinity(0)),
+                 "total_s": time.perf_counter() - started, "live": live}
+        print(f"{args.stored} stored submissions ({int(args.stored * GRADED_SHARE)} graded), "
+              f"{args.students} students; PostgreSQL, uvicorn (1 process), {args.broker} broker, "
               f"{extra['cores']} cores")
         publish("server_throughput", rows, {
-            "endpoint": "endpoint", "clients": "clients", "requests": "requests",
-            "errors": "errors", "per_min": "per minute %.0f", "p50_ms": "p50 (ms) %.1f",
-            "p99_ms": "p99 (ms) %.1f", "server_cpu_ms": "server CPU/req (ms) %.1f"}, extra=extra)
+            "code": "code", "endpoint": "endpoint", "clients": "clients", "requests": "requests",
+            "errors": "errors", "per_s": "per second %.1f", "p50_ms": "p50 (ms) %.1f",
+            "p95_ms": "p95 (ms) %.1f", "p99_ms": "p99 (ms) %.1f",
+            "server_cpu_ms": "server CPU/req (ms) %.1f"}, extra=extra)
+        if live:
+            print()
+            publish("server_live", live, {
+                "code": "code", "watchers": "browsers watching", "connected": "streams open",
+                "server_cpu_pct":
+                "server CPU idle (pct) %.1f", "db_tx_per_s": "database transactions/s idle %.1f",
+                "p50_ms": "leaderboard API p50 (ms) %.1f", "p95_ms": "p95 (ms) %.1f",
+                "errors": "requests failed or timed out (10 s)"})
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
+        if args.before:
+            subprocess.run(["git", "worktree", "prune"], cwd=REPO, capture_output=True)
         if not args.keep:
             drop_db()
 

@@ -17,7 +17,7 @@ from server.schemas import ErrorPublic
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings
-from server.web import admin, pages
+from server.web import admin, live, pages
 from server.web import reviews as reviews_pages
 
 # Pages load only our own /static script and stylesheet; the favicon is an empty data: URL and
@@ -45,6 +45,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app = FastAPI(title="paragrade", version="0.1.0",
                   description="Autograding for parallel programming with trustworthy speedups.")
     app.state.settings = settings
+    app.state.polls = live.SharedPolls()  # the live pages' polls, shared by their watchers
     app.state.sessions, app.state.dispatcher = publishing_sessions(settings, engine)
     # Browser sessions: a signed, HttpOnly, SameSite=Lax cookie (Secure outside development).
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,

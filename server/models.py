@@ -244,6 +244,21 @@ class GradeReportRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
 
+class BoardEntry(Base):
+    """Which submission stands for a student on an assignment's leaderboard (their best passed
+    one), kept in the transaction that changes it (services/leaderboard.py `refresh`), so a
+    board of 2 000 students reads 2 000 rows however many submissions the assignment holds."""
+
+    __tablename__ = "board_entries"
+
+    assignment_id: Mapped[int] = mapped_column(
+        ForeignKey("assignments.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"),
+                                         primary_key=True)
+    submission_id: Mapped[int] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+
+
 class TestResultRow(Base):
     __tablename__ = "test_results"
     __test__ = False

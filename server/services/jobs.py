@@ -50,6 +50,7 @@ from server.models import (
     TestResultRow,
     now,
 )
+from server.services import leaderboard
 from server.services.errors import Conflict, Forbidden, NotFound
 
 PLATFORM_ERROR = "platform_error"
@@ -268,6 +269,8 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     sub.verdict, sub.score, sub.finished_at = report.verdict.value, score, now()
     # Only what the student caused counts (a retried platform failure that then graded does).
     sub.counts_for_quota = fault == "student"
+    session.flush()
+    leaderboard.refresh(session=session, assignment_id=sub.assignment_id, user_id=sub.user_id)
     return row
 
 
@@ -307,6 +310,8 @@ def rescore(*, session: Session, assignment: Assignment) -> int:
         score = course_score(sub=sub, report=GradeReport.model_validate(row.report),
                              review=row.review)
         row.score = sub.score = score
+    session.flush()
+    leaderboard.rebuild(session=session, assignment_id=assignment.id)
     return len(rows)
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
-from sqlalchemy import case, func, or_, select
+from sqlalchemy import case, delete, func, insert, literal, or_, select
 from sqlalchemy.orm import Session
 
-from server.models import Assignment, Enrollment, GradeReportRow, Submission
+from server.models import Assignment, BoardEntry, Enrollment, GradeReportRow, Submission, User
 
 MARKS = {"held": "held for review", "refused": "speedup not credited"}
 
@@ -26,37 +27,82 @@ class Entry:
     mark: str | None = None  # why it is unranked
 
 
+def _unranked() -> Any:
+    """1 for a speedup the credit policy held or refused (and no instructor granted), else 0."""
+    r = GradeReportRow
+    return case((r.credit_status.in_(tuple(MARKS)) & or_(r.review.is_(None), r.review != "granted"),
+                 1), else_=0)
+
+
+def _best(assignment_id: int, user_id: int | None = None) -> Any:
+    """(user_id, submission_id) of each student's best passed submission: a ranked one first,
+    then the highest credited speedup, then the score, then the earliest."""
+    r = GradeReportRow
+    speedup = func.coalesce(r.credited_speedup, -1.0)
+    nth = func.row_number().over(partition_by=Submission.user_id,
+                                 order_by=(_unranked(), speedup.desc(), r.score.desc(),
+                                           Submission.id))
+    ranked = (select(Submission.user_id, Submission.id.label("submission_id"), nth.label("nth"))
+              .join(r, r.submission_id == Submission.id)
+              .where(Submission.assignment_id == assignment_id, r.verdict == "passed"))
+    if user_id is not None:
+        ranked = ranked.where(Submission.user_id == user_id)
+    sub = ranked.subquery()
+    return select(sub.c.user_id, sub.c.submission_id).where(sub.c.nth == 1)
+
+
+def refresh(*, session: Session, assignment_id: int, user_id: int) -> None:
+    """Choose the student's board submission again, in the caller's transaction (after a grade
+    lands, a regrade replaces one or a review decides)."""
+    # Two gradings of one student landing at once: the second waits for the first's commit
+    # and then sees its report (PostgreSQL; SQLite writes one transaction at a time).
+    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+    best = session.execute(_best(assignment_id, user_id)).first()
+    entry = session.get(BoardEntry, (assignment_id, user_id))
+    if best is None:
+        if entry is not None:
+            session.delete(entry)
+    elif entry is None:
+        session.add(BoardEntry(assignment_id=assignment_id, user_id=user_id,
+                               submission_id=best.submission_id))
+    else:
+        entry.submission_id = best.submission_id
+    session.flush()
+
+
+def rebuild(*, session: Session, assignment_id: int) -> None:
+    """Choose every student's board submission of one assignment again (a rescore)."""
+    session.execute(delete(BoardEntry).where(BoardEntry.assignment_id == assignment_id))
+    session.execute(insert(BoardEntry).from_select(
+        ["assignment_id", "user_id", "submission_id"],
+        select(literal(assignment_id), *_best(assignment_id).subquery().c)))
+    session.flush()
+
+
+def rebuild_all(*, session: Session) -> None:
+    """Every assignment's board (the migration that introduced them)."""
+    for assignment_id in session.scalars(select(Assignment.id)).all():
+        rebuild(session=session, assignment_id=assignment_id)
+
+
 def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
     """Ranked entries; an entry whose CI overlaps the one above shares its rank.
 
-    Each student's best passed submission (a ranked one first, then the highest credited
-    speedup, then score, then the earliest) is picked in the database with a window function,
-    so only one row per student comes back, however many graded submissions the assignment
-    holds. A speedup the credit policy held or refused (and no instructor granted) is never
-    ranked: its student is listed below the ranked ones, with a mark.
+    One row per student comes from the board's own table (`refresh` keeps it), so the cost does
+    not grow with the submissions the assignment holds. A speedup the credit policy held or
+    refused (and no instructor granted) is never ranked: its student is listed below the ranked
+    ones, with a mark.
     """
     r = GradeReportRow
-    unranked = case((r.credit_status.in_(tuple(MARKS)) & or_(r.review.is_(None), r.review != "granted"), 1),
-                    else_=0)
     speedup = func.coalesce(r.credited_speedup, -1.0)
-    ranked = (
-        select(Submission.user_id, Submission.id.label("submission_id"), r.score,
-               speedup.label("speed"), r.speedup_median, r.speedup_ci_low, r.speedup_ci_high,
-               r.credit_status, unranked.label("unranked"), Enrollment.alias,
-               func.row_number().over(partition_by=Submission.user_id,
-                                      order_by=(unranked, speedup.desc(), r.score.desc(),
-                                                Submission.id)).label("nth"))
-        .join(r, r.submission_id == Submission.id)
-        .join(Enrollment, (Enrollment.user_id == Submission.user_id)
-              & (Enrollment.course_id == assignment.course_id))
-        .where(Submission.assignment_id == assignment.id, r.verdict == "passed",
-               Enrollment.role == "student")
-        .subquery())
     rows = session.execute(
-        select(ranked.c.user_id, ranked.c.submission_id, ranked.c.score, ranked.c.speed,
-               ranked.c.speedup_median, ranked.c.speedup_ci_low, ranked.c.speedup_ci_high,
-               ranked.c.credit_status, ranked.c.unranked, ranked.c.alias)
-        .where(ranked.c.nth == 1)).all()
+        select(BoardEntry.user_id, BoardEntry.submission_id, r.score, speedup.label("speed"),
+               r.speedup_median, r.speedup_ci_low, r.speedup_ci_high, r.credit_status,
+               _unranked().label("unranked"), Enrollment.alias)
+        .join(r, r.submission_id == BoardEntry.submission_id)
+        .join(Enrollment, (Enrollment.user_id == BoardEntry.user_id)
+              & (Enrollment.course_id == assignment.course_id))
+        .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student")).all()
     ordered = sorted(rows, key=lambda x: (x.unranked, -float(x.speed), -x.score, x.submission_id))
     out: list[Entry] = []
     for i, row in enumerate(ordered):

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import GradeReport
 from server.models import Assignment, AuditLog, Enrollment, GradeReportRow, Submission, User
-from server.services import jobs
+from server.services import jobs, leaderboard
 from server.services.errors import Conflict, Forbidden
 
 REVIEWABLE = ("held", "refused")
@@ -65,6 +65,8 @@ def decide(*, session: Session, actor: User, submission: Submission, role: str |
                          detail={"speedup": row.speedup_median, "credit": row.credit_status,
                                  "score": row.score, "at": datetime.now(UTC).isoformat()}))
     session.flush()
+    leaderboard.refresh(session=session, assignment_id=submission.assignment_id,
+                        user_id=submission.user_id)
     alias = session.scalar(select(Enrollment.alias).where(
         Enrollment.user_id == submission.user_id,
         Enrollment.course_id == submission.assignment.course_id))

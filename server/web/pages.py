@@ -3,10 +3,8 @@ a CSRF token in every form, Jinja2's autoescaping for everything a user or a sub
 
 from __future__ import annotations
 
-import asyncio
-import json
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +18,6 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import case, func, select
-from starlette.concurrency import run_in_threadpool
 
 from server import security
 from server.db import committing
@@ -36,6 +33,7 @@ from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
 from server.settings import ServerSettings
+from server.web import live
 from server.web.plots import scaling_svg, weak_svg
 
 HERE = Path(__file__).resolve().parent
@@ -317,31 +315,22 @@ def cancel_submission(submission_id: int, session: SessionDep, user: PageUser) -
     return act_on_submission(submission_id, session, user, submission_service.cancel)
 
 
-async def _events(poll: Any, every_s: float = 1.0) -> AsyncIterator[str]:
-    """Server-sent events: one `data:` line whenever the polled value changes."""
-    last = None
-    for _ in range(3600):
-        value = await run_in_threadpool(poll)
-        if value != last:
-            yield f"data: {json.dumps(value)}\n\n"
-            last = value
-        if isinstance(value, dict) and value.get("final"):
-            return
-        await asyncio.sleep(every_s)
-
-
+# The event streams check access in a session of their own, closed before streaming begins: a
+# request's session (SessionDep) lives until its response ends, and one per open stream would
+# take a database connection from the pool for as long as the browser watches.
 @router.get("/s/{submission_id}/events")
-def submission_events(submission_id: int, request: Request, session: SessionDep,
-                      settings: SettingsDep, user: PageUser) -> StreamingResponse:
-    sub_id = _visible(session, user, submission_id).id
+def submission_events(submission_id: int, request: Request,
+                      settings: SettingsDep) -> StreamingResponse:
     sessions = request.app.state.sessions
+    with sessions() as session:
+        sub_id = _visible(session, _page_user(request, session), submission_id).id
 
     def poll() -> dict[str, Any]:
         with sessions() as s:
             sub = s.get(Submission, sub_id)
             return _live(s, settings, sub)
 
-    return StreamingResponse(_events(poll), media_type="text/event-stream",
+    return StreamingResponse(live.events(poll), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store"})
 
 
@@ -355,10 +344,10 @@ def leaderboard_page(course: str, slug: str, request: Request, session: SessionD
 
 
 @router.get("/c/{course}/{slug}/leaderboard/events")
-def leaderboard_events(course: str, slug: str, request: Request, session: SessionDep,
-                       user: PageUser) -> StreamingResponse:
-    _, _, a = _assignment(session, user, course, slug)
-    sessions, assignment_id = request.app.state.sessions, a.id
+def leaderboard_events(course: str, slug: str, request: Request) -> StreamingResponse:
+    sessions = request.app.state.sessions
+    with sessions() as session:
+        assignment_id = _assignment(session, _page_user(request, session), course, slug)[2].id
 
     def poll() -> list[Any]:  # changes whenever a grading finishes or a review decides
         with sessions() as s:
@@ -370,7 +359,8 @@ def leaderboard_events(course: str, slug: str, request: Request, session: Sessio
                 Submission.assignment_id == assignment_id)).one()
             return [n, str(last), *map(int, (x or 0 for x in reviewed))]
 
-    return StreamingResponse(_events(poll, 2.0), media_type="text/event-stream",
+    shared = (request.app.state.polls, ("board", assignment_id))
+    return StreamingResponse(live.events(poll, 2.0, shared=shared), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store"})
 
 

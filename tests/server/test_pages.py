@@ -145,6 +145,17 @@ def test_the_event_stream_ends_when_the_grade_is_in(world: World, engine: Engine
     assert body.startswith("data: ") and '"status": "graded"' in body and '"final": true' in body
 
 
+def test_an_open_event_stream_holds_no_database_connection(world: World, engine: Engine) -> None:
+    """500 browsers watching a leaderboard must not need 500 pooled connections."""
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    b = browser(world)
+    for url in (f"{T1}/leaderboard/events", f"/s/{sid}/events"):
+        with b.stream("GET", url) as r:
+            first = next(r.iter_lines())
+            assert first.startswith("data: ")
+            assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
 # instructors ---------------------------------------------------------------------------------
 def _t1_zip(version: bytes = b'"1.0.0"') -> bytes:
     folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"

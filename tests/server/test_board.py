@@ -1,0 +1,63 @@
+"""The leaderboard's own table (one row a student): after every way a grade changes (it lands,
+a regrade replaces it, a review decides, the curve is re-scored) it names the submission a full
+recomputation over every stored report would choose."""
+
+from __future__ import annotations
+
+import random
+
+from sqlalchemy import Engine, select
+
+from server.db import session_factory
+from server.models import Assignment, BoardEntry
+from server.services import leaderboard
+from tests.server.conftest import REFERENCE, World
+from tests.server.reports import sample_report, store
+
+BOARD = "/api/courses/th/assignments/t1-multiprocessing/leaderboard"
+
+
+def _agrees(engine: Engine) -> set[tuple[int, int]]:
+    with session_factory(engine)() as s:
+        a = s.scalars(select(Assignment)).one()
+        kept = set(s.execute(select(BoardEntry.user_id, BoardEntry.submission_id)
+                             .where(BoardEntry.assignment_id == a.id)).all())
+        full = set(s.execute(leaderboard._best(a.id)).all())
+    assert kept == full
+    return kept
+
+
+def test_the_board_table_follows_every_change_of_a_grade(world: World, engine: Engine) -> None:
+    rng = random.Random(3)
+    subs: list[int] = []
+    credits = (None, "credited", "capped", "held", "refused")
+    for i in range(12):
+        who = (world.ada, world.bob)[i % 2]
+        subs.append(int(world.submit(who, REFERENCE).json()["id"]))
+        med = rng.uniform(0.8, 3.0)
+        store(engine, subs[-1], sample_report(passed=rng.random() < 0.8, median=med,
+                                              lo=med - 0.1, hi=med + 0.1,
+                                              credit=rng.choice(credits)))
+        assert _agrees(engine)
+    best = _agrees(engine)
+    # A regrade that fails the best submission: the student falls back to the next best.
+    user, sid = sorted(best)[0]
+    store(engine, sid, sample_report(passed=False))
+    assert (user, sid) not in _agrees(engine)
+    # Reviews move a held or refused speedup in and out of the ranking.
+    held = subs[-1]
+    store(engine, held, sample_report(median=9.0, lo=8.5, hi=9.5, credit="held"))
+    _agrees(engine)
+    for decision in ("grant", "refuse"):
+        r = world.post(world.prof, f"/api/submissions/{held}/review", json={"decision": decision})
+        assert r.status_code == 200, r.text
+        _agrees(engine)
+    # A changed curve re-scores every grade (scores decide between equal speedups).
+    r = world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
+                           json={"speedup_full": 4.0}, headers=world.prof)
+    assert r.status_code == 200, r.text
+    _agrees(engine)
+    board = world.get(world.ada, BOARD).json()
+    kept = {sid for _, sid in _agrees(engine)}
+    assert len(board) == len(kept)
+    assert next(e["submission_id"] for e in board if e["you"]) in kept  # only one's own id shows
