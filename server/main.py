@@ -14,6 +14,7 @@ from server.api import auth, courses, exports, fleet, health, reviews, runner, s
 from server.dispatch import publishing_sessions
 from server.metrics import REQUESTS
 from server.schemas import ErrorPublic
+from server.services import leaderboard
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings
@@ -46,6 +47,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                   description="Autograding for parallel programming with trustworthy speedups.")
     app.state.settings = settings
     app.state.polls = live.SharedPolls()  # the live pages' polls, shared by their watchers
+    app.state.boards = leaderboard.BoardCache()  # each leaderboard, computed once per change
     app.state.sessions, app.state.dispatcher = publishing_sessions(settings, engine)
     # Browser sessions: a signed, HttpOnly, SameSite=Lax cookie (Secure outside development).
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,

@@ -111,6 +111,8 @@ class Assignment(Base):
     speedup_full: Mapped[float | None] = mapped_column(Float, default=None)
     current_version_id: Mapped[int | None] = mapped_column(
         ForeignKey("assignment_versions.id", use_alter=True, ondelete="SET NULL"), default=None)
+    # Bumped in the transaction of every change to the leaderboard (services/leaderboard.py).
+    board_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     course: Mapped[Course] = relationship()
     current_version: Mapped[AssignmentVersion | None] = relationship(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Response, UploadFile, status
+from fastapi import APIRouter, File, Request, Response, UploadFile, status
 
 from server.db import committing
 from server.deps import CourseDep, CourseInstructorDep, CurrentUser, InstructorUser, SessionDep, SettingsDep
@@ -22,7 +22,6 @@ from server.schemas import (
 )
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
-from server.services import leaderboard as leaderboard_service
 from server.services.errors import Invalid
 
 router = APIRouter(prefix="/api/courses", tags=["courses"],
@@ -154,11 +153,12 @@ def starter(slug: str, access: CourseDep, session: SessionDep, settings: Setting
 
 @router.get("/{course}/assignments/{slug}/leaderboard",
             response_model=list[LeaderboardEntryPublic])
-def leaderboard(slug: str, access: CourseDep, session: SessionDep) -> list[LeaderboardEntryPublic]:
+def leaderboard(slug: str, access: CourseDep, session: SessionDep,
+                request: Request) -> list[LeaderboardEntryPublic]:
     """Best fully-correct submission per student, by speedup; overlapping CIs are ties."""
     a = assignment_service.get(session=session, course=access.course, slug=slug)
     out = []
-    for e in leaderboard_service.entries(session=session, assignment=a):
+    for e in request.app.state.boards.entries(session=session, assignment=a):
         mine = e.user_id == access.user.id
         out.append(LeaderboardEntryPublic(
             rank=e.rank, mark=e.mark, tied=e.tied, alias=e.alias, speedup=e.speedup, ci_low=e.ci_low,

@@ -17,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import ValidationError
-from sqlalchemy import case, func, select
+from sqlalchemy import select
 
 from server import security
 from server.db import committing
@@ -28,7 +28,6 @@ from server.services import artifacts
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import jobs as job_service
-from server.services import leaderboard as leaderboard_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
@@ -338,7 +337,7 @@ def submission_events(submission_id: int, request: Request,
 def leaderboard_page(course: str, slug: str, request: Request, session: SessionDep,
                      user: PageUser) -> HTMLResponse:
     c, role, a = _assignment(session, user, course, slug)
-    entries = leaderboard_service.entries(session=session, assignment=a)
+    entries = request.app.state.boards.entries(session=session, assignment=a)
     return render(request, "leaderboard.html", user=user, course=c, a=a, role=role,
                   entries=entries)
 
@@ -349,15 +348,11 @@ def leaderboard_events(course: str, slug: str, request: Request) -> StreamingRes
     with sessions() as session:
         assignment_id = _assignment(session, _page_user(request, session), course, slug)[2].id
 
-    def poll() -> list[Any]:  # changes whenever a grading finishes or a review decides
+    def poll() -> int | None:  # the board's version: bumped by every change to the board
         with sessions() as s:
-            n, last = s.execute(select(func.count(), func.max(Submission.finished_at)).where(
-                Submission.assignment_id == assignment_id, Submission.status == "graded")).one()
-            reviewed = s.execute(select(func.count(GradeReportRow.review), func.sum(
-                case((GradeReportRow.review == "granted", 1), else_=0))).join(
-                Submission, GradeReportRow.submission_id == Submission.id).where(
-                Submission.assignment_id == assignment_id)).one()
-            return [n, str(last), *map(int, (x or 0 for x in reviewed))]
+            version: int | None = s.scalar(select(Assignment.board_version).where(
+                Assignment.id == assignment_id))
+            return version
 
     shared = (request.app.state.polls, ("board", assignment_id))
     return StreamingResponse(live.events(poll, 2.0, shared=shared), media_type="text/event-stream",

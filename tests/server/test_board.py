@@ -17,13 +17,21 @@ from tests.server.reports import sample_report, store
 BOARD = "/api/courses/th/assignments/t1-multiprocessing/leaderboard"
 
 
-def _agrees(engine: Engine) -> set[tuple[int, int]]:
+def _agrees(engine: Engine, world: World | None = None) -> set[tuple[int, int]]:
+    """The kept table equals a full recomputation; with `world`, the board the API serves (from
+    the server's cache) equals one computed afresh from the database."""
     with session_factory(engine)() as s:
         a = s.scalars(select(Assignment)).one()
         kept = set(s.execute(select(BoardEntry.user_id, BoardEntry.submission_id)
                              .where(BoardEntry.assignment_id == a.id)).all())
         full = set(s.execute(leaderboard._best(a.id)).all())
+        fresh = [(e.submission_id, e.rank, e.tied, e.speedup, e.mark)
+                 for e in leaderboard.entries(session=s, assignment=a)]
     assert kept == full
+    if world is not None:
+        served = [(e["submission_id"], e["rank"], e["tied"], e["speedup"], e["mark"])
+                  for e in world.get(world.prof, BOARD).json()]
+        assert served == fresh
     return kept
 
 
@@ -38,12 +46,12 @@ def test_the_board_table_follows_every_change_of_a_grade(world: World, engine: E
         store(engine, subs[-1], sample_report(passed=rng.random() < 0.8, median=med,
                                               lo=med - 0.1, hi=med + 0.1,
                                               credit=rng.choice(credits)))
-        assert _agrees(engine)
+        assert _agrees(engine, world)
     best = _agrees(engine)
     # A regrade that fails the best submission: the student falls back to the next best.
     user, sid = sorted(best)[0]
     store(engine, sid, sample_report(passed=False))
-    assert (user, sid) not in _agrees(engine)
+    assert (user, sid) not in _agrees(engine, world)
     # Reviews move a held or refused speedup in and out of the ranking.
     held = subs[-1]
     store(engine, held, sample_report(median=9.0, lo=8.5, hi=9.5, credit="held"))
@@ -51,13 +59,35 @@ def test_the_board_table_follows_every_change_of_a_grade(world: World, engine: E
     for decision in ("grant", "refuse"):
         r = world.post(world.prof, f"/api/submissions/{held}/review", json={"decision": decision})
         assert r.status_code == 200, r.text
-        _agrees(engine)
+        _agrees(engine, world)
     # A changed curve re-scores every grade (scores decide between equal speedups).
     r = world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
                            json={"speedup_full": 4.0}, headers=world.prof)
     assert r.status_code == 200, r.text
-    _agrees(engine)
+    _agrees(engine, world)
     board = world.get(world.ada, BOARD).json()
     kept = {sid for _, sid in _agrees(engine)}
     assert len(board) == len(kept)
     assert next(e["submission_id"] for e in board if e["you"]) in kept  # only one's own id shows
+
+
+def test_a_board_is_computed_once_per_version() -> None:
+    cache = leaderboard.BoardCache(size=2)
+    calls: list[int] = []
+
+    def board(n: int) -> object:
+        calls.append(n)
+        return n
+
+    a = Assignment(id=1, board_version=0)
+    assert cache.get(a, lambda: board(1)) == 1
+    assert cache.get(a, lambda: board(2)) == 1 and calls == [1]  # same version: the cached one
+    a.board_version = 1
+    assert cache.get(a, lambda: board(3)) == 3 and calls == [1, 3]
+    for other in (2, 3):  # least recently used boards leave a full cache
+        cache.get(Assignment(id=other, board_version=0), lambda o=other: board(o * 10))
+    assert cache.get(a, lambda: board(4)) == 4
+    # An older version computed late never replaces a newer one.
+    old = Assignment(id=1, board_version=0)
+    assert cache.get(old, lambda: board(5)) == 5
+    assert cache.get(a, lambda: board(6)) == 4

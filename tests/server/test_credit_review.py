@@ -138,3 +138,6 @@ def test_the_upgrade_holds_pre_policy_speedups_its_cores_cannot_explain(tmp_path
         got = c.execute(text("SELECT id, credit_status, credited_speedup FROM grade_reports "
                              "ORDER BY id")).all()
     assert [tuple(r) for r in got] == [(1, "held", None), (2, None, 1.8)]
+    with engine.begin() as c:  # 0007 chose the board's entry: the ranked one before the held
+        board = c.execute(text("SELECT assignment_id, user_id, submission_id FROM board_entries"))
+        assert [tuple(r) for r in board] == [(1, 1, 2)]

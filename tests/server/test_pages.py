@@ -145,6 +145,19 @@ def test_the_event_stream_ends_when_the_grade_is_in(world: World, engine: Engine
     assert body.startswith("data: ") and '"status": "graded"' in body and '"final": true' in body
 
 
+def test_the_leaderboard_stream_announces_each_change_of_the_board(world: World,
+                                                                  engine: Engine) -> None:
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    b = browser(world)
+    with b.stream("GET", f"{T1}/leaderboard/events") as r:
+        lines = (line for line in r.iter_lines() if line.startswith("data: "))
+        before = next(lines)
+        store(engine, sid)  # the grade lands: the board changes
+        after = next(lines)  # within one poll interval
+    assert after != before
+    assert "ada" in b.get(f"{T1}/leaderboard").text  # and the page shows the new entry
+
+
 def test_an_open_event_stream_holds_no_database_connection(world: World, engine: Engine) -> None:
     """500 browsers watching a leaderboard must not need 500 pooled connections."""
     sid = world.submit(world.ada, REFERENCE).json()["id"]

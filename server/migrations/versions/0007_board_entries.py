@@ -26,14 +26,19 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('assignment_id', 'user_id'),
     )
     op.create_index('ix_board_entries_submission_id', 'board_entries', ['submission_id'])
-    # The boards of the grades stored so far, chosen as the service chooses them.
-    from sqlalchemy.orm import Session
-
-    from server.services import leaderboard
-
-    with Session(bind=op.get_bind()) as session:
-        leaderboard.rebuild_all(session=session)
-        session.flush()
+    # The boards of the grades stored so far, chosen as services/leaderboard.py `_best` chose
+    # them when this revision was written (plain SQL: later models must not change history).
+    op.execute("""
+        INSERT INTO board_entries (assignment_id, user_id, submission_id)
+        SELECT assignment_id, user_id, id FROM (
+            SELECT s.assignment_id, s.user_id, s.id, row_number() OVER (
+                PARTITION BY s.assignment_id, s.user_id ORDER BY
+                    CASE WHEN r.credit_status IN ('held', 'refused')
+                          AND (r.review IS NULL OR r.review != 'granted') THEN 1 ELSE 0 END,
+                    COALESCE(r.credited_speedup, -1.0) DESC, r.score DESC, s.id) AS nth
+            FROM submissions s JOIN grade_reports r ON r.submission_id = s.id
+            WHERE r.verdict = 'passed') best
+        WHERE nth = 1""")
 
 
 def downgrade() -> None:
