@@ -22,8 +22,9 @@ def _agrees(engine: Engine, world: World | None = None) -> set[tuple[int, int]]:
     the server's cache) equals one computed afresh from the database."""
     with session_factory(engine)() as s:
         a = s.scalars(select(Assignment)).one()
-        kept = set(s.execute(select(BoardEntry.user_id, BoardEntry.submission_id)
-                             .where(BoardEntry.assignment_id == a.id)).all())
+        kept = {(int(u), int(i)) for u, i in s.execute(
+            select(BoardEntry.user_id, BoardEntry.submission_id)
+            .where(BoardEntry.assignment_id == a.id))}
         full = set(s.execute(leaderboard._best(a.id)).all())
         fresh = [(e.submission_id, e.rank, e.tied, e.speedup, e.mark)
                  for e in leaderboard.entries(session=s, assignment=a)]
