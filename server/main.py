@@ -9,6 +9,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.api import auth, courses, exports, fleet, health, reviews, runner, submissions
 from server.dispatch import publishing_sessions
@@ -38,6 +39,40 @@ def security_headers(path: str) -> dict[str, str]:
     return {"Content-Security-Policy": DOCS_CSP if path.startswith(DOCS_PATHS) else CSP,
             "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "same-origin"}
+
+
+class CountAndSecure:
+    """Counts every answer by route and status (Prometheus) and adds the security headers; plain
+    ASGI (a BaseHTTPMiddleware costs every request a task and a copy of its body stream)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        extra = [(k.lower().encode(), v.encode())
+                 for k, v in security_headers(scope["path"]).items()]
+
+        def count(status: int) -> None:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            REQUESTS.labels(scope["method"], route, str(status)).inc()
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                count(message["status"])
+                headers = list(message.get("headers", []))
+                have = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in extra if k not in have]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception:
+            count(500)  # the crash answer is sent further out (ServerErrorMiddleware)
+            raise
 
 
 def create_app(settings: ServerSettings | None = None, engine: Engine | None = None) -> FastAPI:
@@ -87,20 +122,5 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
         return JSONResponse({"detail": "internal error: the server failed; it was logged"},
                             status_code=500, headers=security_headers(request.url.path))
 
-    @app.middleware("http")
-    async def _count(request: Request, call_next):  # type: ignore[no-untyped-def]
-        def count(status: int) -> None:
-            route = request.scope.get("route")
-            REQUESTS.labels(request.method, getattr(route, "path", "unmatched"), str(status)).inc()
-
-        try:
-            response = await call_next(request)
-        except Exception:
-            count(500)  # the crash answer is sent further out (ServerErrorMiddleware)
-            raise
-        count(response.status_code)
-        for name, value in security_headers(request.url.path).items():
-            response.headers.setdefault(name, value)
-        return response
-
+    app.add_middleware(CountAndSecure)
     return app

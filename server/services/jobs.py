@@ -74,9 +74,11 @@ def fair_priority(*, session: Session, user_id: int) -> int:
     return min(int(pending), LOWEST_PRIORITY - 1)
 
 
-def enqueue(*, session: Session, submission: Submission, priority: int | None = None) -> Job:
-    """A queued job for a committed submission (routed by the assignment's resources)."""
-    manifest = Manifest.model_validate(submission.version.manifest)
+def enqueue(*, session: Session, submission: Submission, priority: int | None = None,
+            manifest: Manifest | None = None) -> Job:
+    """A queued job for a submission (routed by the assignment's resources), published to the
+    broker once the caller's transaction commits; `manifest`: the version's, already parsed."""
+    manifest = manifest or Manifest.model_validate(submission.version.manifest)
     if priority is None:
         priority = fair_priority(session=session, user_id=submission.user_id)
     job = Job(submission_id=submission.id, queue=manifest.resources.kind, priority=priority,

@@ -123,8 +123,9 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
                      version_id=assignment.current_version_id, archive_sha256=sha,
                      filenames=sorted(files), late=late)
     session.add(sub)
-    session.commit()  # the submission exists before any job refers to it
-    jobs.enqueue(session=session, submission=sub)
+    session.flush()
+    # One transaction: the job's message goes to the broker only after it commits (outbox).
+    jobs.enqueue(session=session, submission=sub, manifest=manifest)
     session.commit()
     return sub
 
