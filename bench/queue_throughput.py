@@ -5,15 +5,25 @@ runner processes, the test package `quick` (graded in about a second, no timing)
 - latency: one runner, jobs submitted one at a time (each waits for the previous grade): the
   time from the job's publication to its claim by the idle runner, which is what the queue adds.
 - burst: BURST submissions at once, then two runners; wall time until every one is graded.
+- with --deadline N (instead of the above): the deadline burst. N submissions queued, two runners
+  on disjoint cores (PARAGRADE_CPUS 0 and 1), a redis-server of the bench's own; when half are
+  graded one runner is SIGKILLed mid-job (a replacement starts on its core) and Redis restarts
+  empty (the reaper publishes the lost messages again). Sampled every 0.25 s: how many live
+  runners hold a claimed job, i.e. how busy the fleet is until the queue drains; at the end,
+  submissions lost (not graded) and graded twice (two finished jobs).
 
     .venv/bin/python -m bench.queue_throughput [--burst 500] [--latency-jobs 20]
+    .venv/bin/python -m bench.queue_throughput --deadline 1000
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -24,7 +34,7 @@ from sqlalchemy import func, select
 from bench.common import publish
 from server.models import Job, Submission
 from server.settings import REPO_ROOT
-from tests.server.live import Platform, wait_until
+from tests.server.live import Platform, free_port, wait_until
 
 PACKAGES = REPO_ROOT / "tests" / "fixtures" / "queue"
 GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
@@ -75,11 +85,102 @@ def measure(label: str, broker: str, tmp: Path, *, burst: int, latency_jobs: int
         p.close()
 
 
+def _redis(port: int, folder: Path) -> subprocess.Popen[bytes]:
+    binary = shutil.which("redis-server")
+    assert binary is not None, "the deadline burst needs a redis-server binary"
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(folder)],
+                            stdout=subprocess.DEVNULL)
+
+    def up() -> bool:
+        try:
+            return bool(redis.Redis(port=port, socket_connect_timeout=1).ping())
+        except redis.RedisError:
+            return False
+
+    wait_until("redis to start", up, 10, 0.05)
+    return proc
+
+
+def deadline(tmp: Path, *, n: int, students: int = 50) -> dict[str, object]:
+    """The deadline burst (module docstring): busy share, drain time, lost and doubled."""
+    port = free_port()
+    server = _redis(port, tmp)
+    p = Platform(tmp, f"redis://127.0.0.1:{port}/0", assignments_dir=PACKAGES, lease_s=10)
+    try:
+        code = p.course("quick")
+        p.http.patch("/api/courses/c/assignments/quick", json={"quota_count": 10_000},
+                     headers=p.prof).raise_for_status()
+        who = [p.student(f"s{i}", code) for i in range(students)]
+        checker = p.start_runner("validator")
+        wait_until("validation", lambda: p.get(p.prof, "/api/courses/c/assignments/quick")
+                   ["validation"] == "ready", 120)
+        p.kill(checker)
+        ids = [p.submit(who[i % students], "quick", GOOD) for i in range(n)]
+        alive = {"a": p.start_runner("a", env={"PARAGRADE_CPUS": "0"}),
+                 "b": p.start_runner("b", env={"PARAGRADE_CPUS": "1"})}
+        samples: list[int] = []
+        stop = threading.Event()
+
+        def sample() -> None:  # live runners holding a claimed job, every 0.25 s
+            while not stop.wait(0.25):
+                names = [k for k, proc in alive.items() if proc.poll() is None]
+                with p.sessions() as s:
+                    busy = s.scalar(select(func.count(func.distinct(Job.runner))).where(
+                        Job.state == "claimed", Job.runner.in_(names))) or 0
+                samples.append(int(busy))
+
+        start = time.monotonic()
+        threading.Thread(target=sample, daemon=True).start()
+        wait_until("half the burst", lambda: _pending(p) <= n // 2, 3600, 0.2)
+        wait_until("runner b busy", lambda: _claimed_by(p, "b"), 60, 0.02)
+        p.kill(alive.pop("b"))  # mid-job: its job waits out the lease, then runs again
+        alive["b2"] = p.start_runner("b2", env={"PARAGRADE_CPUS": "1"})
+        server.terminate()
+        server.wait(10)
+        server = _redis(port, tmp)  # empty: every queued message is gone
+        restarted = time.monotonic() - start
+        wait_until(f"{n} gradings", lambda: _pending(p) == 0, 7200, 0.5)
+        elapsed = time.monotonic() - start
+        stop.set()
+        with p.sessions() as s:
+            graded = s.scalar(select(func.count()).select_from(Submission).where(
+                Submission.id.in_(ids), Submission.status == "graded")) or 0
+            finished = s.execute(select(Job.submission_id, func.count()).where(
+                Job.submission_id.in_(ids), Job.state == "done").group_by(Job.submission_id)).all()
+        twice = sum(1 for _, k in finished if k > 1)
+        return {"submissions": n, "graded": graded, "lost": n - graded, "twice": twice,
+                "drain_s": elapsed, "fault_at_s": restarted,
+                "busy": statistics.fmean(samples) / 2 if samples else 0.0,
+                "per_min": n / elapsed * 60}
+    finally:
+        p.close()
+        server.terminate()
+        server.wait(10)
+
+
+def _claimed_by(p: Platform, runner: str) -> bool:
+    with p.sessions() as s:
+        return bool(s.scalar(select(func.count()).select_from(Job).where(
+            Job.state == "claimed", Job.runner == runner)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--burst", type=int, default=500)
     ap.add_argument("--latency-jobs", type=int, default=20)
+    ap.add_argument("--deadline", type=int, default=0,
+                    help="run the deadline burst with this many submissions instead")
     args = ap.parse_args()
+    if args.deadline:
+        with tempfile.TemporaryDirectory() as tmp:
+            row = deadline(Path(tmp), n=args.deadline)
+        publish("deadline_burst", [row], {
+            "submissions": "submissions", "graded": "graded", "lost": "lost",
+            "twice": "graded twice", "drain_s": "drain (s) %.0f",
+            "fault_at_s": "runner killed + Redis restarted at (s) %.0f",
+            "busy": "runners busy (share of the drain) %.3f", "per_min": "jobs/min %.0f"})
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         embedded = Path(tmp) / "embedded"

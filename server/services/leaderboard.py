@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import case, delete, func, insert, literal, or_, select, update
@@ -135,6 +136,27 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
     return out
 
 
+@dataclass
+class Board:
+    """One version of an assignment's board: its entries, where each student stands, and the
+    renderings the routes derive from it (`view`), each made once per version."""
+
+    entries: list[Entry]
+    row_of: dict[int, int] = field(default_factory=dict)  # user id -> index in entries
+    _views: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.row_of = {e.user_id: i for i, e in enumerate(self.entries)}
+
+    def view(self, name: str, make: Callable[[list[Entry]], Any]) -> Any:
+        """`make(entries)`, computed once per name for this version of the board."""
+        with self._lock:
+            if name not in self._views:
+                self._views[name] = make(self.entries)
+            return self._views[name]
+
+
 class BoardCache:
     """The latest computed board of each assignment, per server process, keyed by the
     assignment's `board_version`: a request reads the version with the assignment and computes
@@ -146,7 +168,7 @@ class BoardCache:
         self._lock = threading.Lock()
         self._size = size
 
-    def get(self, assignment: Assignment, compute: Any) -> Any:
+    def get(self, assignment: Assignment, compute: Callable[[], Any]) -> Any:
         """`compute()` for this version of the assignment's board, or the cached answer."""
         version = assignment.board_version
         with self._lock:
@@ -164,8 +186,8 @@ class BoardCache:
                     self._boards.popitem(last=False)
         return value
 
-    def entries(self, *, session: Session, assignment: Assignment) -> list[Entry]:
-        """`entries` of this version of the board."""
-        board: list[Entry] = self.get(assignment, lambda: entries(session=session,
-                                                                  assignment=assignment))
+    def board(self, *, session: Session, assignment: Assignment) -> Board:
+        """This version of the assignment's board."""
+        board: Board = self.get(assignment, lambda: Board(entries(session=session,
+                                                                 assignment=assignment)))
         return board

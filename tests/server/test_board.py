@@ -92,3 +92,20 @@ def test_a_board_is_computed_once_per_version() -> None:
     old = Assignment(id=1, board_version=0)
     assert cache.get(old, lambda: board(5)) == 5
     assert cache.get(a, lambda: board(6)) == 4
+
+
+def test_each_reader_sees_their_own_row_in_the_shared_board(world: World, engine: Engine) -> None:
+    from tests.server.test_pages import browser
+
+    for who, median in ((world.ada, 2.0), (world.bob, 1.5)):
+        store(engine, int(world.submit(who, REFERENCE).json()["id"]),
+              sample_report(median=median, lo=median - 0.1, hi=median + 0.1))
+    for name, who in (("ada", world.ada), ("bob", world.bob), ("ada", world.ada)):
+        board = world.get(who, BOARD).json()
+        assert [(e["alias"], e["you"], e["submission_id"] is not None) for e in board] == [
+            (alias, alias == name, alias == name) for alias in ("ada", "bob")]
+        page = browser(world, f"{name}@uni.edu", "studentpass1").get(
+            "/c/th/t1-multiprocessing/leaderboard").text
+        assert page.count("(you)") == 1 and f"{name} (you)" in page
+    prof = world.get(world.prof, BOARD).json()
+    assert not any(e["you"] for e in prof) and all(e["submission_id"] for e in prof)
