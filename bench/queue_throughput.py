@@ -119,7 +119,7 @@ def deadline(tmp: Path, *, n: int, students: int = 50) -> dict[str, object]:
         ids = [p.submit(who[i % students], "quick", GOOD) for i in range(n)]
         alive = {"a": p.start_runner("a", env={"PARAGRADE_CPUS": "0"}),
                  "b": p.start_runner("b", env={"PARAGRADE_CPUS": "1"})}
-        samples: list[int] = []
+        samples: list[tuple[float, int]] = []  # (seconds since start, busy live runners)
         stop = threading.Event()
 
         def sample() -> None:  # live runners holding a claimed job, every 0.25 s
@@ -128,7 +128,7 @@ def deadline(tmp: Path, *, n: int, students: int = 50) -> dict[str, object]:
                 with p.sessions() as s:
                     busy = s.scalar(select(func.count(func.distinct(Job.runner))).where(
                         Job.state == "claimed", Job.runner.in_(names))) or 0
-                samples.append(int(busy))
+                samples.append((time.monotonic() - start, int(busy)))
 
         start = time.monotonic()
         threading.Thread(target=sample, daemon=True).start()
@@ -149,9 +149,15 @@ def deadline(tmp: Path, *, n: int, students: int = 50) -> dict[str, object]:
             finished = s.execute(select(Job.submission_id, func.count()).where(
                 Job.submission_id.in_(ids), Job.state == "done").group_by(Job.submission_id)).all()
         twice = sum(1 for _, k in finished if k > 1)
+
+        def busy(lo: float, hi: float) -> float:
+            got = [b for t, b in samples if lo <= t < hi]
+            return statistics.fmean(got) / 2 if got else 0.0
+
         return {"submissions": n, "graded": graded, "lost": n - graded, "twice": twice,
                 "drain_s": elapsed, "fault_at_s": restarted,
-                "busy": statistics.fmean(samples) / 2 if samples else 0.0,
+                "busy": busy(0, elapsed), "busy_before": busy(0, restarted),
+                "busy_after": busy(restarted, elapsed),
                 "per_min": n / elapsed * 60}
     finally:
         p.close()
@@ -179,7 +185,9 @@ def main() -> None:
             "submissions": "submissions", "graded": "graded", "lost": "lost",
             "twice": "graded twice", "drain_s": "drain (s) %.0f",
             "fault_at_s": "runner killed + Redis restarted at (s) %.0f",
-            "busy": "runners busy (share of the drain) %.3f", "per_min": "jobs/min %.0f"})
+            "busy": "runners busy (share of the drain) %.3f",
+            "busy_before": "before the faults %.3f", "busy_after": "after %.3f",
+            "per_min": "jobs/min %.0f"})
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

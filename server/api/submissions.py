@@ -9,7 +9,7 @@ from fastapi import APIRouter, File, Response, UploadFile, status
 from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseInstructorDep, CurrentUser, SessionDep, SettingsDep
-from server.models import GradeReportRow, Submission
+from server.models import GradeReportRow, Job, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
@@ -23,7 +23,8 @@ router = APIRouter(prefix="/api", tags=["submissions"],
 
 
 def public(session: SessionDep, sub: Submission, *, with_report: bool,
-           settings: ServerSettings) -> SubmissionPublic:
+           settings: ServerSettings, job: Job | None = None) -> SubmissionPublic:
+    """The submission as its reader sees it; `job`: its latest job, when the caller has it."""
     report = None
     if with_report:
         row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
@@ -33,7 +34,7 @@ def public(session: SessionDep, sub: Submission, *, with_report: bool,
         id=sub.id, assignment=f"{a.course.slug}/{a.slug}", status=sub.status, verdict=sub.verdict,
         score=sub.score, late=sub.late, filenames=sub.filenames, created_at=sub.created_at,
         finished_at=sub.finished_at, report=report)
-    job = submission_service.latest_job(session=session, submission=sub)
+    job = job or submission_service.latest_job(session=session, submission=sub)
     out.queue = job.queue if job is not None else None
     if job is not None and job.state == "queued":
         out.queue_position = submission_service.queue_position(session=session, job=job)
@@ -52,12 +53,12 @@ def submit(slug: str, files: Annotated[list[UploadFile], File(description="solut
     for f in files:
         uploads.append((f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)))
     a = assignment_service.get(session=session, course=access.course, slug=slug)
-    sub = submission_service.create(session=session, user=access.user, assignment=a,
+    sub, job = submission_service.create(session=session, user=access.user, assignment=a,
                                     role=access.role, uploads=uploads,
                                     artifacts_root=settings.artifacts_dir,
                                     max_bytes=settings.max_upload_bytes,
                                     max_unzipped=settings.max_unzipped_bytes)
-    return public(session, sub, with_report=False, settings=settings)
+    return public(session, sub, with_report=False, settings=settings, job=job)
 
 
 @router.get("/submissions", response_model=list[SubmissionPublic])

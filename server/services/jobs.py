@@ -56,8 +56,9 @@ from server.services.errors import Conflict, Forbidden, NotFound
 PLATFORM_ERROR = "platform_error"
 
 
-def _publish(session: Session, job: Job) -> None:
-    job.published_at = now()
+def _publish(session: Session, job: Job, *, stamp: bool = True) -> None:
+    if stamp:  # `stamp=False`: the job was inserted with its time (no second UPDATE)
+        job.published_at = now()
     outbox(session).append(Message(job_id=job.id, queue=job.queue, priority=job.priority,
                                    time_limit_s=job.time_limit_s))
 
@@ -82,10 +83,10 @@ def enqueue(*, session: Session, submission: Submission, priority: int | None = 
     if priority is None:
         priority = fair_priority(session=session, user_id=submission.user_id)
     job = Job(submission_id=submission.id, queue=manifest.resources.kind, priority=priority,
-              time_limit_s=manifest.resources.wall_seconds * 40)
+              time_limit_s=manifest.resources.wall_seconds * 40, published_at=now())
     session.add(job)
     session.flush()
-    _publish(session, job)
+    _publish(session, job, stamp=False)
     return job
 
 

@@ -95,8 +95,9 @@ def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_byt
 
 def create(*, session: Session, user: User, assignment: Assignment, role: str | None,
            uploads: list[tuple[str, bytes]], artifacts_root: Path, max_bytes: int,
-           max_unzipped: int) -> Submission:
-    """Check, store and queue an upload; a refused upload stores nothing."""
+           max_unzipped: int) -> tuple[Submission, Job]:
+    """Check, store and queue an upload (the submission and its job); a refused upload stores
+    nothing."""
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     version = assignment.current_version
@@ -125,9 +126,9 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     session.add(sub)
     session.flush()
     # One transaction: the job's message goes to the broker only after it commits (outbox).
-    jobs.enqueue(session=session, submission=sub, manifest=manifest)
+    job = jobs.enqueue(session=session, submission=sub, manifest=manifest)
     session.commit()
-    return sub
+    return sub, job
 
 
 def get_visible(*, session: Session, user: User, submission_id: int) -> Submission:

@@ -254,7 +254,7 @@ def submit(course: str, slug: str, request: Request, session: SessionDep, settin
     _, role, a = _assignment(session, user, course, slug)
     uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
     try:
-        sub = submission_service.create(session=session, user=user, assignment=a, role=role,
+        sub, _ = submission_service.create(session=session, user=user, assignment=a, role=role,
                                         uploads=uploads, artifacts_root=settings.artifacts_dir,
                                         max_bytes=settings.max_upload_bytes,
                                         max_unzipped=settings.max_unzipped_bytes)
