@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -34,7 +33,7 @@ from sqlalchemy import func, select
 from bench.common import publish
 from server.models import Job, Submission
 from server.settings import REPO_ROOT
-from tests.server.live import Platform, free_port, wait_until
+from tests.server.live import Platform, free_port, redis_server, wait_until
 
 PACKAGES = REPO_ROOT / "tests" / "fixtures" / "queue"
 GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
@@ -85,27 +84,11 @@ def measure(label: str, broker: str, tmp: Path, *, burst: int, latency_jobs: int
         p.close()
 
 
-def _redis(port: int, folder: Path) -> subprocess.Popen[bytes]:
-    binary = shutil.which("redis-server")
-    assert binary is not None, "the deadline burst needs a redis-server binary"
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(folder)],
-                            stdout=subprocess.DEVNULL)
-
-    def up() -> bool:
-        try:
-            return bool(redis.Redis(port=port, socket_connect_timeout=1).ping())
-        except redis.RedisError:
-            return False
-
-    wait_until("redis to start", up, 10, 0.05)
-    return proc
-
-
 def deadline(tmp: Path, *, n: int, students: int = 50) -> dict[str, object]:
     """The deadline burst (module docstring): busy share, drain time, lost and doubled."""
-    port = free_port()
-    server = _redis(port, tmp)
+    port, binary = free_port(), shutil.which("redis-server")
+    assert binary is not None, "the deadline burst needs a redis-server binary"
+    server = redis_server(binary, port, tmp)
     p = Platform(tmp, f"redis://127.0.0.1:{port}/0", assignments_dir=PACKAGES, lease_s=10)
     try:
         code = p.course("quick")
@@ -138,7 +121,7 @@ def deadline(tmp: Path, *, n: int, students: int = 50) -> dict[str, object]:
         alive["b2"] = p.start_runner("b2", env={"PARAGRADE_CPUS": "1"})
         server.terminate()
         server.wait(10)
-        server = _redis(port, tmp)  # empty: every queued message is gone
+        server = redis_server(binary, port, tmp)  # empty: every queued message is gone
         restarted = time.monotonic() - start
         wait_until(f"{n} gradings", lambda: _pending(p) == 0, 7200, 0.5)
         elapsed = time.monotonic() - start

@@ -54,13 +54,14 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
                           f"parallelism not measured on this runner: the speedup counts up to "
                           f"{cores} cores × {1 + CORES_TOLERANCE:g}"))
     base = cpu.baseline_parallelism
-    gain = cpu.parallelism / base if base > 0 else 0.0
+    gain, gain_high = ((p / base if base > 0 else 0.0)
+                       for p in (cpu.parallelism, cpu.parallelism_ci_high))
     w = cpu.work_ratio
     did = (f"your timed calls did {_fraction(w)} of the baseline's work on "
            f"{_cores(cpu.parallelism)}")
     # Refused only when even the top of the busy cores' CI is serial: short calls on a shared
     # node scatter it widely, and a parallel solution that lands low goes to review instead.
-    if w < MIN_WORK_RATIO and (cpu.parallelism_ci_high / base if base > 0 else 0.0) < MIN_PARALLEL_GAIN:
+    if w < MIN_WORK_RATIO and gain_high < MIN_PARALLEL_GAIN:
         return Credit(policy="parallel", status="refused", speedup=0.0, measured=True, reason=(
             f"{did}: this speedup ({s:.2f}×) does not come from parallel execution"))
     if w < MIN_WORK_RATIO:

@@ -166,11 +166,5 @@ def leaderboard(slug: str, access: CourseDep, session: SessionDep, request: Requ
             ci_low=e.ci_low, ci_high=e.ci_high, score=e.score, you=you,
             submission_id=e.submission_id if you or instructor else None).model_dump_json().encode()
 
-    # Everyone's rows as one role sees them, serialised once per board version; the reader's
-    # own row is the only one made per request.
-    rows: list[bytes] = board.view("api-instructor" if instructor else "api-student",
-                                   lambda entries: [row(e, False) for e in entries])
-    mine = board.row_of.get(access.user.id)
-    if mine is not None:
-        rows = [*rows[:mine], row(board.entries[mine], True), *rows[mine + 1:]]
+    rows = board.rows("api-instructor" if instructor else "api-student", row, access.user.id)
     return Response(b"[" + b",".join(rows) + b"]", media_type="application/json")

@@ -138,23 +138,29 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
 
 @dataclass
 class Board:
-    """One version of an assignment's board: its entries, where each student stands, and the
-    renderings the routes derive from it (`view`), each made once per version."""
+    """One version of an assignment's board: its entries and their renderings (`rows`), each
+    rendering made once per version."""
 
     entries: list[Entry]
-    row_of: dict[int, int] = field(default_factory=dict)  # user id -> index in entries
-    _views: dict[str, Any] = field(default_factory=dict)
+    _row_of: dict[int, int] = field(default_factory=dict)  # user id -> index in entries
+    _views: dict[str, list[Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.row_of = {e.user_id: i for i, e in enumerate(self.entries)}
+        self._row_of = {e.user_id: i for i, e in enumerate(self.entries)}
 
-    def view(self, name: str, make: Callable[[list[Entry]], Any]) -> Any:
-        """`make(entries)`, computed once per name for this version of the board."""
+    def rows(self, name: str, render: Callable[[Entry, bool], Any], reader_id: int) -> list[Any]:
+        """`render(entry, you)` of every entry as `reader_id` sees the board: the others' rows are
+        rendered once per version and `name` (one name per way of rendering), the reader's own
+        row (you=True) on each call."""
         with self._lock:
             if name not in self._views:
-                self._views[name] = make(self.entries)
-            return self._views[name]
+                self._views[name] = [render(e, False) for e in self.entries]
+            rows = self._views[name]
+        mine = self._row_of.get(reader_id)
+        if mine is None:
+            return rows
+        return [*rows[:mine], render(self.entries[mine], True), *rows[mine + 1:]]
 
 
 class BoardCache:

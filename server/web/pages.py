@@ -339,10 +339,7 @@ def leaderboard_page(course: str, slug: str, request: Request, session: SessionD
     c, role, a = _assignment(session, user, course, slug)
     board = request.app.state.boards.board(session=session, assignment=a)
     row = templates.get_template("_board_row.html")
-    rows = board.view("page", lambda entries: [row.render(e=e, you=False) for e in entries])
-    mine = board.row_of.get(user.id)
-    if mine is not None:  # only the reader's own row is rendered per request
-        rows = [*rows[:mine], row.render(e=board.entries[mine], you=True), *rows[mine + 1:]]
+    rows = board.rows("page", lambda e, you: row.render(e=e, you=you), user.id)
     return render(request, "leaderboard.html", user=user, course=c, a=a, role=role,
                   entries=board.entries, rows=Markup("\n".join(rows)))
 

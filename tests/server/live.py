@@ -46,6 +46,25 @@ def wait_until(what: str, predicate: Callable[[], Any], timeout: float = 120,
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def redis_server(binary: str, port: int, folder: Path) -> subprocess.Popen[bytes]:
+    """A redis-server of our own on 127.0.0.1:`port` that keeps nothing (a restart empties it),
+    once it answers."""
+    import redis
+
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(folder)],
+                            stdout=subprocess.DEVNULL)
+
+    def up() -> bool:
+        try:
+            return bool(redis.Redis(port=port, socket_connect_timeout=1).ping())
+        except redis.RedisError:
+            return False
+
+    wait_until("redis to start", up, 10, 0.05)
+    return proc
+
+
 class Platform:
     """Server + reaper on `broker_url`, an instructor, and runners started on demand."""
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 
 from server.models import GradeReportRow, Job, Submission
 from server.settings import REPO_ROOT
-from tests.server.live import Platform, free_port, wait_until
+from tests.server.live import Platform, free_port, redis_server, wait_until
 
 pytestmark = pytest.mark.slow
 PACKAGES = REPO_ROOT / "tests" / "fixtures" / "queue"
@@ -113,13 +113,9 @@ def test_a_redis_restart_loses_no_job_and_fair_share_orders_them(tmp_path: Path)
     if binary is None:
         pytest.skip("no redis-server binary")
     port = free_port()
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-            "no", "--dir", str(tmp_path)]
 
     def start() -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-        wait_until("redis to start", lambda: _reachable(f"redis://127.0.0.1:{port}/0"), 10)
-        return proc
+        return redis_server(binary, port, tmp_path)
 
     server = start()
     p = Platform(tmp_path, f"redis://127.0.0.1:{port}/0", assignments_dir=PACKAGES, lease_s=4)
