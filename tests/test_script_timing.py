@@ -61,9 +61,13 @@ def test_the_reference_is_timed_whole_with_its_start_up_shown() -> None:
     fig = report.speedup
     assert fig is not None and fig.repetitions >= 3
     assert fig.ci_low <= fig.median <= fig.ci_high
-    # mpirun and two interpreters start slower than one python, and neither is the whole run
+    # Each side's start-up is measured and is part of its run, not all of it. mpirun with two
+    # interpreters starts about as fast as one python on 2 idle cores (0.1164 s against 0.1166 s
+    # once), so only a pathological gap between the two fails.
     assert fig.startup_baseline_s is not None and fig.startup_submission_s is not None
-    assert 0 < fig.startup_baseline_s < fig.startup_submission_s < fig.submission_median_s
+    assert 0 < fig.startup_baseline_s < fig.baseline_median_s
+    assert 0 < fig.startup_submission_s < fig.submission_median_s
+    assert fig.startup_submission_s > 0.5 * fig.startup_baseline_s
     assert any("start-up" in n and "of your" in n for n in report.notes), report.notes
     assert [p.workers for p in report.scaling] == [2]
     cpu = report.scaling[0].cpu
