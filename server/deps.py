@@ -134,6 +134,15 @@ def _course_instructor(access: CourseDep) -> CourseAccess:
 CourseInstructorDep = Annotated[CourseAccess, Depends(_course_instructor)]
 
 
+def _course_staff(access: CourseDep) -> CourseAccess:
+    if not course_service.is_staff(access.role):
+        raise Forbidden("only the course's instructors and TAs may do this")
+    return access
+
+
+CourseStaffDep = Annotated[CourseAccess, Depends(_course_staff)]
+
+
 def _runner(settings: SettingsDep, token: BearerDep) -> str:
     if not security.same_secret(token, settings.runner_token):
         raise Unauthorized("not a runner token")

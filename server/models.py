@@ -86,11 +86,28 @@ class Enrollment(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
-    role: Mapped[str] = mapped_column(String(16))  # instructor | student
+    role: Mapped[str] = mapped_column(String(16))  # instructor | ta | student
     alias: Mapped[str | None] = mapped_column(String(64), default=None)
 
     user: Mapped[User] = relationship()
     course: Mapped[Course] = relationship()
+
+
+class RosterEntry(Base):
+    """A row of a course's roster (imported from the LMS's CSV): who should be in the course.
+
+    An email with an account is enrolled at import; one without waits here and is enrolled, with
+    this alias, when its owner registers with the course's join code or arrives by LTI."""
+
+    __tablename__ = "roster_entries"
+    __table_args__ = (UniqueConstraint("course_id", "email"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str] = mapped_column(String(320), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    alias: Mapped[str | None] = mapped_column(String(64), default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
 
 class Assignment(Base):
@@ -138,6 +155,24 @@ class AssignmentVersion(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
     assignment: Mapped[Assignment] = relationship(foreign_keys=[assignment_id])
+
+
+class Extension(Base):
+    """One student's own deadline for one assignment (an instructor granted it)."""
+
+    __tablename__ = "extensions"
+    __table_args__ = (UniqueConstraint("assignment_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(
+        ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    deadline: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    reason: Mapped[str] = mapped_column(String(500), default="")
+    granted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+    user: Mapped[User] = relationship(foreign_keys=[user_id])
 
 
 class Artifact(Base):

@@ -104,6 +104,8 @@ class AssignmentPublic(Public):
     title: str
     version: str
     deadline: UtcDatetime | None
+    your_deadline: UtcDatetime | None = Field(
+        default=None, description="Your own deadline, when an instructor extended it")
     late_policy: str
     late_penalty: float
     quota_count: int
@@ -121,6 +123,16 @@ class AssignmentPublic(Public):
                                   "(validating, or failed its checks); instructors only")
 
 
+def _deadline_in_range(value: datetime | None) -> datetime | None:
+    # Stored in UTC: 9999-12-31T23:59-12:00 would be in the year 10000 (OverflowError).
+    if value is not None and value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError as exc:
+            raise ValueError("out of range: it must fall in the years 1 to 9999 in UTC") from exc
+    return value
+
+
 class AssignmentUpdate(Input):
     deadline: datetime | None = None
     late_policy: Literal["accept", "penalty", "reject"] | None = None
@@ -131,22 +143,54 @@ class AssignmentUpdate(Input):
                                       description="Scoring curve: stored grades are re-scored")
     speedup_full: float | None = Field(default=None, gt=0, le=1e6)
 
-    @field_validator("deadline")
-    @classmethod
-    def _in_utc_range(cls, value: datetime | None) -> datetime | None:
-        # Stored in UTC: 9999-12-31T23:59-12:00 would be in the year 10000 (OverflowError).
-        if value is not None and value.tzinfo is not None:
-            try:
-                value.astimezone(UTC)
-            except OverflowError as exc:
-                raise ValueError("out of range: it must fall in the years 1 to 9999 in UTC") \
-                    from exc
-        return value
+    _in_utc_range = field_validator("deadline")(staticmethod(_deadline_in_range))
+
+
+class ExtensionCreate(Input):
+    deadline: Annotated[datetime, AfterValidator(_deadline_in_range)] = Field(
+        description="The student's own deadline, with a time zone; after the assignment's")
+    reason: str = Field(default="", max_length=500)
+
+
+class ExtensionPublic(Public):
+    email: str
+    name: str
+    deadline: UtcDatetime
+    reason: str
+    granted_at: UtcDatetime
+
+
+class MemberPublic(Public):
+    email: str
+    name: str
+    alias: str | None
+    role: str | None = Field(description="instructor | ta | student; None: on the roster, no "
+                                         "account yet (enrolled when they register or arrive "
+                                         "from the LMS)")
+    on_roster: bool
+
+
+class RoleUpdate(Input):
+    role: Literal["instructor", "ta", "student"]
+
+
+class RosterRowPublic(Public):
+    line: int = Field(description="The row's line in the CSV (the header is line 1)")
+    email: str
+    outcome: Literal["enrolled", "invited", "updated", "unchanged", "refused"]
+    detail: str
+
+
+class RosterImportPublic(BaseModel):
+    counts: dict[str, int]
+    rows: list[RosterRowPublic]
 
 
 class SubmissionPublic(Public):
     id: int
     assignment: str
+    student: str | None = Field(default=None, description="Its owner's email (in the course "
+                                                          "staff's list of submissions)")
     status: str
     verdict: str | None
     score: float | None
@@ -198,3 +242,34 @@ class LeaderboardEntryPublic(BaseModel):
     score: float
     you: bool
 
+
+
+class CourseCellPublic(BaseModel):
+    """One task of a student's line on the course board: their entry on its own board."""
+
+    rank: int | None = Field(description="Their rank on the task's own board (None: unranked)")
+    tied: bool
+    speedup: float | None
+    score: float
+    mark: str | None = None
+
+
+class CourseBoardEntryPublic(BaseModel):
+    rank: int
+    tied: bool = Field(description="Another student has the same total over as many tasks")
+    alias: str
+    total: float = Field(description="Points over every task (each as its own board counts it)")
+    solved: int = Field(description="Tasks with a fully correct submission")
+    you: bool
+    tasks: list[CourseCellPublic | None] = Field(
+        description="One per task, in the order of `tasks`; None: not solved yet")
+
+
+class CourseTaskPublic(BaseModel):
+    slug: str
+    title: str
+
+
+class CourseBoardPublic(BaseModel):
+    tasks: list[CourseTaskPublic]
+    entries: list[CourseBoardEntryPublic]

@@ -5,15 +5,20 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, File, Request, Response, UploadFile, status
+from sqlalchemy.orm import Session
 
 from server.db import committing
 from server.deps import CourseDep, CourseInstructorDep, CurrentUser, InstructorUser, SessionDep, SettingsDep
-from server.models import Assignment
+from server.models import Assignment, User
 from server.schemas import (
     AssignmentPublic,
     AssignmentUpdate,
+    CourseBoardEntryPublic,
+    CourseBoardPublic,
+    CourseCellPublic,
     CourseCreate,
     CoursePublic,
+    CourseTaskPublic,
     ErrorPublic,
     ImportCreate,
     JoinCreate,
@@ -22,6 +27,7 @@ from server.schemas import (
 )
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
+from server.services import extensions as extension_service
 from server.services import leaderboard as leaderboard_service
 from server.services.errors import Invalid
 
@@ -30,16 +36,22 @@ router = APIRouter(prefix="/api/courses", tags=["courses"],
                               404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 
 
-def assignment_public(a: Assignment, role: str = "student") -> AssignmentPublic:
+def assignment_public(a: Assignment, role: str = "student", session: Session | None = None,
+                      user: User | None = None) -> AssignmentPublic:
+    """The assignment as `role` sees it; with `session` and `user`, their own deadline too."""
     m = assignment_service.manifest_of(a)
     assert a.current_version is not None
     v, newest = a.current_version, a.versions[-1]
     candidate = None
-    if role == "instructor" and newest.id != v.id:
+    if course_service.is_staff(role) and newest.id != v.id:
         candidate = VersionPublic(version=newest.version, validation=newest.status,
                                   checks=newest.checks)
+    own = None
+    if session is not None and user is not None:
+        own = extension_service.extended(session=session, assignment=a, user_id=user.id)
     return AssignmentPublic(slug=a.slug, title=a.title, version=a.current_version.version,
-                            deadline=a.deadline, late_policy=a.late_policy,
+                            deadline=a.deadline, your_deadline=own,
+                            late_policy=a.late_policy,
                             late_penalty=a.late_penalty, quota_count=a.quota_count,
                             quota_window_s=a.quota_window_s,
                             speedup_min=a.speedup_min or m.scoring.speedup_min,
@@ -48,7 +60,7 @@ def assignment_public(a: Assignment, role: str = "student") -> AssignmentPublic:
                             entry_file=m.entry.file,
                             allowed_files=sorted(set(m.entry.allowed_files) | {m.entry.file}),
                             validation=v.status,
-                            checks=v.checks if role == "instructor" else None,
+                            checks=v.checks if course_service.is_staff(role) else None,
                             candidate=candidate)
 
 
@@ -79,7 +91,7 @@ def join(body: JoinCreate, session: SessionDep, user: CurrentUser) -> CoursePubl
 
 @router.get("/{course}/assignments", response_model=list[AssignmentPublic])
 def list_assignments(access: CourseDep, session: SessionDep) -> list[AssignmentPublic]:
-    return [assignment_public(a, access.role) for a in
+    return [assignment_public(a, access.role, session, access.user) for a in
             assignment_service.of_course(session=session, course=access.course)
             if a.current_version is not None]
 
@@ -127,7 +139,7 @@ def _import(access: CourseInstructorDep, session: SessionDep, settings: Settings
 @router.get("/{course}/assignments/{slug}", response_model=AssignmentPublic)
 def get_assignment(slug: str, access: CourseDep, session: SessionDep) -> AssignmentPublic:
     return assignment_public(assignment_service.get(session=session, course=access.course,
-                                                    slug=slug), access.role)
+                                                    slug=slug), access.role, session, access.user)
 
 
 @router.patch("/{course}/assignments/{slug}", response_model=AssignmentPublic)
@@ -158,13 +170,36 @@ def leaderboard(slug: str, access: CourseDep, session: SessionDep, request: Requ
     """Best fully-correct submission per student, by speedup; overlapping CIs are ties."""
     a = assignment_service.get(session=session, course=access.course, slug=slug)
     board = request.app.state.boards.board(session=session, assignment=a)
-    instructor = access.role == "instructor"
+    staff = course_service.is_staff(access.role)
 
     def row(e: leaderboard_service.Entry, you: bool) -> bytes:
         return LeaderboardEntryPublic(
             rank=e.rank, mark=e.mark, tied=e.tied, alias=e.alias, speedup=e.speedup,
             ci_low=e.ci_low, ci_high=e.ci_high, score=e.score, you=you,
-            submission_id=e.submission_id if you or instructor else None).model_dump_json().encode()
+            submission_id=e.submission_id if you or staff else None).model_dump_json().encode()
 
-    rows = board.rows("api-instructor" if instructor else "api-student", row, access.user.id)
+    rows = board.rows("api-staff" if staff else "api-student", row, access.user.id)
     return Response(b"[" + b",".join(rows) + b"]", media_type="application/json")
+
+
+@router.get("/{course}/leaderboard", response_model=CourseBoardPublic)
+def course_leaderboard(access: CourseDep, session: SessionDep, request: Request) -> Response:
+    """Students by total points over the course's assignments, with each task's place on its
+    own board (a treasure hunt board); equal totals share a rank."""
+    items = [a for a in assignment_service.of_course(session=session, course=access.course)
+             if a.current_version is not None]
+    board = request.app.state.boards.course_board(session=session, assignments=items)
+
+    def row(e: leaderboard_service.CourseEntry, you: bool) -> bytes:
+        return CourseBoardEntryPublic(
+            rank=e.rank, tied=e.tied, alias=e.alias, total=e.total, solved=e.solved, you=you,
+            tasks=[None if t is None else CourseCellPublic(rank=t.rank, tied=t.tied,
+                                                           speedup=t.speedup, score=t.score,
+                                                           mark=t.mark) for t in e.tasks]
+        ).model_dump_json().encode()
+
+    tasks = b",".join(CourseTaskPublic(slug=t.slug, title=t.title).model_dump_json().encode()
+                      for t in board.tasks)
+    rows = board.rows("api", row, access.user.id)
+    return Response(b'{"tasks":[' + tasks + b'],"entries":[' + b",".join(rows) + b"]}",
+                    media_type="application/json")

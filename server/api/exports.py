@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response
 
 from runners.protocol import Manifest
 from server.api import RowId
-from server.deps import CourseInstructorDep, CurrentUser, SessionDep
+from server.deps import CourseStaffDep, CurrentUser, SessionDep
 from server.models import GradeReportRow
 from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
@@ -24,7 +24,7 @@ router = APIRouter(prefix="/api", tags=["exports"],
 
 @router.get("/courses/{course}/assignments/{slug}/grades.csv",
             responses={200: {"content": {"text/csv": {}}}})
-def grades_csv(slug: str, access: CourseInstructorDep, session: SessionDep) -> Response:
+def grades_csv(slug: str, access: CourseStaffDep, session: SessionDep) -> Response:
     """Best score per student (CSV)."""
     a = assignment_service.get(session=session, course=access.course, slug=slug)
     return Response(export_service.assignment_csv(session=session, assignment=a),
@@ -37,9 +37,9 @@ def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> 
     """Gradescope-compatible results.json of a graded submission (instructors)."""
     # Someone else's submission answers like an unknown id (404): ids are not confirmed to exist.
     sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id)
-    if course_service.role(session=session, user=user, course=sub.assignment.course) \
-            != "instructor":
-        raise Forbidden("instructors only")  # its owner, who knows it exists
+    if not course_service.is_staff(course_service.role(session=session, user=user,
+                                                        course=sub.assignment.course)):
+        raise Forbidden("the course's staff only")  # its owner, who knows it exists
     row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
     if row is None:
         raise NotFound("this submission has no report yet")

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from server.api import RowId
 from server.db import committing
-from server.deps import CourseInstructorDep, CurrentUser, SessionDep
+from server.deps import CourseStaffDep, CurrentUser, SessionDep
 from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
@@ -45,7 +45,7 @@ def _public(item: review_service.Item) -> ReviewPublic:
 
 
 @router.get("/courses/{course}/assignments/{slug}/reviews", response_model=list[ReviewPublic])
-def reviews(slug: str, access: CourseInstructorDep, session: SessionDep) -> list[ReviewPublic]:
+def reviews(slug: str, access: CourseStaffDep, session: SessionDep) -> list[ReviewPublic]:
     """Submissions whose speedup the credit policy held or refused, undecided first."""
     a = assignment_service.get(session=session, course=access.course, slug=slug)
     return [_public(i) for i in review_service.of_assignment(session=session, assignment=a)]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, File, Response, UploadFile, status
 
 from server.api import RowId
 from server.db import committing
-from server.deps import CourseDep, CourseInstructorDep, CurrentUser, SessionDep, SettingsDep
+from server.deps import CourseDep, CourseStaffDep, CurrentUser, SessionDep, SettingsDep
 from server.models import GradeReportRow, Job, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
@@ -61,6 +61,19 @@ def submit(slug: str, files: Annotated[list[UploadFile], File(description="solut
     return public(session, sub, with_report=False, settings=settings, job=job)
 
 
+@router.get("/courses/{course}/assignments/{slug}/submissions",
+            response_model=list[SubmissionPublic])
+def course_submissions(slug: str, access: CourseStaffDep, session: SessionDep,
+                       settings: SettingsDep) -> list[SubmissionPublic]:
+    """Every submission of the assignment, newest first (the course's instructors and TAs)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    out = []
+    for s in submission_service.of_assignment(session=session, assignment=a)[::-1]:
+        out.append(public(session, s, with_report=False, settings=settings))
+        out[-1].student = s.user.email
+    return out
+
+
 @router.get("/submissions", response_model=list[SubmissionPublic])
 def my_submissions(session: SessionDep, user: CurrentUser,
                    settings: SettingsDep) -> list[SubmissionPublic]:
@@ -75,7 +88,7 @@ def _visible(session: SessionDep, user: CurrentUser, submission_id: int) -> Subm
 @router.get("/submissions/{submission_id}", response_model=SubmissionPublic)
 def get_submission(submission_id: RowId, session: SessionDep, user: CurrentUser,
                    settings: SettingsDep) -> SubmissionPublic:
-    """Status and, once graded, the full report (owner or the course's instructors)."""
+    """Status and, once graded, the full report (its owner or the course's staff)."""
     return public(session, _visible(session, user, submission_id), with_report=True,
                   settings=settings)
 
@@ -98,7 +111,7 @@ def _role(session: SessionDep, user: CurrentUser, sub: Submission) -> str | None
              status_code=status.HTTP_202_ACCEPTED)
 def regrade(submission_id: RowId, session: SessionDep, user: CurrentUser,
             settings: SettingsDep) -> SubmissionPublic:
-    """Grade again on the assignment's current version (instructors)."""
+    """Grade again on the assignment's current version (the course's instructors and TAs)."""
     sub = _visible(session, user, submission_id)
     with committing(session):
         submission_service.regrade(session=session, actor=user, submission=sub,
@@ -110,7 +123,7 @@ def regrade(submission_id: RowId, session: SessionDep, user: CurrentUser,
              responses={409: {"model": ErrorPublic}})
 def cancel(submission_id: RowId, session: SessionDep, user: CurrentUser,
            settings: SettingsDep) -> SubmissionPublic:
-    """Stop a queued or running submission (its owner or the course's instructors)."""
+    """Stop a queued or running submission (its owner or the course's staff)."""
     sub = _visible(session, user, submission_id)
     with committing(session):
         submission_service.cancel(session=session, actor=user, submission=sub,
@@ -119,7 +132,7 @@ def cancel(submission_id: RowId, session: SessionDep, user: CurrentUser,
 
 
 @router.post("/courses/{course}/assignments/{slug}/regrade", status_code=status.HTTP_202_ACCEPTED)
-def regrade_all(slug: str, access: CourseInstructorDep, session: SessionDep) -> dict[str, int]:
+def regrade_all(slug: str, access: CourseStaffDep, session: SessionDep) -> dict[str, int]:
     """Queue every submission of the assignment for regrading, at the lowest priority."""
     a = assignment_service.get(session=session, course=access.course, slug=slug)
     with committing(session):

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from runners.protocol import SLUG_RE
 from server import security
-from server.models import AuditLog, Course, Enrollment, User
-from server.services.errors import Conflict, Forbidden, NotFound
+from server.models import AuditLog, Course, Enrollment, RosterEntry, User
+from server.services.errors import Conflict, Forbidden, Invalid, NotFound
+
+ROLES = ("instructor", "ta", "student")
+STAFF = frozenset({"instructor", "ta"})
+"""Who sees every submission and report of a course and runs regrades. Only instructors change
+policy, import packages, grant extensions, decide reviews and manage the roster and roles."""
+
+
+def is_staff(role: str | None) -> bool:
+    return role in STAFF
 
 
 def create(*, session: Session, actor: User, slug: str, title: str) -> Course:
@@ -46,7 +59,9 @@ def join(*, session: Session, user: User, join_code: str, alias: str | None = No
                                                        Enrollment.course_id == course.id))
     if existing is not None:
         return existing
-    if alias is None:  # the alias this student already shows on other leaderboards, if any
+    if alias is None:  # the roster's, else the one this student shows on other leaderboards
+        alias = roster_alias(session=session, user=user, course=course)
+    if alias is None:
         alias = session.scalar(select(Enrollment.alias).where(
             Enrollment.user_id == user.id, Enrollment.alias.is_not(None))
             .order_by(Enrollment.id).limit(1))
@@ -57,7 +72,7 @@ def join(*, session: Session, user: User, join_code: str, alias: str | None = No
 
 
 def role(*, session: Session, user: User, course: Course) -> str | None:
-    """'instructor', 'student', or None when not enrolled."""
+    """'instructor', 'ta', 'student', or None when not enrolled."""
     return session.scalar(select(Enrollment.role).where(Enrollment.user_id == user.id,
                                                         Enrollment.course_id == course.id))
 
@@ -66,3 +81,187 @@ def mine(*, session: Session, user: User) -> list[tuple[Course, str]]:
     rows = session.execute(select(Course, Enrollment.role).join(
         Enrollment, Enrollment.course_id == Course.id).where(Enrollment.user_id == user.id))
     return [(c, r) for c, r in rows]
+
+
+@dataclass(frozen=True)
+class Member:
+    email: str
+    name: str
+    alias: str | None
+    role: str | None  # None: on the roster, no account yet
+    on_roster: bool
+
+
+def members(*, session: Session, course: Course) -> list[Member]:
+    """Everyone enrolled, and the roster's emails that have no account yet."""
+    roster = {r.email: r for r in session.scalars(
+        select(RosterEntry).where(RosterEntry.course_id == course.id))}
+    out = [Member(u.email, u.name, e.alias, e.role, u.email in roster)
+           for e, u in session.execute(select(Enrollment, User).join(
+               User, User.id == Enrollment.user_id).where(Enrollment.course_id == course.id))]
+    enrolled = {m.email for m in out}
+    out += [Member(r.email, r.name, r.alias, None, True) for r in roster.values()
+            if r.email not in enrolled]
+    order = {"instructor": 0, "ta": 1, "student": 2, None: 3}
+    return sorted(out, key=lambda m: (order[m.role], m.email))
+
+
+def set_role(*, session: Session, actor: User, course: Course, role: str | None, email: str,
+             new_role: str) -> Enrollment:
+    """Make an account instructor, TA or student of the course (enrolling it if need be);
+    a course always keeps one instructor. Audit-logged."""
+    if role != "instructor":
+        raise Forbidden("only the course's instructors change roles")
+    if new_role not in ROLES:
+        raise Invalid(f"role must be one of {', '.join(ROLES)}")
+    user = session.scalar(select(User).where(User.email == email.strip().lower()))
+    if user is None:
+        raise NotFound(f"no account with {email.strip()!r}: they register first (or import "
+                       "them with the roster)")
+    if new_role == "instructor" and not user.is_instructor:
+        raise Invalid(f"{user.email} is not an instructor account; make them a TA, or have an "
+                      "administrator create an instructor account")
+    enrollment = session.scalar(select(Enrollment).where(Enrollment.user_id == user.id,
+                                                         Enrollment.course_id == course.id))
+    old = enrollment.role if enrollment is not None else None
+    if enrollment is None:
+        enrollment = Enrollment(user_id=user.id, course_id=course.id, role=new_role)
+        session.add(enrollment)
+    elif enrollment.role == "instructor" and new_role != "instructor":
+        others = session.scalar(select(func.count()).select_from(Enrollment).where(
+            Enrollment.course_id == course.id, Enrollment.role == "instructor",
+            Enrollment.id != enrollment.id))
+        if not others:
+            raise Conflict("a course keeps at least one instructor")
+    enrollment.role = new_role
+    session.add(AuditLog(actor_id=actor.id, action="member.role", target=f"{course.slug}/{user.email}",
+                         detail={"from": old, "to": new_role}))
+    session.flush()
+    return enrollment
+
+
+# Roster import ----------------------------------------------------------------------------------
+EMAIL_RE = r"[^@\s]+@[^@\s]+\.[^@\s]+"
+ALIAS_RE = r"[\w .-]+"
+MAX_ROSTER_ROWS = 10_000
+# Column names as LMS exports spell them (Canvas, Moodle, Blackboard), lower-cased.
+EMAIL_COLUMNS = ("email", "email address", "e-mail", "e-mail address", "mail")
+NAME_COLUMNS = ("name", "full name", "student", "student name", "display name")
+FIRST_COLUMNS = ("first name", "given name", "firstname")
+LAST_COLUMNS = ("last name", "surname", "family name", "lastname")
+
+
+@dataclass(frozen=True)
+class RosterRow:
+    line: int
+    email: str
+    outcome: str  # enrolled | invited | updated | unchanged | refused
+    detail: str = ""
+
+
+def _rows(data: bytes) -> tuple[list[str], list[list[str]]]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise Invalid("the roster is not UTF-8 text (export it from the LMS as CSV, UTF-8)") from exc
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        raise Invalid("the roster is empty: a CSV with a header line (email, name, alias)")
+    try:
+        dialect: Any = csv.Sniffer().sniff(lines[0], delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel
+    rows = list(csv.reader(io.StringIO(text), dialect))
+    if len(rows) - 1 > MAX_ROSTER_ROWS:
+        raise Invalid(f"the roster has {len(rows) - 1} rows; at most {MAX_ROSTER_ROWS} at once")
+    return [h.strip().lower() for h in rows[0]], rows[1:]
+
+
+def import_roster(*, session: Session, actor: User, course: Course, role: str | None,
+                  data: bytes) -> list[RosterRow]:
+    """Put a CSV exported by an LMS (email, name, optional alias) on the course's roster: an
+    account that exists is enrolled as a student, an email without one waits for its owner.
+    Importing the same file again changes nothing; every row says what became of it."""
+    if role != "instructor":
+        raise Forbidden("only the course's instructors import the roster")
+    header, rows = _rows(data)
+
+    def column(names: tuple[str, ...]) -> int | None:
+        return next((header.index(n) for n in names if n in header), None)
+
+    at_email, at_alias = column(EMAIL_COLUMNS), column(("alias", "nickname", "leaderboard alias"))
+    at_name, at_first, at_last = column(NAME_COLUMNS), column(FIRST_COLUMNS), column(LAST_COLUMNS)
+    if at_email is None:
+        raise Invalid(f"the roster has no email column (its header: {', '.join(header)}); "
+                      "name one 'email'")
+    accounts = {u.email: u for u in session.scalars(select(User).where(User.email.in_(
+        {r[at_email].strip().lower() for r in rows if len(r) > at_email})))}
+    enrolled = {e.user_id: e for e in session.scalars(
+        select(Enrollment).where(Enrollment.course_id == course.id))}
+    roster = {r.email: r for r in session.scalars(
+        select(RosterEntry).where(RosterEntry.course_id == course.id))}
+    report: list[RosterRow] = []
+    seen: set[str] = set()
+    for n, row in enumerate(rows, start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+
+        def cell(i: int | None, r: list[str] = row) -> str:
+            return r[i].strip() if i is not None and i < len(r) else ""
+
+        email = cell(at_email).lower()
+        name = cell(at_name) or " ".join(x for x in (cell(at_first), cell(at_last)) if x)
+        alias = cell(at_alias) or None
+        if not re.fullmatch(EMAIL_RE, email) or len(email) > 320:
+            report.append(RosterRow(n, email, "refused", "not an email address"))
+            continue
+        if email in seen:
+            report.append(RosterRow(n, email, "refused", "the same email is on an earlier row"))
+            continue
+        seen.add(email)
+        if alias is not None and (len(alias) > 64 or not re.fullmatch(ALIAS_RE, alias)):
+            report.append(RosterRow(n, email, "refused", "alias: use at most 64 letters, digits, "
+                                                         "spaces, '.', '_' or '-'"))
+            continue
+        name = (name or email.split("@")[0])[:200]
+        entry = roster.get(email)
+        changed = entry is None or (entry.name, entry.alias) != (name, alias)
+        if entry is None:
+            entry = roster[email] = RosterEntry(course_id=course.id, email=email, name=name,
+                                                alias=alias)
+            session.add(entry)
+        entry.name, entry.alias = name, alias
+        user = accounts.get(email)
+        if user is None:
+            report.append(RosterRow(n, email, "invited" if changed else "unchanged",
+                                    "no account yet: enrolled when they register with the "
+                                    "course's join code or arrive from the LMS"))
+            continue
+        enrollment = enrolled.get(user.id)
+        if enrollment is None:
+            enrolled[user.id] = Enrollment(user_id=user.id, course_id=course.id, role="student",
+                                           alias=alias)
+            session.add(enrolled[user.id])
+            report.append(RosterRow(n, email, "enrolled"))
+        elif enrollment.role != "student":
+            report.append(RosterRow(n, email, "unchanged",
+                                    f"already the course's {enrollment.role}; roles change on "
+                                    "the members page"))
+        elif alias is not None and enrollment.alias != alias:
+            enrollment.alias = alias
+            report.append(RosterRow(n, email, "updated", "alias"))
+        else:
+            report.append(RosterRow(n, email, "updated" if changed else "unchanged"))
+    counts: dict[str, int] = {}
+    for r in report:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    session.add(AuditLog(actor_id=actor.id, action="roster.import", target=course.slug,
+                         detail=counts))
+    session.flush()
+    return report
+
+
+def roster_alias(*, session: Session, user: User, course: Course) -> str | None:
+    """The alias the course's roster gives this account's email, if any."""
+    return session.scalar(select(RosterEntry.alias).where(RosterEntry.course_id == course.id,
+                                                          RosterEntry.email == user.email))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -141,7 +141,7 @@ class Board:
     """One version of an assignment's board: its entries and their renderings (`rows`), each
     rendering made once per version."""
 
-    entries: list[Entry]
+    entries: list[Any]  # Entry, or CourseEntry on a course board: each has a user_id
     _row_of: dict[int, int] = field(default_factory=dict)  # user id -> index in entries
     _views: dict[str, list[Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -149,7 +149,7 @@ class Board:
     def __post_init__(self) -> None:
         self._row_of = {e.user_id: i for i, e in enumerate(self.entries)}
 
-    def rows(self, name: str, render: Callable[[Entry, bool], Any], reader_id: int) -> list[Any]:
+    def rows(self, name: str, render: Callable[[Any, bool], Any], reader_id: int) -> list[Any]:
         """`render(entry, you)` of every entry as `reader_id` sees the board: the others' rows are
         rendered once per version and `name` (one name per way of rendering), the reader's own
         row (you=True) on each call."""
@@ -170,30 +170,90 @@ class BoardCache:
     A board computed after the version was read is at least as new as that version."""
 
     def __init__(self, size: int = 64) -> None:
-        self._boards: OrderedDict[int, tuple[int, Any]] = OrderedDict()
+        self._boards: OrderedDict[Hashable, tuple[Any, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._size = size
 
-    def get(self, assignment: Assignment, compute: Callable[[], Any]) -> Any:
-        """`compute()` for this version of the assignment's board, or the cached answer."""
-        version = assignment.board_version
+    def get(self, key: Hashable, version: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()` for this version of `key`'s board, or the cached answer."""
         with self._lock:
-            hit = self._boards.get(assignment.id)
+            hit = self._boards.get(key)
             if hit is not None and hit[0] == version:
-                self._boards.move_to_end(assignment.id)
+                self._boards.move_to_end(key)
                 return hit[1]
         value = compute()
         with self._lock:
-            old = self._boards.get(assignment.id)
+            old = self._boards.get(key)
             if old is None or old[0] <= version:
-                self._boards[assignment.id] = (version, value)
-                self._boards.move_to_end(assignment.id)
+                self._boards[key] = (version, value)
+                self._boards.move_to_end(key)
                 while len(self._boards) > self._size:
                     self._boards.popitem(last=False)
         return value
 
     def board(self, *, session: Session, assignment: Assignment) -> Board:
         """This version of the assignment's board."""
-        board: Board = self.get(assignment, lambda: Board(entries(session=session,
-                                                                 assignment=assignment)))
+        board: Board = self.get(assignment.id, assignment.board_version,
+                                lambda: Board(entries(session=session, assignment=assignment)))
         return board
+
+    def course_board(self, *, session: Session, assignments: list[Assignment]) -> CourseBoard:
+        """The course board over these assignments (each one's board from this cache); a new
+        version whenever one of their boards changes or the list of assignments does."""
+        version = tuple((a.id, a.board_version) for a in assignments)
+        key = ("course", assignments[0].course_id if assignments else None)
+        board: CourseBoard = self.get(key, version, lambda: course_board(
+            [(a, self.board(session=session, assignment=a)) for a in assignments]))
+        return board
+
+
+@dataclass(frozen=True)
+class Task:
+    slug: str
+    title: str
+
+
+@dataclass(frozen=True)
+class CourseEntry:
+    """One student's line of a course board: points over every task, and each task's entry on
+    its own board (None: nothing passed yet)."""
+
+    rank: int
+    tied: bool  # the same total, over as many tasks, as another student
+    user_id: int
+    alias: str
+    total: float
+    solved: int
+    tasks: tuple[Entry | None, ...]
+
+
+@dataclass
+class CourseBoard(Board):
+    tasks: list[Task] = field(default_factory=list)
+
+
+def course_board(boards: list[tuple[Assignment, Board]]) -> CourseBoard:
+    """Students by total points across the course's assignments (each task's points are those
+    of the submission its own board shows, so late policy and reviews count the same), then by
+    tasks solved; the same total over as many tasks shares a rank. A student is listed once they
+    pass one task."""
+    cells: dict[int, list[Entry | None]] = {}
+    for i, (_, board) in enumerate(boards):
+        for e in board.entries:
+            cells.setdefault(e.user_id, [None] * len(boards))[i] = e
+    rows = []
+    for user_id, cell in cells.items():
+        alias = next(e.alias for e in cell if e is not None)
+        rows.append((round(sum(e.score for e in cell if e is not None), 2),
+                     sum(e is not None for e in cell), alias, user_id, tuple(cell)))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2], r[3]))
+    out: list[CourseEntry] = []
+    for i, (total, solved, alias, user_id, tasks) in enumerate(rows):
+        prev = out[-1] if out else None
+        tied = prev is not None and (prev.total, prev.solved) == (total, solved)
+        if tied and prev is not None and not prev.tied:
+            out[-1] = replace(prev, tied=True)
+        out.append(CourseEntry(rank=prev.rank if tied and prev else i + 1, tied=tied,
+                               user_id=user_id, alias=alias, total=total, solved=solved,
+                               tasks=tasks))
+    return CourseBoard(entries=out, tasks=[Task(a.slug, a.title) for a, _ in boards])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import func, select
@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import LOWEST_PRIORITY, Manifest, check_relpath
 from server.models import Assignment, AuditLog, Job, Submission, User, now
-from server.services import MAX_ROW_ID, artifacts, courses, jobs
+from server.services import MAX_ROW_ID, artifacts, courses, extensions, jobs
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import (
     Conflict,
@@ -28,13 +28,10 @@ NOT_READY = {
 }
 
 
-def is_late(assignment: Assignment) -> bool:
-    """Whether the assignment's deadline has passed."""
-    return assignment.deadline is not None and now() > _aware(assignment.deadline)
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+def is_late(*, session: Session, assignment: Assignment, user: User) -> bool:
+    """Whether this student's deadline (the assignment's, or their extension's) has passed."""
+    deadline = extensions.deadline_for(session=session, assignment=assignment, user_id=user.id)
+    return deadline is not None and now() > deadline
 
 
 def allowed_names(manifest: Manifest) -> set[str]:
@@ -102,18 +99,18 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
         raise Forbidden("you are not enrolled in this course")
     version = assignment.current_version
     assert version is not None
-    if version.status != "ready" and role != "instructor":
+    if version.status != "ready" and not courses.is_staff(role):
         raise Conflict(NOT_READY.get(version.status, "this assignment does not take submissions"))
     manifest = manifest_of(assignment)
     files = check_files(uploads, manifest=manifest, max_bytes=max_bytes, max_unzipped=max_unzipped)
-    late = is_late(assignment)
-    if late and assignment.late_policy == "reject" and role != "instructor":
+    late = is_late(session=session, assignment=assignment, user=user)
+    if late and assignment.late_policy == "reject" and not courses.is_staff(role):
         raise Forbidden("the deadline has passed; this assignment takes no late submissions")
     window_start = now() - timedelta(seconds=assignment.quota_window_s)
     used = session.scalar(select(func.count()).select_from(Submission).where(
         Submission.user_id == user.id, Submission.assignment_id == assignment.id,
         Submission.counts_for_quota.is_(True), Submission.created_at >= window_start)) or 0
-    if role != "instructor" and used >= assignment.quota_count:
+    if not courses.is_staff(role) and used >= assignment.quota_count:
         n = assignment.quota_count
         raise QuotaExceeded(f"quota reached: {n} submission{'s' * (n != 1)} per "
                             f"{assignment.quota_window_s // 60} minutes")
@@ -132,14 +129,15 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
 
 
 def get_visible(*, session: Session, user: User, submission_id: int) -> Submission:
-    """A submission its owner or the course's instructors may read; others get 404."""
+    """A submission its owner or the course's staff (instructors, TAs) may read; others get
+    404."""
     if not 0 < submission_id <= MAX_ROW_ID:  # no such row, and the database would refuse the id
         raise NotFound("no such submission")
     sub = session.get(Submission, submission_id)
     if sub is None:
         raise NotFound("no such submission")
-    if sub.user_id != user.id and courses.role(session=session, user=user,
-                                               course=sub.assignment.course) != "instructor":
+    if sub.user_id != user.id and not courses.is_staff(
+            courses.role(session=session, user=user, course=sub.assignment.course)):
         raise NotFound("no such submission")  # not 403: do not confirm it exists
     return sub
 
@@ -170,9 +168,9 @@ def queue_position(*, session: Session, job: Job) -> int:
 
 def regrade(*, session: Session, actor: User, submission: Submission, role: str | None,
             low_priority: bool = False) -> None:
-    """Grade again on the assignment's current version (the course's instructors)."""
-    if role != "instructor":
-        raise Forbidden("only the course's instructors regrade")
+    """Grade again on the assignment's current version (the course's staff)."""
+    if not courses.is_staff(role):
+        raise Forbidden("only the course's instructors and TAs regrade")
     jobs.requeue(session=session, submission=submission,
                  priority=LOWEST_PRIORITY if low_priority else 0)
     session.add(AuditLog(actor_id=actor.id, action="submission.regrade", target=str(submission.id)))
@@ -181,8 +179,8 @@ def regrade(*, session: Session, actor: User, submission: Submission, role: str 
 def regrade_all(*, session: Session, actor: User, assignment: Assignment,
                 role: str | None) -> int:
     """Queue every submission of the assignment, behind every student's own submissions."""
-    if role != "instructor":
-        raise Forbidden("only the course's instructors regrade")
+    if not courses.is_staff(role):
+        raise Forbidden("only the course's instructors and TAs regrade")
     subs = of_assignment(session=session, assignment=assignment)
     for s in subs:
         jobs.requeue(session=session, submission=s, priority=LOWEST_PRIORITY)
@@ -193,13 +191,13 @@ def regrade_all(*, session: Session, actor: User, assignment: Assignment,
 
 
 def cancel(*, session: Session, actor: User, submission: Submission, role: str | None) -> None:
-    """Stop a queued or running submission (its owner, or the course's instructors).
+    """Stop a queued or running submission (its owner, or the course's staff).
 
     A cancelled submission never counts against the quota; a runner busy with it is told at its
     next heartbeat and its result is refused.
     """
-    if submission.user_id != actor.id and role != "instructor":
-        raise Forbidden("only its owner or the course's instructors cancel a submission")
+    if submission.user_id != actor.id and not courses.is_staff(role):
+        raise Forbidden("only its owner or the course's staff cancel a submission")
     if submission.status not in ("queued", "running"):
         raise Conflict(f"the submission is already {submission.status}")
     jobs.supersede(session=session, submission=submission, state="cancelled")

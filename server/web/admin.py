@@ -9,12 +9,14 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from server.api.members import MAX_ROSTER_BYTES
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
 from server.models import Course, User
-from server.schemas import AssignmentUpdate, CourseCreate
+from server.schemas import AssignmentUpdate, CourseCreate, ExtensionCreate
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
+from server.services import extensions as extension_service
 from server.services import jobs as job_service
 from server.services import submissions as submission_service
 from server.services.assignments import PackageInvalid
@@ -24,11 +26,17 @@ from server.web.pages import Csrf, PageUser, act_on_submission, reasons, render
 router = APIRouter(include_in_schema=False)
 
 
-def _course(session: SessionDep, user: User, course: str) -> Course:
+def _course(session: SessionDep, user: User, course: str, *, staff: bool = False
+            ) -> tuple[Course, str]:
+    """The course and the user's role in it, when they are one of its instructors (`staff`: or
+    of its TAs)."""
     c = course_service.by_slug(session=session, slug=course)
-    if course_service.role(session=session, user=user, course=c) != "instructor":
-        raise Forbidden("only the course's instructors may see this page")
-    return c
+    role = course_service.role(session=session, user=user, course=c)
+    if role == "instructor" or (staff and course_service.is_staff(role)):
+        assert role is not None
+        return c, role
+    raise Forbidden("only the course's instructors and TAs may see this page" if staff
+                    else "only the course's instructors may do this")
 
 
 @router.post("/courses", dependencies=[Csrf])
@@ -44,27 +52,28 @@ def create_course(request: Request, session: SessionDep, user: PageUser,
     return RedirectResponse(f"/c/{slug}", status_code=303)
 
 
-def _course_page(request: Request, session: SessionDep, user: User, c: Course,
+def _course_page(request: Request, session: SessionDep, user: User, c: Course, role: str,
                  **extra: Any) -> HTMLResponse:
     items = assignment_service.of_course(session=session, course=c)
     just = request.query_params.get("imported") if request.method == "GET" else None
     for a in (a for a in items if a.slug == just):  # after the import's redirect
         v = a.versions[-1]
         extra["imported"] = f"{a.slug} {v.version}: {v.status} (a runner checks it now)"
-    return render(request, "course.html", user=user, course=c, assignments=items, **extra)
+    return render(request, "course.html", user=user, course=c, role=role, assignments=items,
+                  **extra)
 
 
 @router.get("/c/{course}")
 def course_page(course: str, request: Request, session: SessionDep,
                 user: PageUser) -> HTMLResponse:
-    return _course_page(request, session, user, _course(session, user, course))
+    return _course_page(request, session, user, *_course(session, user, course, staff=True))
 
 
 @router.post("/c/{course}/import", dependencies=[Csrf])
 def import_package(course: str, request: Request, session: SessionDep, settings: SettingsDep,
                    user: PageUser, package: Annotated[UploadFile, File()]) -> Response:
     """Import a zip; every problem is listed, one per line."""
-    c = _course(session, user, course)
+    c, role = _course(session, user, course)
     data = package.file.read(settings.max_package_bytes + 1)
     try:
         if len(data) > settings.max_package_bytes:
@@ -75,12 +84,12 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
                 session=session, actor=user, course=c, files=files,
                 artifacts_root=settings.artifacts_dir, role="instructor")
     except PackageInvalid as exc:
-        return _course_page(request, session, user, c, problems=exc.problems,
+        return _course_page(request, session, user, c, role, problems=exc.problems,
                             error="the package has problems; nothing was imported",
                             status_code=422)
     except DomainError as exc:
         session.rollback()
-        return _course_page(request, session, user, c, error=exc.message,
+        return _course_page(request, session, user, c, role, error=exc.message,
                             status_code=exc.status)
     # Post/redirect/get: a refresh shows the page again instead of importing twice.
     return RedirectResponse(f"/c/{course}?imported={version.assignment.slug}", status_code=303)
@@ -88,7 +97,7 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
 
 def _manage(request: Request, session: SessionDep, user: User, course: str, slug: str,
             **extra: Any) -> HTMLResponse:
-    c = _course(session, user, course)
+    c, role = _course(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     subs = submission_service.of_assignment(session=session, assignment=a)
     who = request.query_params.get("student", "").strip().lower()
@@ -102,7 +111,8 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
         subs = [s for s in subs if who in s.user.email.lower() or who in s.user.name.lower()]
     if verdict:
         subs = [s for s in subs if (s.verdict or s.status) == verdict]
-    return render(request, "manage.html", user=user, course=c, a=a, subs=subs[::-1][:500],
+    extra.setdefault("extensions", extension_service.of_assignment(session=session, assignment=a))
+    return render(request, "manage.html", user=user, course=c, role=role, a=a, subs=subs[::-1][:500],
                   scoring=assignment_service.manifest_of(a).scoring,
                   student=who, verdict=verdict, newest=a.versions[-1], **extra)
 
@@ -119,7 +129,7 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
            quota_count: Annotated[int, Form()], quota_window_min: Annotated[int, Form()],
            speedup_min: Annotated[float, Form()], speedup_full: Annotated[float, Form()],
            deadline: Annotated[str, Form()] = "") -> Response:
-    c = _course(session, user, course)
+    c, _ = _course(session, user, course)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         changes: dict[str, Any] = {
@@ -151,12 +161,97 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
 @router.post("/c/{course}/{slug}/manage/regrade-all", dependencies=[Csrf])
 def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
                 user: PageUser) -> Response:
-    c = _course(session, user, course)
+    c, role = _course(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     with committing(session):
-        n = submission_service.regrade_all(session=session, actor=user, assignment=a,
-                                           role="instructor")
+        n = submission_service.regrade_all(session=session, actor=user, assignment=a, role=role)
     return RedirectResponse(f"/c/{course}/{slug}/manage?regraded={n}", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/extensions", dependencies=[Csrf])
+def grant_extension(course: str, slug: str, request: Request, session: SessionDep,
+                    user: PageUser, email: Annotated[str, Form()],
+                    deadline: Annotated[str, Form()], reason: Annotated[str, Form()] = ""
+                    ) -> Response:
+    c, role = _course(session, user, course)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        body = ExtensionCreate(deadline=datetime.fromisoformat(deadline.strip()), reason=reason)
+        with committing(session):
+            extension_service.grant(session=session, actor=user, assignment=a, role=role,
+                                    email=email, deadline=body.deadline, reason=body.reason)
+    except ValidationError as exc:
+        return _manage(request, session, user, course, slug, error=reasons(exc),
+                       status_code=422)
+    except ValueError:
+        return _manage(request, session, user, course, slug, status_code=422,
+                       error="extension: use a date and time with a zone, "
+                             "e.g. 2026-12-03T23:59+01:00")
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/extensions/revoke", dependencies=[Csrf])
+def revoke_extension(course: str, slug: str, request: Request, session: SessionDep,
+                     user: PageUser, email: Annotated[str, Form()]) -> Response:
+    c, role = _course(session, user, course)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        with committing(session):
+            extension_service.revoke(session=session, actor=user, assignment=a, role=role,
+                                     email=email)
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+
+
+def _members(request: Request, session: SessionDep, user: User, course: str,
+             status_code: int = 200, **extra: Any) -> HTMLResponse:
+    c, role = _course(session, user, course, staff=True)
+    return render(request, "members.html", status_code=status_code, user=user, course=c,
+                  role=role, members=course_service.members(session=session, course=c), **extra)
+
+
+@router.get("/c/{course}/-/members")
+def members_page(course: str, request: Request, session: SessionDep,
+                 user: PageUser) -> HTMLResponse:
+    """The course's people (staff); instructors change roles and import the roster here."""
+    return _members(request, session, user, course)
+
+
+@router.post("/c/{course}/-/members/role", dependencies=[Csrf])
+def set_role(course: str, request: Request, session: SessionDep, user: PageUser,
+             email: Annotated[str, Form()], role: Annotated[str, Form()]) -> Response:
+    c, mine = _course(session, user, course)
+    try:
+        with committing(session):
+            course_service.set_role(session=session, actor=user, course=c, role=mine,
+                                    email=email, new_role=role)
+    except DomainError as exc:
+        return _members(request, session, user, course, status_code=exc.status,
+                        error=exc.message)
+    return RedirectResponse(f"/c/{course}/-/members", status_code=303)
+
+
+@router.post("/c/{course}/-/members/roster", dependencies=[Csrf])
+def import_roster(course: str, request: Request, session: SessionDep, user: PageUser,
+                  roster: Annotated[UploadFile, File()]) -> Response:
+    """Import a roster CSV and show what became of each row (nothing is stored on an error)."""
+    c, role = _course(session, user, course)
+    data = roster.file.read(MAX_ROSTER_BYTES + 1)
+    try:
+        if len(data) > MAX_ROSTER_BYTES:
+            raise Invalid(f"roster larger than {MAX_ROSTER_BYTES} bytes")
+        with committing(session):
+            rows = course_service.import_roster(session=session, actor=user, course=c,
+                                                role=role, data=data)
+    except DomainError as exc:
+        return _members(request, session, user, course, status_code=exc.status,
+                        error=exc.message)
+    return _members(request, session, user, course, report=rows)
 
 
 @router.post("/s/{submission_id}/regrade", dependencies=[Csrf])

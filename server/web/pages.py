@@ -27,6 +27,7 @@ from server.schemas import JoinCreate, UserCreate
 from server.services import artifacts
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
+from server.services import extensions as extension_service
 from server.services import jobs as job_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
@@ -238,7 +239,10 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
     return render(request, "assignment.html", status_code=status_code, user=user, course=c,
                   role=role, a=a, manifest=manifest, allowed=allowed, error=error,
                   statement=Markup(_markdown.render(statement)),
-                  max_bytes=settings.max_upload_bytes, late=submission_service.is_late(a),
+                  max_bytes=settings.max_upload_bytes,
+                  late=submission_service.is_late(session=session, assignment=a, user=user),
+                  extended=extension_service.extended(session=session, assignment=a,
+                                                      user_id=user.id),
                   mine=submission_service.mine(session=session, user=user, assignment=a))
 
 
@@ -290,9 +294,10 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
     row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
     report = row.report if row else None
     a = sub.assignment
-    instructor = course_service.role(session=session, user=user, course=a.course) == "instructor"
+    role = course_service.role(session=session, user=user, course=a.course)
     return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
-                  instructor=instructor, review=row.review if row else None,
+                  staff=course_service.is_staff(role), instructor=role == "instructor",
+                  review=row.review if row else None,
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "",
                   weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")
@@ -357,6 +362,45 @@ def leaderboard_events(course: str, slug: str, request: Request) -> StreamingRes
             return version
 
     shared = (request.app.state.polls, ("board", assignment_id))
+    return StreamingResponse(live.events(poll, 2.0, shared=shared), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store"})
+
+
+def _course_assignments(session: SessionDep, user: User, course: str
+                        ) -> tuple[Course, str, list[Assignment]]:
+    c = course_service.by_slug(session=session, slug=course)
+    role = course_service.role(session=session, user=user, course=c)
+    if role is None:
+        raise Forbidden("you are not enrolled in this course")
+    return c, role, [a for a in assignment_service.of_course(session=session, course=c)
+                     if a.current_version is not None]
+
+
+@router.get("/c/{course}/-/board")
+def course_board_page(course: str, request: Request, session: SessionDep,
+                      user: PageUser) -> HTMLResponse:
+    """The course's board: total points over its tasks, each task's place (a treasure hunt)."""
+    c, role, items = _course_assignments(session, user, course)
+    board = request.app.state.boards.course_board(session=session, assignments=items)
+    row = templates.get_template("_course_row.html")
+    rows = board.rows("page", lambda e, you: row.render(e=e, you=you), user.id)
+    return render(request, "course_board.html", user=user, course=c, role=role,
+                  tasks=board.tasks, entries=board.entries, rows=Markup("\n".join(rows)))
+
+
+@router.get("/c/{course}/-/board/events")
+def course_board_events(course: str, request: Request) -> StreamingResponse:
+    sessions = request.app.state.sessions
+    with sessions() as session:
+        course_id = _course_assignments(session, _page_user(request, session), course)[0].id
+
+    def poll() -> list[list[int]]:  # every task's board version: one changes, the board does
+        with sessions() as s:
+            return [[i, v] for i, v in s.execute(
+                select(Assignment.id, Assignment.board_version)
+                .where(Assignment.course_id == course_id).order_by(Assignment.id))]
+
+    shared = (request.app.state.polls, ("course-board", course_id))
     return StreamingResponse(live.events(poll, 2.0, shared=shared), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store"})
 

@@ -23,10 +23,12 @@ router = APIRouter(include_in_schema=False)
 def reviews_page(course: str, slug: str, request: Request, session: SessionDep,
                  user: PageUser) -> HTMLResponse:
     c = course_service.by_slug(session=session, slug=course)
-    if course_service.role(session=session, user=user, course=c) != "instructor":
-        raise Forbidden("only the course's instructors may see this page")
+    role = course_service.role(session=session, user=user, course=c)
+    if not course_service.is_staff(role):
+        raise Forbidden("only the course's instructors and TAs may see this page")
     a = assignment_service.get(session=session, course=c, slug=slug)
     return render(request, "reviews.html", user=user, course=c, a=a,
+                  instructor=role == "instructor",
                   items=review_service.of_assignment(session=session, assignment=a))
 
 

@@ -80,18 +80,15 @@ def test_a_board_is_computed_once_per_version() -> None:
         calls.append(n)
         return n
 
-    a = Assignment(id=1, board_version=0)
-    assert cache.get(a, lambda: board(1)) == 1
-    assert cache.get(a, lambda: board(2)) == 1 and calls == [1]  # same version: the cached one
-    a.board_version = 1
-    assert cache.get(a, lambda: board(3)) == 3 and calls == [1, 3]
+    assert cache.get(1, 0, lambda: board(1)) == 1
+    assert cache.get(1, 0, lambda: board(2)) == 1 and calls == [1]  # same version: the cached one
+    assert cache.get(1, 1, lambda: board(3)) == 3 and calls == [1, 3]
     for other in (2, 3):  # least recently used boards leave a full cache
-        cache.get(Assignment(id=other, board_version=0), lambda o=other: board(o * 10))
-    assert cache.get(a, lambda: board(4)) == 4
+        cache.get(other, 0, lambda o=other: board(o * 10))
+    assert cache.get(1, 1, lambda: board(4)) == 4
     # An older version computed late never replaces a newer one.
-    old = Assignment(id=1, board_version=0)
-    assert cache.get(old, lambda: board(5)) == 5
-    assert cache.get(a, lambda: board(6)) == 4
+    assert cache.get(1, 0, lambda: board(5)) == 5
+    assert cache.get(1, 1, lambda: board(6)) == 4
 
 
 def test_each_reader_sees_their_own_row_in_the_shared_board(world: World, engine: Engine) -> None:

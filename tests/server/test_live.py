@@ -40,7 +40,9 @@ def test_many_watchers_share_one_poll_per_interval_and_see_every_change() -> Non
     assert all(lines == ['data: {"version": 0}\n\n', 'data: {"version": 1}\n\n']
                for lines in seen)
     polled = next(calls) - 1
-    assert 5 <= polled <= 12, polled  # one poll per 0.05 s interval, not 200 per interval
+    # One poll per 0.05 s interval (about 7 here), not 200 per interval; loose: a loaded runner
+    # stretches the intervals.
+    assert 1 <= polled <= 30, polled
     assert polls._keys == {}  # the last watcher gone, the key is forgotten
 
 
