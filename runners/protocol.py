@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """2: reports carry the speedup credit and CPU figures, jobs the reference's speedup, checks a
 figure (an older server refuses those fields: upgrade servers before runners)."""
 MANIFEST = "assignment.toml"
@@ -328,6 +328,22 @@ class ValidationCheck(Frozen):
                                  "measured something (the reference's speedup)")
 
 
+class SimilarityJob(Frozen):
+    """Compare the chosen submissions of one assignment with each other (a similarity run).
+
+    The runner fetches the package (its starter, baseline and reference are boilerplate, never
+    evidence of copying) and one zip of the submissions, each under a folder named by its id."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    run_id: int
+    assignment: str = Field(description="course/slug")
+    bundle_sha256: str
+    submission_ids: list[int]
+    threshold: float = Field(gt=0, le=1, description="Share of a submission's code found in the "
+                                                     "other that makes a pair worth reporting")
+    queue: Queue
+
+
 class JobOffer(Frozen):
     """What a runner gets when it claims a job: the job and a secret valid for this job only."""
 
@@ -335,6 +351,36 @@ class JobOffer(Frozen):
     token: str = Field(description="Bearer secret for this job's bundle, archive and result")
     job: GradeJob | None = Field(default=None, description="A grading (or else `validate`)")
     validate_job: ValidateJob | None = Field(default=None, description="A package validation")
+    similarity_job: SimilarityJob | None = Field(default=None, description="A similarity run")
+
+
+class SimilarPair(Frozen):
+    """Two submissions sharing code: each one's share found in the other, and where (1-based,
+    inclusive line ranges of each one's `submission_text`)."""
+
+    a: int = Field(description="Submission id")
+    b: int = Field(description="Submission id")
+    share_a: float = Field(ge=0, le=1, description="Share of a's code found in b")
+    share_b: float = Field(ge=0, le=1, description="Share of b's code found in a")
+    lines_a: list[tuple[int, int]] = Field(max_length=10_000)
+    lines_b: list[tuple[int, int]] = Field(max_length=10_000)
+
+
+class SimilarityResult(Frozen):
+    pairs: list[SimilarPair] = Field(max_length=100_000,
+                                     description="Pairs at or above the threshold, most similar "
+                                                 "first")
+    compared: int = Field(ge=0, description="Pairs compared")
+    seconds: float = Field(ge=0)
+    tool: str = Field(max_length=100, description="The comparing tool and its version")
+
+
+def submission_text(files: dict[str, bytes], suffix: str = ".py") -> str:
+    """What a similarity run compares of one submission: its source files in name order, each
+    after a header line (line numbers in a SimilarPair count in this text)."""
+    parts = [f"# ==== {name} ====\n" + content.decode("utf-8", "replace").rstrip("\n") + "\n"
+             for name, content in sorted(files.items()) if name.endswith(suffix)]
+    return "".join(parts)
 
 
 class RunnerHello(Frozen):
@@ -360,6 +406,7 @@ class JobOutcome(Frozen):
 
     report: GradeReport | None = None
     checks: list[ValidationCheck] | None = Field(default=None, description="For validate jobs")
+    similarity: SimilarityResult | None = Field(default=None, description="For similarity runs")
     platform_error: str | None = Field(
         default=None, description="Set when grading failed for a reason not the student's")
 

@@ -35,7 +35,7 @@ from types import FrameType
 import httpx
 from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
 
-from runners import grader, package, slurm, validate
+from runners import grader, package, similarity, slurm, validate
 from runners.broker import consumer_app
 from runners.protocol import (
     PROTOCOL_VERSION,
@@ -117,7 +117,7 @@ _runner: Runner | None = None  # set in the worker's main process, inherited by 
 
 
 def _package(offer: JobOffer, client: httpx.Client, cache: BundleCache) -> Path:
-    what = offer.job or offer.validate_job
+    what = offer.job or offer.validate_job or offer.similarity_job
     assert what is not None
     folder = cache.folder(what.assignment, what.bundle_sha256)
     if folder is None:
@@ -142,12 +142,16 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
                                                         time_limit_s=3600, tag=tag))
             checks = validate.validate(folder, settings=settings)
             return JobOutcome(checks=[c.message() for c in checks])
-        assert offer.job is not None
         r = client.get(f"/api/runner/jobs/{offer.job_id}/submission",
                        headers={"X-Job-Token": offer.token})
         r.raise_for_status()
         with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
             files = {n: zf.read(n) for n in zf.namelist()}
+        if offer.similarity_job is not None:  # text only, nothing runs: no sandbox needed
+            return JobOutcome(similarity=similarity.compare(
+                similarity.texts_of(files), boilerplate=similarity.boilerplate_of(folder),
+                threshold=offer.similarity_job.threshold))
+        assert offer.job is not None
         a = package.load(folder)
         report: GradeReport = (
             slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag)
@@ -231,10 +235,10 @@ def run_job(job_id: int) -> str:
             return "dropped"
         r.raise_for_status()
         offer = JobOffer.model_validate(r.json())
-        what = offer.job or offer.validate_job
+        what = offer.job or offer.validate_job or offer.similarity_job
         assert what is not None
-        log.info("job %s: %s %s", job_id, "validate" if offer.validate_job else "grade",
-                 what.assignment)
+        kind = "validate" if offer.validate_job else "compare" if offer.similarity_job else "grade"
+        log.info("job %s: %s %s", job_id, kind, what.assignment)
         try:
             with lease(client, offer, runner.settings.heartbeat_s):
                 outcome = handle(offer, client, runner.cache(), runner.settings)

@@ -11,7 +11,18 @@ from sqlalchemy import Engine
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.api import auth, courses, exports, fleet, health, members, reviews, runner, submissions
+from server.api import (
+    auth,
+    courses,
+    exports,
+    fleet,
+    health,
+    members,
+    reviews,
+    runner,
+    similarity,
+    submissions,
+)
 from server.dispatch import publishing_sessions
 from server.metrics import REQUESTS
 from server.schemas import ErrorPublic
@@ -88,8 +99,8 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
-    for module in (auth, courses, members, submissions, reviews, exports, fleet, runner,
-                   health):
+    for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
+                   runner, health):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:

@@ -221,11 +221,13 @@ class Job(Base):
     __tablename__ = "jobs"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16), default="grade")  # grade | validate
+    kind: Mapped[str] = mapped_column(String(16), default="grade")  # grade|validate|similarity
     submission_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="CASCADE"), index=True, default=None)
     version_id: Mapped[int | None] = mapped_column(
         ForeignKey("assignment_versions.id", ondelete="CASCADE"), default=None)
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("similarity_runs.id", ondelete="CASCADE"), default=None)
     queue: Mapped[str] = mapped_column(String(8), index=True)
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     token_hash: Mapped[str | None] = mapped_column(String(64), default=None)
@@ -240,6 +242,31 @@ class Job(Base):
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     time_limit_s: Mapped[int] = mapped_column(Integer, default=1800)
+
+
+class SimilarityRun(Base):
+    """An instructor's similarity check of one assignment: which submissions it compared, on a
+    runner, and the pairs it found (the runner's SimilarityResult)."""
+
+    __tablename__ = "similarity_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(
+        ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("assignment_versions.id",
+                                                       ondelete="CASCADE"))
+    requested_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    basis: Mapped[str] = mapped_column(String(8))  # latest | best
+    threshold: Mapped[float] = mapped_column(Float)
+    submission_ids: Mapped[list[int]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default="queued")  # |running|done|error
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+    assignment: Mapped[Assignment] = relationship()
+    version: Mapped[AssignmentVersion] = relationship()
 
 
 class Runner(Base):

@@ -273,3 +273,41 @@ class CourseTaskPublic(BaseModel):
 class CourseBoardPublic(BaseModel):
     tasks: list[CourseTaskPublic]
     entries: list[CourseBoardEntryPublic]
+
+
+class SimilarityCreate(Input):
+    basis: Literal["latest", "best"] = Field(
+        default="latest", description="Each student's latest submission, or the one their "
+                                      "leaderboard entry shows")
+    threshold: float = Field(default=0.5, gt=0, le=1, description="Report a pair when this "
+                             "share of either submission's code is found in the other")
+
+
+class SimilarPairPublic(BaseModel):
+    a: int = Field(description="Submission id")
+    b: int = Field(description="Submission id")
+    student_a: str
+    student_b: str
+    share_a: float = Field(description="Share of a's code found in b (starter and reference "
+                                       "code excluded)")
+    share_b: float
+    lines_a: list[tuple[int, int]] = Field(description="Matching line ranges of a (1-based, "
+                                                       "inclusive)")
+    lines_b: list[tuple[int, int]]
+
+
+class SimilarityRunPublic(BaseModel):
+    id: int
+    basis: str
+    threshold: float
+    status: str = Field(description="queued | running | done | error")
+    submissions: int
+    created_at: UtcDatetime
+    finished_at: UtcDatetime | None
+    error: str | None = None
+    compared: int | None = Field(default=None, description="Pairs that shared code and were "
+                                                           "compared in full")
+    seconds: float | None = None
+    tool: str | None = None
+    pairs: list[SimilarPairPublic] | None = Field(
+        default=None, description="Most similar first (the run's own page; not in the list)")

@@ -9,10 +9,11 @@ from fastapi import APIRouter, Header, Query, Response, status
 from runners.protocol import PROTOCOL_VERSION, JobOffer, JobOutcome, RunnerHello
 from server.api import RowId
 from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
-from server.models import AssignmentVersion, Submission
+from server.models import AssignmentVersion, SimilarityRun, Submission
 from server.schemas import ErrorPublic
 from server.services import artifacts
 from server.services import jobs as job_service
+from server.services import similarity as similarity_service
 from server.services.errors import Conflict, NotFound
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
@@ -56,7 +57,16 @@ def heartbeat(job_id: RowId, _: RunnerDep, key: RunnerKey, token: JobToken,
 def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str, key: str,
               which: str) -> Response:
     job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key)
-    if job.kind == "validate":
+    if job.kind == "similarity":
+        run = session.get(SimilarityRun, job.run_id)
+        assert run is not None
+        if which == "bundle":
+            sha = run.version.bundle_sha256
+        else:  # every compared submission's files, each under a folder named by its id
+            return Response(similarity_service.archive(session=session, run=run,
+                                                       artifacts_root=settings.artifacts_dir),
+                            media_type="application/zip")
+    elif job.kind == "validate":
         version = session.get(AssignmentVersion, job.version_id)
         if version is None or which != "bundle":
             raise NotFound("a validation job has only a bundle")

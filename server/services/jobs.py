@@ -33,6 +33,7 @@ from runners.protocol import (
     JobOutcome,
     Manifest,
     RunnerHello,
+    SimilarityJob,
     ValidateJob,
     credited_speedup,
     performance_share,
@@ -46,6 +47,7 @@ from server.models import (
     Job,
     Runner,
     ScalingPointRow,
+    SimilarityRun,
     Submission,
     TestResultRow,
     now,
@@ -101,6 +103,15 @@ def enqueue_validation(*, session: Session, version: AssignmentVersion, queue: s
     return job
 
 
+def enqueue_similarity(*, session: Session, run: SimilarityRun) -> Job:
+    """A job that compares a similarity run's submissions on a CPU runner (text only)."""
+    job = Job(kind="similarity", run_id=run.id, queue="cpu", time_limit_s=3600)
+    session.add(job)
+    session.flush()
+    _publish(session, job)
+    return job
+
+
 def grade_job(submission: Submission, job: Job) -> GradeJob:
     a = submission.assignment
     manifest = Manifest.model_validate(submission.version.manifest)
@@ -138,6 +149,16 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str) -> Job
         raise Conflict(f"job {job_id} is {job.state}, not queued")
     session.refresh(job)
     session.execute(update(Runner).where(Runner.name == runner).values(current_job_id=job.id))
+    if job.kind == "similarity":
+        run = session.get(SimilarityRun, job.run_id)
+        assert run is not None
+        run.status = "running"
+        session.commit()
+        a = run.assignment
+        return JobOffer(job_id=job.id, token=token, similarity_job=SimilarityJob(
+            run_id=run.id, assignment=f"{a.course.slug}/{a.slug}",
+            bundle_sha256=run.version.bundle_sha256, submission_ids=run.submission_ids,
+            threshold=run.threshold, queue="cpu"))
     if job.kind == "validate":
         version = session.get(AssignmentVersion, job.version_id)
         assert version is not None
@@ -189,6 +210,9 @@ def record(*, session: Session, job: Job, outcome: JobOutcome, max_attempts: int
     if job.kind == "validate":
         _record_validation(session=session, job=job, outcome=outcome, max_attempts=max_attempts)
         return
+    if job.kind == "similarity":
+        _record_similarity(session=session, job=job, outcome=outcome, max_attempts=max_attempts)
+        return
     sub = session.get(Submission, job.submission_id)
     assert sub is not None
     if outcome.report is None:
@@ -219,6 +243,28 @@ def _record_validation(*, session: Session, job: Job, outcome: JobOutcome,
             a.current_version_id, a.title = version.id, version.manifest["title"]
         version.checks = [{**c.model_dump(), "problems": [_text(p) for p in c.problems]}
                           for c in outcome.checks]
+    job.state, job.token_hash = "done", None
+    session.flush()
+
+
+def _record_similarity(*, session: Session, job: Job, outcome: JobOutcome,
+                       max_attempts: int) -> None:
+    run = session.get(SimilarityRun, job.run_id)
+    assert run is not None
+    if outcome.similarity is None:
+        if job.attempts < max_attempts:
+            job.state, job.token_hash, job.runner, job.runner_key_hash = "queued", None, None, None
+            run.status = "queued"
+            _publish(session, job)
+            return
+        run.status, run.error = "error", _text(outcome.platform_error or "no result")
+    else:
+        # Only pairs of the run's own submissions are kept (a runner cannot name others).
+        ids = set(run.submission_ids)
+        result = outcome.similarity.model_copy(update={"pairs": [
+            p for p in outcome.similarity.pairs if {p.a, p.b} <= ids and p.a != p.b]})
+        run.status, run.result = "done", result.model_dump(mode="json")
+    run.finished_at = now()
     job.state, job.token_hash = "done", None
     session.flush()
 
@@ -336,6 +382,9 @@ def reap(*, session: Session, lease_s: int, max_attempts: int) -> int:
         reason = "the runner stopped reporting" if silent else "the job ran past its time limit"
         if job.kind == "validate":
             _record_validation(session=session, job=job, max_attempts=max_attempts,
+                               outcome=JobOutcome(platform_error=reason))
+        elif job.kind == "similarity":
+            _record_similarity(session=session, job=job, max_attempts=max_attempts,
                                outcome=JobOutcome(platform_error=reason))
         else:
             sub = session.get(Submission, job.submission_id)

@@ -8,16 +8,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
+from sqlalchemy import select
 
 from server.api.members import MAX_ROSTER_BYTES
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
-from server.models import Course, User
-from server.schemas import AssignmentUpdate, CourseCreate, ExtensionCreate
+from server.models import Course, Submission, User
+from server.schemas import AssignmentUpdate, CourseCreate, ExtensionCreate, SimilarityCreate
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
 from server.services import jobs as job_service
+from server.services import similarity as similarity_service
 from server.services import submissions as submission_service
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError, Forbidden, Invalid
@@ -252,6 +254,70 @@ def import_roster(course: str, request: Request, session: SessionDep, user: Page
         return _members(request, session, user, course, status_code=exc.status,
                         error=exc.message)
     return _members(request, session, user, course, report=rows)
+
+
+def _similarity(request: Request, session: SessionDep, user: User, course: str, slug: str,
+                status_code: int = 200, **extra: Any) -> HTMLResponse:
+    c, _ = _course(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    return render(request, "similarity.html", status_code=status_code, user=user, course=c, a=a,
+                  runs=similarity_service.of_assignment(session=session, assignment=a), **extra)
+
+
+@router.get("/c/{course}/{slug}/similarity")
+def similarity_page(course: str, slug: str, request: Request, session: SessionDep,
+                    user: PageUser) -> HTMLResponse:
+    """The assignment's similarity runs and a form to start one (the course's staff)."""
+    return _similarity(request, session, user, course, slug)
+
+
+@router.post("/c/{course}/{slug}/similarity", dependencies=[Csrf])
+def start_similarity(course: str, slug: str, request: Request, session: SessionDep,
+                     user: PageUser, basis: Annotated[str, Form()] = "latest",
+                     threshold: Annotated[float, Form()] = 0.5) -> Response:
+    c, role = _course(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        body = SimilarityCreate(basis=basis, threshold=threshold)  # type: ignore[arg-type]
+        with committing(session):
+            run = similarity_service.start(session=session, actor=user, assignment=a, role=role,
+                                           basis=body.basis, threshold=body.threshold)
+            run_id = run.id
+    except ValidationError as exc:
+        return _similarity(request, session, user, course, slug, status_code=422,
+                           error=reasons(exc))
+    except DomainError as exc:
+        return _similarity(request, session, user, course, slug, status_code=exc.status,
+                           error=exc.message)
+    return RedirectResponse(f"/c/{course}/{slug}/similarity/{run_id}", status_code=303)
+
+
+@router.get("/c/{course}/{slug}/similarity/{run_id}")
+def similarity_run(course: str, slug: str, run_id: int, request: Request, session: SessionDep,
+                   user: PageUser) -> HTMLResponse:
+    """One run's pairs, most similar first (the page reloads itself until the run is done)."""
+    c, _ = _course(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    run = similarity_service.get(session=session, assignment=a, run_id=run_id)
+    found = similarity_service.pairs(run)
+    ids = {i for p in found for i in (p.a, p.b)}
+    who = {s.id: f"{s.user.name} <{s.user.email}>" for s in session.scalars(
+        select(Submission).where(Submission.id.in_(ids)))}
+    return render(request, "similarity_run.html", user=user, course=c, a=a, run=run,
+                  pairs=found, who=who)
+
+
+@router.get("/c/{course}/{slug}/similarity/{run_id}/{n}")
+def similarity_pair(course: str, slug: str, run_id: int, n: int, request: Request,
+                    session: SessionDep, settings: SettingsDep, user: PageUser) -> HTMLResponse:
+    """The n-th pair side by side, the matching lines marked."""
+    c, _ = _course(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    run = similarity_service.get(session=session, assignment=a, run_id=run_id)
+    left, right = similarity_service.side_by_side(session=session, run=run, index=n - 1,
+                                                  artifacts_root=settings.artifacts_dir)
+    return render(request, "similarity_pair.html", user=user, course=c, a=a, run=run, n=n,
+                  left=left, right=right)
 
 
 @router.post("/s/{submission_id}/regrade", dependencies=[Csrf])

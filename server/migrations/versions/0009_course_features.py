@@ -1,4 +1,5 @@
-"""per-student deadline extensions and the course roster; the foreign key 0001 never made
+"""per-student deadline extensions, the course roster, similarity runs; the foreign key 0001
+never made
 
 0001 declared assignments.current_version_id's foreign key with use_alter inside create_table,
 which Alembic does not emit: PostgreSQL databases have lacked it since (SQLite checks none).
@@ -47,6 +48,29 @@ def upgrade() -> None:
     )
     op.create_index('ix_roster_entries_course_id', 'roster_entries', ['course_id'])
     op.create_index('ix_roster_entries_email', 'roster_entries', ['email'])
+    op.create_table(
+        'similarity_runs',
+        sa.Column('id', sa.Integer(), primary_key=True),
+        sa.Column('assignment_id', sa.Integer(),
+                  sa.ForeignKey('assignments.id', ondelete='CASCADE'), nullable=False),
+        sa.Column('version_id', sa.Integer(),
+                  sa.ForeignKey('assignment_versions.id', ondelete='CASCADE'), nullable=False),
+        sa.Column('requested_by', sa.Integer(), sa.ForeignKey('users.id', ondelete='SET NULL'),
+                  nullable=True),
+        sa.Column('basis', sa.String(8), nullable=False),
+        sa.Column('threshold', sa.Float(), nullable=False),
+        sa.Column('submission_ids', sa.JSON(), nullable=False),
+        sa.Column('status', sa.String(16), nullable=False),
+        sa.Column('result', sa.JSON(), nullable=True),
+        sa.Column('error', sa.Text(), nullable=True),
+        sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+        sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
+    )
+    op.create_index('ix_similarity_runs_assignment_id', 'similarity_runs', ['assignment_id'])
+    with op.batch_alter_table('jobs') as batch:
+        batch.add_column(sa.Column('run_id', sa.Integer(), nullable=True))
+        batch.create_foreign_key('fk_jobs_run_id', 'similarity_runs', ['run_id'], ['id'],
+                                 ondelete='CASCADE')
     if op.get_bind().dialect.name != 'sqlite':
         op.create_foreign_key('fk_assignments_current_version_id', 'assignments',
                               'assignment_versions', ['current_version_id'], ['id'],
@@ -57,5 +81,9 @@ def downgrade() -> None:
     if op.get_bind().dialect.name != 'sqlite':
         op.drop_constraint('fk_assignments_current_version_id', 'assignments',
                            type_='foreignkey')
+    with op.batch_alter_table('jobs') as batch:
+        batch.drop_constraint('fk_jobs_run_id', type_='foreignkey')
+        batch.drop_column('run_id')
+    op.drop_table('similarity_runs')
     op.drop_table('roster_entries')
     op.drop_table('extensions')
