@@ -36,8 +36,9 @@ def modules(n: int) -> list[str]:
         except (UnicodeDecodeError, SyntaxError, ValueError, OSError):
             continue
         # Code, not data: a module that is one long list of strings matches any list of strings.
-        if 150 <= text.count("\n") <= 260 and text.count("def ") >= 5 and hashlib.sha256(text.encode()).digest() not in seen:
-            seen.add(hashlib.sha256(text.encode()).digest())
+        digest = hashlib.sha256(text.encode()).digest()
+        if 150 <= text.count("\n") <= 260 and text.count("def ") >= 5 and digest not in seen:
+            seen.add(digest)
             out.append(text)
     random.Random(7).shuffle(out)
     return out[:n]
