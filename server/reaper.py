@@ -1,5 +1,6 @@
 """The reaper: re-queues jobs whose runner went silent, publishes again what the broker lost,
-and deletes expired or revoked tokens and failed logins older than the throttle's window."""
+posts the grades owed to LMS gradebooks (retrying those that failed), and deletes expired or
+revoked tokens, failed logins older than the throttle's window and expired LTI launch data."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.dispatch import Dispatcher
 from server.services import jobs as job_service
+from server.services import lti as lti_service
 from server.services import users as user_service
 
 log = logging.getLogger("paragrade.reaper")
@@ -23,7 +25,12 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
         session.commit()
     with sessions() as session:
         user_service.purge(session=session, login_window_s=login_window_s)
+        lti_service.purge(session=session)
         session.commit()
+    sent, failed = lti_service.send_pending(sessions=sessions)
+    if failed:
+        log.warning("%d grade(s) could not be posted to an LMS (sent %d); retried later",
+                    failed, sent)
     republished = 0
     depth = dispatcher.depth()
     if depth is not None:

@@ -311,3 +311,37 @@ class SimilarityRunPublic(BaseModel):
     tool: str | None = None
     pairs: list[SimilarPairPublic] | None = Field(
         default=None, description="Most similar first (the run's own page; not in the list)")
+
+
+class LtiPlatformCreate(Input):
+    issuer: str = Field(min_length=1, max_length=500, description="The LMS's issuer (iss)")
+    client_id: str = Field(min_length=1, max_length=200,
+                           description="The client id the LMS gave this tool")
+    auth_login_url: str = Field(max_length=1000, description="The LMS's OIDC authorization URL")
+    auth_token_url: str = Field(max_length=1000, description="The LMS's OAuth2 token URL")
+    key_set_url: str = Field(max_length=1000, description="The LMS's JWKS URL")
+    deployment_ids: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=100)
+
+
+class LtiPlatformPublic(BaseModel):
+    id: int
+    issuer: str
+    client_id: str
+    deployment_ids: list[str]
+    login_url: str = Field(description="Give the LMS this OIDC login initiation URL")
+    launch_url: str = Field(description="… this redirect (launch) URL")
+    jwks_url: str = Field(description="… and this public keyset URL")
+    public_key: str = Field(description="The tool's public key for this LMS (PEM)")
+
+
+class LtiGradePostPublic(BaseModel):
+    student: str
+    assignment: str
+    score: float | None
+    max_score: float
+    state: str = Field(description="idle (nothing graded yet) | pending | sent")
+    attempts: int = Field(description="Failed tries since the score last changed")
+    last_error: str | None
+    next_try: UtcDatetime | None
+    sent_at: UtcDatetime | None

@@ -71,6 +71,7 @@ def refresh(*, session: Session, assignment_id: int, user_id: int) -> None:
     else:
         entry.submission_id = best.submission_id
     _bump(session, assignment_id)
+    _owed_to_lms(session, assignment_id, user_id)
 
 
 def _bump(session: Session, assignment_id: int) -> None:
@@ -87,6 +88,14 @@ def rebuild(*, session: Session, assignment_id: int) -> None:
         ["assignment_id", "user_id", "submission_id"],
         select(literal(assignment_id), *_best(assignment_id).subquery().c)))
     _bump(session, assignment_id)
+    _owed_to_lms(session, assignment_id, None)
+
+
+def _owed_to_lms(session: Session, assignment_id: int, user_id: int | None) -> None:
+    """Every change of a grade passes here: what LMS gradebooks are owed follows it."""
+    from server.services import lti  # lti needs the assignment services, which need this module
+
+    lti.grade_changed(session=session, assignment_id=assignment_id, user_id=user_id)
 
 
 def entries(*, session: Session, assignment: Assignment) -> list[Entry]:

@@ -14,11 +14,18 @@ from server.api.members import MAX_ROSTER_BYTES
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
 from server.models import Course, Submission, User
-from server.schemas import AssignmentUpdate, CourseCreate, ExtensionCreate, SimilarityCreate
+from server.schemas import (
+    AssignmentUpdate,
+    CourseCreate,
+    ExtensionCreate,
+    LtiPlatformCreate,
+    SimilarityCreate,
+)
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
 from server.services import jobs as job_service
+from server.services import lti as lti_service
 from server.services import similarity as similarity_service
 from server.services import submissions as submission_service
 from server.services.assignments import PackageInvalid
@@ -57,6 +64,10 @@ def create_course(request: Request, session: SessionDep, user: PageUser,
 def _course_page(request: Request, session: SessionDep, user: User, c: Course, role: str,
                  **extra: Any) -> HTMLResponse:
     items = assignment_service.of_course(session=session, course=c)
+    if role == "instructor":
+        extra.setdefault("platforms", lti_service.platforms(session=session, course=c))
+        extra.setdefault("grade_posts", lti_service.posts(session=session, course=c))
+        extra.setdefault("base", str(request.base_url).rstrip("/"))
     just = request.query_params.get("imported") if request.method == "GET" else None
     for a in (a for a in items if a.slug == just):  # after the import's redirect
         v = a.versions[-1]
@@ -69,6 +80,33 @@ def _course_page(request: Request, session: SessionDep, user: User, c: Course, r
 def course_page(course: str, request: Request, session: SessionDep,
                 user: PageUser) -> HTMLResponse:
     return _course_page(request, session, user, *_course(session, user, course, staff=True))
+
+
+@router.post("/c/{course}/-/lti", dependencies=[Csrf])
+def register_lms(course: str, request: Request, session: SessionDep, user: PageUser,
+                 issuer: Annotated[str, Form()], client_id: Annotated[str, Form()],
+                 auth_login_url: Annotated[str, Form()], auth_token_url: Annotated[str, Form()],
+                 key_set_url: Annotated[str, Form()], deployment_ids: Annotated[str, Form()]
+                 ) -> Response:
+    """Register an LMS (LTI 1.3) for the course; deployment ids separated by commas."""
+    c, role = _course(session, user, course)
+    try:
+        body = LtiPlatformCreate(issuer=issuer.strip(), client_id=client_id.strip(),
+                                 auth_login_url=auth_login_url.strip(),
+                                 auth_token_url=auth_token_url.strip(),
+                                 key_set_url=key_set_url.strip(),
+                                 deployment_ids=[d.strip() for d in deployment_ids.split(",")
+                                                 if d.strip()])
+        with committing(session):
+            lti_service.register(session=session, actor=user, course=c, role=role,
+                                 **body.model_dump())
+    except ValidationError as exc:
+        return _course_page(request, session, user, c, role, error=reasons(exc),
+                            status_code=422)
+    except DomainError as exc:
+        return _course_page(request, session, user, c, role, error=exc.message,
+                            status_code=exc.status)
+    return RedirectResponse(f"/c/{course}#lms", status_code=303)
 
 
 @router.post("/c/{course}/import", dependencies=[Csrf])

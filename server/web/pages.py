@@ -95,7 +95,7 @@ def reasons(exc: ValidationError | RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def _start_session(request: Request, session: SessionDep, settings: ServerSettings,
+def start_session(request: Request, session: SessionDep, settings: ServerSettings,
                    user: User) -> None:
     raw = user_service.issue_token(session=session, user=user, name="browser",
                                    ttl=timedelta(days=settings.token_ttl_days))
@@ -130,7 +130,7 @@ def login(request: Request, session: SessionDep, settings: SettingsDep,
         with committing(session):
             user = user_service.authenticate(session=session, email=email, password=password,
                                              address=address, limits=limits)
-            _start_session(request, session, settings, user)
+            start_session(request, session, settings, user)
     except DomainError as exc:
         page = render(request, "login.html", status_code=exc.status, error=exc.message,
                       next=_safe_next(next), email=email)
@@ -162,7 +162,7 @@ def register(request: Request, session: SessionDep, settings: SettingsDep,
             user = user_service.register(session=session, email=body.email, name=body.name,
                                          password=body.password, join_code=body.join_code,
                                          alias=body.alias)
-            _start_session(request, session, settings, user)
+            start_session(request, session, settings, user)
     except DomainError as exc:
         return render(request, "register.html", status_code=exc.status, error=exc.message, **form)
     return RedirectResponse("/", status_code=303)

@@ -101,3 +101,58 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     prof.goto(f"{p.base}/fleet")
     assert "cpu-1" in prof.inner_text("main") and "live" in prof.inner_text("main")
     prof.screenshot(path=SHOTS / "fleet.png", full_page=True)
+
+
+def test_an_lms_launch_the_course_board_and_a_similarity_report(  # type: ignore[no-untyped-def]
+        platform: Platform, page, tmp_path: Path) -> None:
+    """A student arrives from the (stand-in) LMS, submits, and the grade reaches its gradebook;
+    the course board shows the treasure hunt; the instructor's similarity run finds the one
+    disguised copy, side by side."""
+    from tests.server.lms import StandInLms
+    from tests.similarity_corpus import HONEST, disguise, honest
+
+    p = platform
+    code = p.course("treasure-hunt/t1-multiprocessing")
+    p.start_runner("cpu-1", "cpu,mpi")
+    wait_until("t1 to validate", lambda: p.get(
+        p.prof, "/api/courses/c/assignments/t1-multiprocessing")["validation"] == "ready", 120)
+    lms = StandInLms(tool=p.base)
+    r = p.http.post("/api/courses/c/lti/platforms", json=lms.registration(), headers=p.prof)
+    assert r.status_code == 201, r.text
+    lms.tool_jwks = p.http.get("/lti/jwks").json()
+    try:
+        # Two students by join code: one hands in honest code, the other its disguised copy.
+        original = honest()[HONEST.index("getopt.py")]
+        ada, bob = p.student("ada", code), p.student("bob", code)
+        p.submit(ada, "t1-multiprocessing", original.encode())
+        p.submit(bob, "t1-multiprocessing", disguise(original).encode())
+
+        page.goto(f"{lms.url}/start?target={p.base}/c/c/t1-multiprocessing")
+        page.wait_for_url("**/c/c/t1-multiprocessing")  # logged in, no join code asked
+        solution = tmp_path / "solution.py"
+        solution.write_bytes(REFERENCE)
+        page.set_input_files("input[type=file]", str(solution))
+        page.click("text=Submit for grading")
+        page.wait_for_selector(".verdict-passed", timeout=180_000)
+        wait_until("the grade in the LMS gradebook", lambda: lms.gradebook, 60)
+        (_, user), posted = next(iter(lms.gradebook.items()))
+        assert user == "student-1" and posted["scoreGiven"] > 0
+        page.goto(f"{p.base}/c/c/-/board")
+        assert "(you)" in page.inner_text("tr.you")
+        page.screenshot(path=SHOTS / "course-board.png", full_page=True)
+
+        prof = page.context.browser.new_context().new_page()
+        prof.goto(f"{p.base}/login")
+        prof.fill("input[name=email]", "prof@uni.edu")
+        prof.fill("input[name=password]", "profpass123")
+        prof.click("button[type=submit]")
+        prof.goto(f"{p.base}/c/c/t1-multiprocessing/similarity")
+        prof.click("button:has-text('Compare')")
+        prof.wait_for_selector("table.similar-pairs", timeout=300_000)  # the page reloads itself
+        assert prof.locator("table.similar-pairs tbody tr").count() == 1
+        assert "bob@uni.edu" in prof.inner_text("table.similar-pairs")
+        prof.click("text=Side by side")
+        assert prof.locator(".side-by-side .match").count() > 20
+        prof.screenshot(path=SHOTS / "similarity-pair.png", full_page=True)
+    finally:
+        lms.close()

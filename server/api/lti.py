@@ -1,0 +1,114 @@
+"""LTI 1.3: the tool's endpoints an LMS calls (OIDC login, launch, JWKS) and the registration of
+an LMS for a course (its instructors), with the grades owed to its gradebook."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, status
+from fastapi.responses import RedirectResponse, Response
+
+from server.db import committing
+from server.deps import CourseInstructorDep, CourseStaffDep, SessionDep, SettingsDep
+from server.models import LtiPlatform
+from server.schemas import (
+    ErrorPublic,
+    LtiGradePostPublic,
+    LtiPlatformCreate,
+    LtiPlatformPublic,
+)
+from server.services import lti as lti_service
+from server.web.pages import start_session
+
+router = APIRouter(tags=["lti"], responses={401: {"model": ErrorPublic},
+                                            403: {"model": ErrorPublic},
+                                            404: {"model": ErrorPublic},
+                                            422: {"model": ErrorPublic}})
+
+
+def _base(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _platform_public(request: Request, p: LtiPlatform) -> LtiPlatformPublic:
+    base = _base(request)
+    return LtiPlatformPublic(id=p.id, issuer=p.issuer, client_id=p.client_id,
+                             deployment_ids=p.deployment_ids, login_url=f"{base}/lti/login",
+                             launch_url=f"{base}/lti/launch", jwks_url=f"{base}/lti/jwks",
+                             public_key=lti_service.public_pem(p))
+
+
+@router.post("/api/courses/{course}/lti/platforms", response_model=LtiPlatformPublic,
+             status_code=status.HTTP_201_CREATED, responses={409: {"model": ErrorPublic}})
+def register(body: LtiPlatformCreate, access: CourseInstructorDep, session: SessionDep,
+             request: Request) -> LtiPlatformPublic:
+    """Register an LMS (LTI 1.3 platform) for this course; the answer is what to enter in the
+    LMS's tool registration."""
+    with committing(session):
+        p = lti_service.register(session=session, actor=access.user, course=access.course,
+                                 role=access.role, **body.model_dump())
+        return _platform_public(request, p)
+
+
+@router.get("/api/courses/{course}/lti/platforms", response_model=list[LtiPlatformPublic])
+def platforms(access: CourseInstructorDep, session: SessionDep,
+              request: Request) -> list[LtiPlatformPublic]:
+    return [_platform_public(request, p)
+            for p in lti_service.platforms(session=session, course=access.course)]
+
+
+@router.get("/api/courses/{course}/lti/grades", response_model=list[LtiGradePostPublic])
+def grade_posts(access: CourseStaffDep, session: SessionDep) -> list[LtiGradePostPublic]:
+    """Every grade owed to an LMS gradebook and whether it got there (failed posts are
+    retried until the LMS takes them)."""
+    from server.models import Assignment
+
+    out = []
+    for p in lti_service.posts(session=session, course=access.course):
+        a = session.get(Assignment, p.assignment_id)
+        out.append(LtiGradePostPublic(student=p.user.email, assignment=a.slug if a else "?",
+                                      score=p.score, max_score=p.max_score, state=p.state,
+                                      attempts=p.attempts, last_error=p.last_error,
+                                      next_try=p.next_at if p.state == "pending" else None,
+                                      sent_at=p.sent_at))
+    return out
+
+
+@router.get("/lti/jwks")
+def jwks(session: SessionDep) -> dict[str, list[dict[str, object]]]:
+    """The tool's public keys (an LMS checks the tool's signed requests with them)."""
+    return lti_service.jwks(session=session)
+
+
+async def _params(request: Request) -> dict[str, str]:
+    params = dict(request.query_params)
+    if request.method == "POST":
+        form = await request.form()
+        params |= {k: v for k, v in form.items() if isinstance(v, str)}
+    return params
+
+
+@router.api_route("/lti/login", methods=["GET", "POST"], include_in_schema=False)
+async def login(request: Request) -> Response:
+    """OIDC login initiation (the LMS sends the browser here first)."""
+    params = await _params(request)
+    sessions = request.app.state.sessions
+    with sessions() as session:
+        return lti_service.login(session=session, sessions=sessions, params=params,
+                                 cookies=dict(request.cookies),
+                                 secure=request.url.scheme == "https",
+                                 launch_url=f"{_base(request)}/lti/launch")
+
+
+@router.post("/lti/launch", include_in_schema=False)
+async def launch(request: Request, settings: SettingsDep) -> Response:
+    """The LMS's launch: the account linked to the LMS identity is logged in here and lands
+    on the assignment (or the course) the link names."""
+    params = await _params(request)
+    sessions = request.app.state.sessions
+    with sessions() as session, committing(session):
+        arrival = lti_service.launch(session=session, sessions=sessions, params=params,
+                                     cookies=dict(request.cookies),
+                                     secure=request.url.scheme == "https")
+        start_session(request, session, settings, arrival.user)
+        target = f"/c/{arrival.course.slug}/{arrival.assignment.slug}" if arrival.assignment \
+            else "/"
+    return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)

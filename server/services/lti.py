@@ -1,0 +1,497 @@
+"""LTI 1.3 (Advantage) with pylti1p3: an LMS launches students into a course, and their grades
+go back to its gradebook (Assignment and Grade Services).
+
+pylti1p3 validates the messages (state, the id_token's signature against the platform's JWKS,
+its expiry, nonce, registration and deployment); this module gives it what a framework adapter
+gives it elsewhere: the request's parameters and cookies, a tool configuration read from the
+database, and launch data kept in the database (the launch is a cross-site POST, on which the
+browser withholds our session cookie). A nonce is good for one launch: its row is deleted by the
+launch that uses it, so a replayed id_token is refused.
+
+Grades are posted by the reaper, never in the request that changed them: a post the LMS refuses
+or cannot take stays pending, with its error, and is retried with backoff until it is taken.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import typing as t
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlparse
+
+import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from pylti1p3.cookie import CookieService
+from pylti1p3.deployment import Deployment
+from pylti1p3.exception import LtiException, OIDCException
+from pylti1p3.grade import Grade
+from pylti1p3.launch_data_storage.base import LaunchDataStorage
+from pylti1p3.message_launch import MessageLaunch
+from pylti1p3.oidc_login import OIDCLogin
+from pylti1p3.redirect import Redirect
+from pylti1p3.registration import Registration
+from pylti1p3.request import Request
+from pylti1p3.service_connector import ServiceConnector
+from pylti1p3.tool_config.abstract import ToolConfAbstract
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from server.models import (
+    Assignment,
+    AuditLog,
+    BoardEntry,
+    Course,
+    Enrollment,
+    GradeReportRow,
+    LtiGradePost,
+    LtiIdentity,
+    LtiLaunchData,
+    LtiPlatform,
+    Submission,
+    User,
+    now,
+)
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services.errors import Conflict, Forbidden, Invalid, NotFound
+
+AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
+TARGET_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/target_link_uri"
+SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+LAUNCH_LIFETIME_S = 600
+RETRY_MAX_S = 3600
+HTTP_TIMEOUT_S = 15
+UNUSABLE_PASSWORD = "!lti"  # no password hash starts so: an LTI account logs in from its LMS
+
+
+class LaunchRefused(Forbidden):
+    """An LTI message that did not validate (the reason is pylti1p3's)."""
+
+
+class _Http(requests.Session):
+    """requests with a time limit on every call: an LMS that hangs never holds the reaper."""
+
+    def request(self, *args: t.Any, **kwargs: t.Any) -> requests.Response:
+        kwargs.setdefault("timeout", HTTP_TIMEOUT_S)
+        return super().request(*args, **kwargs)
+
+
+def _http() -> requests.Session:
+    return _Http()
+
+
+# --- platforms (registrations) ------------------------------------------------------------------
+def register(*, session: Session, actor: User, course: Course, role: str | None, issuer: str,
+             client_id: str, auth_login_url: str, auth_token_url: str, key_set_url: str,
+             deployment_ids: list[str]) -> LtiPlatform:
+    """Register an LMS for the course, with a fresh key pair for the tool; audit-logged."""
+    if role != "instructor":
+        raise Forbidden("only the course's instructors register an LMS")
+    for name, url in (("auth_login_url", auth_login_url), ("auth_token_url", auth_token_url),
+                      ("key_set_url", key_set_url)):
+        if urlparse(url).scheme not in ("https", "http") or not urlparse(url).netloc:
+            raise Invalid(f"{name}: not an http(s) URL")
+    if session.scalar(select(LtiPlatform.id).where(LtiPlatform.issuer == issuer,
+                                                   LtiPlatform.client_id == client_id)):
+        raise Conflict(f"{issuer} with client id {client_id!r} is registered already")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    platform = LtiPlatform(course_id=course.id, issuer=issuer, client_id=client_id,
+                           auth_login_url=auth_login_url, auth_token_url=auth_token_url,
+                           key_set_url=key_set_url, deployment_ids=deployment_ids,
+                           tool_private_key=pem, tool_kid=secrets.token_hex(8))
+    session.add(platform)
+    session.flush()
+    session.add(AuditLog(actor_id=actor.id, action="lti.register", target=course.slug,
+                         detail={"issuer": issuer, "client_id": client_id}))
+    return platform
+
+
+def platforms(*, session: Session, course: Course) -> list[LtiPlatform]:
+    return list(session.scalars(select(LtiPlatform).where(LtiPlatform.course_id == course.id)
+                                .order_by(LtiPlatform.id)))
+
+
+def public_pem(platform: LtiPlatform) -> str:
+    key = serialization.load_pem_private_key(platform.tool_private_key.encode(), password=None)
+    return key.public_key().public_bytes(serialization.Encoding.PEM,
+                                         serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+def jwks(*, session: Session) -> dict[str, list[dict[str, t.Any]]]:
+    """The tool's public keys, one per registered platform (what an LMS verifies us with)."""
+    return {"keys": [{**Registration.get_jwk(public_pem(p)), "kid": p.tool_kid}
+                     for p in session.scalars(select(LtiPlatform).order_by(LtiPlatform.id))]}
+
+
+class _Registration(Registration):
+    def __init__(self, platform: LtiPlatform) -> None:
+        super().__init__()
+        self.kid = platform.tool_kid
+        (self.set_issuer(platform.issuer).set_client_id(platform.client_id)
+         .set_auth_login_url(platform.auth_login_url).set_auth_token_url(platform.auth_token_url)
+         .set_key_set_url(platform.key_set_url).set_tool_private_key(platform.tool_private_key)
+         .set_tool_public_key(public_pem(platform)))
+
+    def get_kid(self) -> str | None:
+        return self.kid
+
+
+class _ToolConf(ToolConfAbstract["_Request"]):
+    """Registrations from the database; every issuer may have several client ids."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def check_iss_has_one_client(self, iss: str) -> bool:
+        return False
+
+    def check_iss_has_many_clients(self, iss: str) -> bool:
+        return True
+
+    def _platform(self, iss: str, client_id: str | None) -> LtiPlatform | None:
+        return self.session.scalar(select(LtiPlatform).where(LtiPlatform.issuer == iss,
+                                                             LtiPlatform.client_id == client_id))
+
+    def find_registration_by_issuer(self, iss: str, *args: t.Any, **kwargs: t.Any
+                                    ) -> Registration:
+        raise LtiException("this tool needs the client_id with every message")
+
+    def find_registration_by_params(self, iss: str, client_id: str, *args: t.Any,
+                                    **kwargs: t.Any) -> Registration:
+        platform = self._platform(iss, client_id)
+        return _Registration(platform) if platform else None  # type: ignore[return-value]
+
+    def find_deployment(self, iss: str, deployment_id: str) -> Deployment | None:
+        return None
+
+    def find_deployment_by_params(self, iss: str, deployment_id: str, client_id: str,
+                                  *args: t.Any, **kwargs: t.Any) -> Deployment | None:
+        platform = self._platform(iss, client_id)
+        if platform is None or deployment_id not in platform.deployment_ids:
+            return None
+        return Deployment().set_deployment_id(deployment_id)
+
+
+# --- pylti1p3's framework adapter, for Starlette ------------------------------------------------
+@dataclass
+class _Request(Request):
+    params: dict[str, str]
+    cookies: dict[str, str]
+    secure: bool
+    store: dict[str, t.Any] = field(default_factory=dict)
+
+    @property
+    def session(self) -> dict[str, t.Any]:
+        return self.store
+
+    def is_secure(self) -> bool:
+        return self.secure
+
+    def get_param(self, key: str) -> str:
+        return self.params.get(key)  # type: ignore[return-value]
+
+    def get_cookie(self, key: str) -> str | None:
+        return self.cookies.get(key)
+
+
+class _Cookies(CookieService):
+    def __init__(self, request: _Request) -> None:
+        self.request, self.pending = request, {}  # type: ignore[var-annotated]
+
+    def get_cookie(self, name: str) -> str | None:
+        return self.request.get_cookie(f"{self._cookie_prefix}-{name}")
+
+    def set_cookie(self, name: str, value: str | int, exp: int | None = 3600) -> None:
+        self.pending[f"{self._cookie_prefix}-{name}"] = (str(value), exp)
+
+    def apply(self, response: Response) -> Response:
+        for key, (value, exp) in self.pending.items():
+            # The launch comes back cross-site: over https the cookie must be SameSite=None.
+            response.set_cookie(key, value, max_age=exp, path="/lti", httponly=True,
+                                secure=self.request.secure,
+                                samesite="none" if self.request.secure else "lax")
+        return response
+
+
+class _Storage(LaunchDataStorage[t.Any]):
+    """Launch data in the database, each value expiring, its key bound to the browser (the
+    session-id cookie pylti1p3 sets at login); a nonce is taken once."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        super().__init__()
+        self.sessions = sessions
+
+    def can_set_keys_expiration(self) -> bool:
+        return True
+
+    def get_value(self, key: str) -> t.Any:
+        key = self._prepare_key(key)
+        with self.sessions() as s:
+            row = s.get(LtiLaunchData, key)
+            return None if row is None or _aware(row.expires_at) < now() else row.value
+
+    def set_value(self, key: str, value: t.Any, exp: int | None = None) -> None:
+        key = self._prepare_key(key)
+        with self.sessions() as s, s.begin():
+            s.merge(LtiLaunchData(key=key, value=json.loads(json.dumps(value, default=str)),
+                                  expires_at=now() + timedelta(seconds=exp or LAUNCH_LIFETIME_S)))
+
+    def check_value(self, key: str) -> bool:
+        key = self._prepare_key(key)
+        with self.sessions() as s, s.begin():
+            if "-nonce-" in key:  # one launch per nonce: whoever deletes the row used it
+                gone = s.execute(delete(LtiLaunchData).where(LtiLaunchData.key == key,
+                                                             LtiLaunchData.expires_at > now()))
+                return bool(gone.rowcount)  # type: ignore[attr-defined]
+            row = s.get(LtiLaunchData, key)
+            return row is not None and _aware(row.expires_at) >= now()
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+class _Redirect(Redirect[Response]):
+    def __init__(self, location: str, cookies: _Cookies) -> None:
+        self.location, self.cookies = location, cookies
+
+    def do_redirect(self) -> Response:
+        return self.cookies.apply(RedirectResponse(self.location, status_code=302))
+
+    def do_js_redirect(self) -> Response:
+        return self.do_redirect()
+
+    def set_redirect_url(self, location: str) -> None:
+        self.location = location
+
+    def get_redirect_url(self) -> str:
+        return self.location
+
+
+class _Login(OIDCLogin[_Request, _ToolConf, t.Any, _Cookies, Response]):
+    def get_redirect(self, url: str) -> _Redirect:
+        return _Redirect(url, self._cookie_service)
+
+    def get_response(self, html: str) -> Response:
+        return HTMLResponse(html)
+
+
+class _Launch(MessageLaunch[_Request, _ToolConf, t.Any, _Cookies]):
+    def _get_request_param(self, key: str) -> str:
+        return self._request.get_param(key)
+
+
+def _parts(request: _Request, session: Session, sessions: sessionmaker[Session]
+           ) -> tuple[_ToolConf, _Cookies, _Storage]:
+    storage = _Storage(sessions)
+    storage.set_request(request)
+    return _ToolConf(session), _Cookies(request), storage
+
+
+def login(*, session: Session, sessions: sessionmaker[Session], params: dict[str, str],
+          cookies: dict[str, str], secure: bool, launch_url: str) -> Response:
+    """OIDC login initiation: the redirect to the LMS's authorization endpoint (with state and
+    nonce remembered for the launch)."""
+    request = _Request(params, cookies, secure)
+    conf, cookie_service, storage = _parts(request, session, sessions)
+    from pylti1p3.session import SessionService
+    oidc = _Login(request, conf, SessionService(request), cookie_service, storage)
+    try:
+        return oidc.redirect(launch_url)
+    except (LtiException, OIDCException) as exc:
+        raise LaunchRefused(f"LTI login refused: {exc}") from exc
+
+
+@dataclass
+class Arrival:
+    user: User
+    course: Course
+    role: str
+    assignment: Assignment | None
+
+
+def launch(*, session: Session, sessions: sessionmaker[Session], params: dict[str, str],
+           cookies: dict[str, str], secure: bool) -> Arrival:
+    """Validate a resource link launch; the account linked to the LMS identity (made on its
+    first launch), enrolled in the platform's course by its LMS role, and, for a student launched
+    into an assignment with AGS, the gradebook column their grade goes to."""
+    request = _Request(params, cookies, secure)
+    conf, cookie_service, storage = _parts(request, session, sessions)
+    from pylti1p3.session import SessionService
+    try:
+        message = _Launch(request, conf, SessionService(request), cookie_service, storage,
+                          requests_session=_http())
+        message.validate()
+    except (LtiException, OIDCException, KeyError, ValueError) as exc:
+        raise LaunchRefused(f"LTI launch refused: {exc}") from exc
+    data: dict[str, t.Any] = dict(message.get_launch_data())
+    platform = session.scalar(select(LtiPlatform).where(
+        LtiPlatform.issuer == data["iss"], LtiPlatform.client_id == message.get_client_id()))
+    assert platform is not None  # validate() found its registration
+    roles = " ".join(data.get(ROLES_CLAIM, []))
+    role = ("instructor" if "#Instructor" in roles or "#Administrator" in roles
+            else "ta" if "TeachingAssistant" in roles else "student")
+    user = _account(session, platform, data)
+    enrollment = session.scalar(select(Enrollment).where(
+        Enrollment.user_id == user.id, Enrollment.course_id == platform.course_id))
+    if enrollment is None:
+        alias = course_service.roster_alias(session=session, user=user, course=platform.course)
+        enrollment = Enrollment(user_id=user.id, course_id=platform.course_id, role=role,
+                                alias=alias)
+        session.add(enrollment)
+    elif enrollment.role != role and course_service.ROLES.index(role) < \
+            course_service.ROLES.index(enrollment.role):
+        enrollment.role = role  # the LMS says more than we knew (a student became a TA)
+    assignment = _target(session, platform.course, str(data.get(TARGET_CLAIM, "")))
+    ags = data.get(AGS_CLAIM) or {}
+    if assignment is not None and enrollment.role == "student" and ags.get("lineitem") \
+            and SCORE_SCOPE in ags.get("scope", []):
+        _grade_target(session, platform, user, assignment, str(data["sub"]), ags)
+    session.flush()
+    return Arrival(user=user, course=platform.course, role=enrollment.role, assignment=assignment)
+
+
+def _account(session: Session, platform: LtiPlatform, data: t.Mapping[str, t.Any]) -> User:
+    identity = session.scalar(select(LtiIdentity).where(
+        LtiIdentity.issuer == platform.issuer, LtiIdentity.key_set_url == platform.key_set_url,
+        LtiIdentity.subject == data["sub"]))
+    if identity is not None:
+        user = session.get(User, identity.user_id)
+        assert user is not None
+        return user
+    # Never an existing account by its email: any instructor can register an LMS, and an LMS
+    # can claim any email. A taken (or missing) email gets an address no one can register.
+    email = str(data.get("email") or "").strip().lower()[:320]
+    if not email or session.scalar(select(User.id).where(User.email == email)) is not None:
+        email = f"lti-{secrets.token_hex(8)}@lti.invalid"
+    user = User(email=email, name=str(data.get("name") or email.split("@")[0])[:200],
+                password_hash=UNUSABLE_PASSWORD)
+    session.add(user)
+    session.flush()
+    session.add(LtiIdentity(issuer=platform.issuer, key_set_url=platform.key_set_url,
+                            subject=str(data["sub"]), user_id=user.id))
+    return user
+
+
+def _target(session: Session, course: Course, target: str) -> Assignment | None:
+    """The assignment a launch's target_link_uri names (…/c/<course>/<slug>), if any."""
+    parts = urlparse(target).path.strip("/").split("/")
+    if len(parts) >= 3 and parts[-3] == "c" and parts[-2] == course.slug:
+        try:
+            return assignment_service.get(session=session, course=course, slug=parts[-1])
+        except NotFound:
+            return None
+    return None
+
+
+def _grade_target(session: Session, platform: LtiPlatform, user: User, assignment: Assignment,
+                  subject: str, ags: t.Mapping[str, t.Any]) -> None:
+    post = session.scalar(select(LtiGradePost).where(
+        LtiGradePost.platform_id == platform.id, LtiGradePost.user_id == user.id,
+        LtiGradePost.assignment_id == assignment.id))
+    if post is None:
+        post = LtiGradePost(platform_id=platform.id, user_id=user.id, assignment_id=assignment.id,
+                            subject=subject, lineitem_url=str(ags["lineitem"]),
+                            scopes=list(ags["scope"]), state="idle", attempts=0)
+        session.add(post)
+        session.flush()
+        grade_changed(session=session, assignment_id=assignment.id, user_id=user.id)
+    else:
+        post.lineitem_url, post.scopes, post.subject = str(ags["lineitem"]), list(ags["scope"]), \
+            subject
+
+
+# --- grade passback -----------------------------------------------------------------------------
+def current_score(session: Session, assignment_id: int, user_id: int) -> float | None:
+    """The score the leaderboard uses (its entry's, after late policy and reviews), else the
+    student's best graded score; None before anything is graded."""
+    board = session.scalar(select(GradeReportRow.score).join(
+        BoardEntry, BoardEntry.submission_id == GradeReportRow.submission_id).where(
+        BoardEntry.assignment_id == assignment_id, BoardEntry.user_id == user_id))
+    if board is not None:
+        return float(board)
+    best = session.scalar(select(GradeReportRow.score).join(
+        Submission, Submission.id == GradeReportRow.submission_id).where(
+        Submission.assignment_id == assignment_id, Submission.user_id == user_id)
+        .order_by(GradeReportRow.score.desc()).limit(1))
+    return None if best is None else float(best)
+
+
+def grade_changed(*, session: Session, assignment_id: int, user_id: int | None = None) -> None:
+    """A grade of this assignment (one student's, or everyone's) may have changed: what is owed
+    to each LMS gradebook becomes pending (posted by the reaper, in its own transaction)."""
+    q = select(LtiGradePost).where(LtiGradePost.assignment_id == assignment_id)
+    if user_id is not None:
+        q = q.where(LtiGradePost.user_id == user_id)
+    for post in session.scalars(q):
+        score = current_score(session, assignment_id, post.user_id)
+        if score is None or (score == post.score and post.state == "pending"):
+            continue  # nothing graded yet, or this very score already waits to be posted
+        post.score, post.state, post.attempts, post.next_at = score, "pending", 0, now()
+        post.max_score = _max_score(session, assignment_id)
+
+
+def _max_score(session: Session, assignment_id: int) -> float:
+    a = session.get(Assignment, assignment_id)
+    if a is None:
+        return 100.0
+    scoring = assignment_service.manifest_of(a).scoring
+    return float(scoring.test_points + scoring.performance_points)
+
+
+def send_pending(*, sessions: sessionmaker[Session], http: requests.Session | None = None
+                 ) -> tuple[int, int]:
+    """Post every pending grade that is due; (sent, failed). A failure keeps the grade pending
+    with its error and the time of the next try (backoff up to an hour)."""
+    sent = failed = 0
+    with sessions() as s:
+        due = s.scalars(select(LtiGradePost.id).where(LtiGradePost.state == "pending",
+                                                      LtiGradePost.next_at <= now())).all()
+    for post_id in due:
+        with sessions() as s, s.begin():
+            post = s.get(LtiGradePost, post_id, with_for_update=True)
+            if post is None or post.state != "pending" or post.score is None:
+                continue
+            try:
+                _post(post, http or _http())
+            except (LtiException, requests.RequestException, KeyError, ValueError) as exc:
+                post.attempts += 1
+                post.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+                post.next_at = now() + timedelta(seconds=min(RETRY_MAX_S, 15 * 2 ** post.attempts))
+                failed += 1
+                continue
+            post.state, post.sent_at, post.last_error = "sent", now(), None
+            sent += 1
+    return sent, failed
+
+
+def _post(post: LtiGradePost, http: requests.Session) -> None:
+    from pylti1p3.assignments_grades import AssignmentsGradesService
+
+    connector = ServiceConnector(_Registration(post.platform), http)
+    service = AssignmentsGradesService(connector, {"scope": post.scopes,  # type: ignore[typeddict-item]
+                                                   "lineitem": post.lineitem_url})
+    assert post.score is not None
+    grade = (Grade().set_score_given(post.score).set_score_maximum(post.max_score)
+             .set_timestamp(now().isoformat()).set_activity_progress("Completed")
+             .set_grading_progress("FullyGraded").set_user_id(post.subject))
+    service.put_grade(grade)
+
+
+def purge(*, session: Session) -> int:
+    """Forget expired launch data (states, nonces, launches)."""
+    gone = session.execute(delete(LtiLaunchData).where(LtiLaunchData.expires_at < now()))
+    return int(gone.rowcount)  # type: ignore[attr-defined]
+
+
+def posts(*, session: Session, course: Course) -> list[LtiGradePost]:
+    return list(session.scalars(select(LtiGradePost).join(
+        LtiPlatform, LtiPlatform.id == LtiGradePost.platform_id).where(
+        LtiPlatform.course_id == course.id).order_by(LtiGradePost.id)))

@@ -1,0 +1,168 @@
+"""LTI 1.3 against a stand-in LMS: a student launched from the LMS into t1 gets an account in the
+course (no join code), submits, and the grade lands in the LMS gradebook, again after a
+regrade; a failed post is retried and shown, never lost; forged, expired, replayed and
+unknown-deployment launches are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from server.services import lti
+from tests.server.conftest import REFERENCE, World
+from tests.server.lms import StandInLms
+from tests.server.reports import sample_report, store
+from tests.server.test_pages import csrf
+
+TARGET = "http://testserver/c/th/t1-multiprocessing"
+
+
+@pytest.fixture
+def lms(world: World) -> Iterator[StandInLms]:
+    lms = StandInLms()
+    r = world.post(world.prof, "/api/courses/th/lti/platforms", json=lms.registration())
+    assert r.status_code == 201, r.text
+    assert r.json()["launch_url"] == "http://testserver/lti/launch"
+    lms.tool_jwks = world.client.get("/lti/jwks").json()
+    yield lms
+    lms.close()
+
+
+def _browser(world: World) -> TestClient:
+    return TestClient(world.client.app, follow_redirects=False)
+
+
+def _login(b: TestClient, lms: StandInLms, target: str = TARGET) -> dict[str, str]:
+    r = b.get("/lti/login", params=lms.login_params(target))
+    assert r.status_code == 302, r.text
+    assert r.headers["location"].startswith(f"{lms.url}/auth?")
+    auth = lms.authorize(r.headers["location"])
+    assert auth["redirect_uri"] == "http://testserver/lti/launch"
+    return auth
+
+
+def _launch(b: TestClient, lms: StandInLms, **claims: object):  # type: ignore[no-untyped-def]
+    auth = _login(b, lms)
+    token = lms.id_token(nonce=auth["nonce"], target=TARGET, **claims)  # type: ignore[arg-type]
+    return b.post("/lti/launch", data={"id_token": token, "state": auth["state"]}), token, auth
+
+
+def test_a_launched_student_submits_and_the_grade_reaches_the_gradebook(
+        world: World, engine: Engine, lms: StandInLms) -> None:
+    b = _browser(world)
+    r, _, _ = _launch(b, lms)
+    assert r.status_code == 303 and r.headers["location"] == "/c/th/t1-multiprocessing", r.text
+    page = b.get("/c/th/t1-multiprocessing")
+    assert page.status_code == 200 and "Lea" in page.text  # logged in, no join code
+    r = b.post("/c/th/t1-multiprocessing/submit", data={"csrf_token": csrf(page.text)},
+               files=[("files", ("solution.py", REFERENCE))])
+    assert r.status_code == 303, r.text
+    sid = int(r.headers["location"].rsplit("/", 1)[1])
+    people = {m["email"]: m["role"] for m in world.get(world.prof, "/api/courses/th/members").json()}
+    assert people["lea@uni.edu"] == "student"
+    store(engine, sid, sample_report())  # the grade lands
+    sessions = world.client.app.state.sessions  # type: ignore[attr-defined]
+    assert lti.send_pending(sessions=sessions) == (1, 0)  # what the reaper does
+    (column, user), posted = next(iter(lms.gradebook.items()))
+    assert (column, user) == ("/lineitems/7", "student-1")
+    assert (posted["scoreGiven"], posted["scoreMaximum"]) == (90, 100)
+    assert posted["gradingProgress"] == "FullyGraded"
+    # A regrade changes the grade: it is posted again.
+    store(engine, sid, sample_report(credit="held"))
+    assert lti.send_pending(sessions=sessions) == (1, 0)
+    assert lms.gradebook[("/lineitems/7", "student-1")]["scoreGiven"] == 60
+    # The same student launching again is the same account.
+    r, _, _ = _launch(_browser(world), lms)
+    assert r.status_code == 303
+    assert sum(m["email"] == "lea@uni.edu"
+               for m in world.get(world.prof, "/api/courses/th/members").json()) == 1
+
+
+def test_a_failed_post_is_retried_and_shown_never_lost(world: World, engine: Engine,
+                                                       lms: StandInLms) -> None:
+    b = _browser(world)
+    assert _launch(b, lms)[0].status_code == 303
+    page = b.get("/c/th/t1-multiprocessing")
+    r = b.post("/c/th/t1-multiprocessing/submit", data={"csrf_token": csrf(page.text)},
+               files=[("files", ("solution.py", REFERENCE))])
+    store(engine, int(r.headers["location"].rsplit("/", 1)[1]), sample_report())
+    lms.fail_scores = 1
+    sessions = world.client.app.state.sessions  # type: ignore[attr-defined]
+    assert lti.send_pending(sessions=sessions) == (0, 1)
+    shown, = world.get(world.prof, "/api/courses/th/lti/grades").json()
+    assert shown["state"] == "pending" and "503" in shown["last_error"]
+    assert shown["attempts"] == 1 and shown["next_try"] is not None
+    assert lti.send_pending(sessions=sessions) == (0, 0)  # not due yet: backoff
+    with sessions() as s, s.begin():  # time passes
+        from server.models import LtiGradePost, now
+        s.query(LtiGradePost).update({"next_at": now()})
+    assert lti.send_pending(sessions=sessions) == (1, 0)
+    shown, = world.get(world.prof, "/api/courses/th/lti/grades").json()
+    assert (shown["state"], shown["last_error"]) == ("sent", None)
+    assert lms.gradebook[("/lineitems/7", "student-1")]["scoreGiven"] == 90
+
+
+def test_refused_launches(world: World, lms: StandInLms) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    cases = {
+        "expired": {"expires_in": -60},
+        "unknown deployment": {"deployment": "deployment-9"},
+        "forged signature": {"key": rsa.generate_private_key(public_exponent=65537,
+                                                             key_size=2048)},
+        "wrong issuer": {"issuer": "https://evil.example.com"},
+    }
+    for why, claims in cases.items():
+        r, _, _ = _launch(_browser(world), lms, **claims)
+        assert r.status_code == 403 and "LTI launch refused" in r.text, (why, r.text)
+    # A replayed launch (the same id_token and state again) is refused: its nonce was used.
+    b = _browser(world)
+    r, token, auth = _launch(b, lms)
+    assert r.status_code == 303
+    r = b.post("/lti/launch", data={"id_token": token, "state": auth["state"]})
+    assert r.status_code == 403 and "Nonce" in r.text
+    # An unregistered issuer cannot even start a login.
+    r = _browser(world).get("/lti/login", params={**lms.login_params(TARGET),
+                                                  "iss": "https://evil.example.com"})
+    assert r.status_code == 403 and "LTI login refused" in r.text
+    assert all(m["email"] != "lea@uni.edu" or m["role"]
+               for m in world.get(world.prof, "/api/courses/th/members").json())
+
+
+def test_only_instructors_register_an_lms(world: World) -> None:
+    body = {
+        "issuer": "https://lms.example.edu", "client_id": "x", "auth_login_url": "https://l/a",
+        "auth_token_url": "https://l/t", "key_set_url": "https://l/k", "deployment_ids": ["1"]}
+    assert world.post(world.ada, "/api/courses/th/lti/platforms", json=body).status_code == 403
+    r = world.post(world.prof, "/api/courses/th/lti/platforms",
+                   json={**body, "auth_login_url": "javascript:alert(1)"})
+    assert r.status_code == 422 and "auth_login_url" in r.json()["detail"]
+    assert world.post(world.prof, "/api/courses/th/lti/platforms", json=body).status_code == 201
+    assert world.post(world.prof, "/api/courses/th/lti/platforms", json=body).status_code == 409
+    assert world.get(world.ada, "/api/courses/th/lti/grades").status_code == 403
+
+
+def test_an_lms_reaches_no_account_it_did_not_make(world: World, lms: StandInLms) -> None:
+    """Any instructor can register an LMS, and an LMS can claim any email or issuer: a launch
+    never logs in as an existing account by its email, and a registration naming the same
+    issuer with other keys is another LMS, whose launches reach none of the first one's
+    accounts."""
+    b = _browser(world)
+    r, _, _ = _launch(b, lms, email="prof@uni.edu", role="Learner")
+    assert r.status_code == 303
+    assert "Manage the course" not in b.get("/").text  # not the instructor's home page
+    people = world.get(world.prof, "/api/courses/th/members").json()
+    assert [m["role"] for m in people if m["email"] == "prof@uni.edu"] == ["instructor"]
+    assert any(m["email"].endswith("@lti.invalid") for m in people)  # a new account instead
+    rogue = StandInLms(client_id="rogue-client")  # the same issuer string, its own keys
+    r = world.post(world.prof, "/api/courses/th/lti/platforms", json=rogue.registration())
+    assert r.status_code == 201, r.text
+    rogue.tool_jwks = world.client.get("/lti/jwks").json()
+    before = len(world.get(world.prof, "/api/courses/th/members").json())
+    r, _, _ = _launch(_browser(world), rogue)  # sub "student-1" again, as the real LMS's
+    assert r.status_code == 303
+    assert len(world.get(world.prof, "/api/courses/th/members").json()) == before + 1
+    rogue.close()
