@@ -3,8 +3,10 @@ an LMS for a course (its instructors), with the grades owed to its gradebook."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, status
-from fastapi.responses import RedirectResponse, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request, status
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from server.db import committing
 from server.deps import CourseInstructorDep, CourseStaffDep, SessionDep, SettingsDep
@@ -15,8 +17,9 @@ from server.schemas import (
     LtiPlatformCreate,
     LtiPlatformPublic,
 )
+from server.services import assignments as assignment_service
 from server.services import lti as lti_service
-from server.web.pages import start_session
+from server.web.pages import Csrf, PageUser, render, start_session
 
 router = APIRouter(tags=["lti"], responses={401: {"model": ErrorPublic},
                                             403: {"model": ErrorPublic},
@@ -109,6 +112,24 @@ async def launch(request: Request, settings: SettingsDep) -> Response:
                                      cookies=dict(request.cookies),
                                      secure=request.url.scheme == "https")
         start_session(request, session, settings, arrival.user)
+        if arrival.deep_link is not None:  # an instructor places assignments in the LMS
+            items = [a for a in assignment_service.of_course(session=session,
+                                                             course=arrival.course)
+                     if a.current_version is not None]
+            return render(request, "lti_deep_link.html", user=arrival.user,
+                          course=arrival.course, assignments=items, launch_id=arrival.deep_link)
         target = f"/c/{arrival.course.slug}/{arrival.assignment.slug}" if arrival.assignment \
             else "/"
     return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
+
+
+@router.post("/lti/deep-link", include_in_schema=False, dependencies=[Csrf])
+def deep_link(request: Request, session: SessionDep, user: PageUser,
+              launch_id: Annotated[str, Form(max_length=200)],
+              slugs: Annotated[list[str], Form(default_factory=list)]) -> Response:
+    """Hand the chosen assignments back to the LMS (a signed deep linking response)."""
+    html = lti_service.deep_link_response(
+        session=session, sessions=request.app.state.sessions, launch_id=launch_id,
+        cookies=dict(request.cookies), secure=request.url.scheme == "https", user=user,
+        slugs=slugs, base=_base(request))
+    return HTMLResponse(html)

@@ -19,6 +19,7 @@ import secrets
 import typing as t
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from html import escape
 from urllib.parse import urlparse
 
 import requests
@@ -62,6 +63,7 @@ from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
 TARGET_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/target_link_uri"
+DEEP_LINK_CLAIM = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 LAUNCH_LIFETIME_S = 600
 RETRY_MAX_S = 3600
@@ -315,6 +317,7 @@ class Arrival:
     course: Course
     role: str
     assignment: Assignment | None
+    deep_link: str | None = None  # the launch id of a deep linking request (instructors)
 
 
 def launch(*, session: Session, sessions: sessionmaker[Session], params: dict[str, str],
@@ -349,6 +352,12 @@ def launch(*, session: Session, sessions: sessionmaker[Session], params: dict[st
     elif enrollment.role != role and course_service.ROLES.index(role) < \
             course_service.ROLES.index(enrollment.role):
         enrollment.role = role  # the LMS says more than we knew (a student became a TA)
+    if message.is_deep_link_launch():
+        if enrollment.role != "instructor":
+            raise LaunchRefused("only the course's instructors place assignments in the LMS")
+        session.flush()
+        return Arrival(user=user, course=platform.course, role=enrollment.role, assignment=None,
+                       deep_link=message.get_launch_id())
     assignment = _target(session, platform.course, str(data.get(TARGET_CLAIM, "")))
     ags = data.get(AGS_CLAIM) or {}
     if assignment is not None and enrollment.role == "student" and ags.get("lineitem") \
@@ -406,6 +415,51 @@ def _grade_target(session: Session, platform: LtiPlatform, user: User, assignmen
     else:
         post.lineitem_url, post.scopes, post.subject = str(ags["lineitem"]), list(ags["scope"]), \
             subject
+
+
+def deep_link_response(*, session: Session, sessions: sessionmaker[Session], launch_id: str,
+                       cookies: dict[str, str], secure: bool, user: User, slugs: list[str],
+                       base: str) -> str:
+    """The page that hands the chosen assignments back to the LMS (a signed
+    LtiDeepLinkingResponse, posted by the browser): each a resource link to its page, with a
+    gradebook column for its points."""
+    from pylti1p3.deep_link_resource import DeepLinkResource
+    from pylti1p3.lineitem import LineItem
+    from pylti1p3.session import SessionService
+
+    request = _Request({}, cookies, secure)
+    conf, cookie_service, storage = _parts(request, session, sessions)
+    try:
+        message = _Launch.from_cache(launch_id, request, conf, SessionService(request),
+                                     cookie_service, storage, requests_session=_http())
+    except (LtiException, OIDCException) as exc:
+        raise LaunchRefused(f"this placement expired or is not yours: {exc}") from exc
+    data: dict[str, t.Any] = dict(message.get_launch_data())
+    platform = session.scalar(select(LtiPlatform).where(
+        LtiPlatform.issuer == data["iss"], LtiPlatform.client_id == message.get_client_id()))
+    identity = session.scalar(select(LtiIdentity).where(
+        LtiIdentity.user_id == user.id, LtiIdentity.subject == data["sub"]))
+    if platform is None or identity is None or course_service.role(
+            session=session, user=user, course=platform.course) != "instructor":
+        raise LaunchRefused("this placement belongs to another launch")
+    if not slugs:
+        raise Invalid("choose at least one assignment")
+    items = []
+    for slug in slugs:
+        a = assignment_service.get(session=session, course=platform.course, slug=slug)
+        scoring = assignment_service.manifest_of(a).scoring
+        column = (LineItem().set_label(a.title).set_resource_id(a.slug)
+                  .set_score_maximum(scoring.test_points + scoring.performance_points))
+        items.append(DeepLinkResource().set_url(f"{base}/c/{platform.course.slug}/{a.slug}")
+                     .set_title(a.title).set_lineitem(column))
+    link = message.get_deep_link()
+    token = link.get_response_jwt(items)
+    return_url = str(data[DEEP_LINK_CLAIM]["deep_link_return_url"])
+    if urlparse(return_url).scheme not in ("https", "http"):
+        raise LaunchRefused("the LMS's deep linking return URL is not http(s)")
+    return (f'<form id="lms" method="post" action="{escape(return_url)}">'
+            f'<input type="hidden" name="JWT" value="{escape(token)}"></form>'
+            '<script>document.getElementById("lms").submit()</script>')
 
 
 # --- grade passback -----------------------------------------------------------------------------

@@ -146,7 +146,7 @@ class StandInLms:
                  email: str = "lea@uni.edu", name: str = "Lea", role: str = "Learner",
                  lineitem: str | None = "/lineitems/7", expires_in: int = 300,
                  issuer: str | None = None, deployment: str | None = None,
-                 key: Any = None) -> str:
+                 key: Any = None, deep_link_return: str | None = None) -> str:
         claims: dict[str, Any] = {
             "iss": issuer or self.issuer, "aud": self.client_id, "sub": sub, "nonce": nonce,
             "iat": int(time.time()), "exp": int(time.time()) + expires_in, "email": email,
@@ -157,7 +157,13 @@ class StandInLms:
             LTI + "resource_link": {"id": f"link-{uuid.uuid4().hex[:6]}"},
             LTI + "roles": [f"http://purl.imsglobal.org/vocab/lis/v2/membership#{role}"],
         }
-        if lineitem is not None:
+        if deep_link_return is not None:  # an instructor places the tool's links
+            claims[LTI + "message_type"] = "LtiDeepLinkingRequest"
+            del claims[LTI + "resource_link"]
+            claims["https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"] = {
+                "deep_link_return_url": deep_link_return, "accept_types": ["ltiResourceLink"],
+                "accept_presentation_document_targets": ["window"], "accept_multiple": True}
+        elif lineitem is not None:
             claims[AGS] = {"scope": [SCORE], "lineitem": f"{self.url}{lineitem}"}
         pem = (key or self.key).private_bytes(serialization.Encoding.PEM,
                                               serialization.PrivateFormat.PKCS8,

@@ -5,6 +5,7 @@ unknown-deployment launches are refused."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -166,3 +167,33 @@ def test_an_lms_reaches_no_account_it_did_not_make(world: World, lms: StandInLms
     assert r.status_code == 303
     assert len(world.get(world.prof, "/api/courses/th/members").json()) == before + 1
     rogue.close()
+
+
+def test_an_instructor_places_assignments_in_the_lms_by_deep_linking(world: World,
+                                                                    lms: StandInLms) -> None:
+    import re
+
+    import jwt
+    from jwt.algorithms import RSAAlgorithm
+
+    b = _browser(world)
+    r, _, _ = _launch(b, lms, role="Instructor", sub="teacher-1", email="t@uni.edu",
+                      deep_link_return=f"{lms.url}/deep-return")
+    assert r.status_code == 200 and "Place Treasure hunt" in r.text, r.text
+    form = {"csrf_token": csrf(r.text),
+            "launch_id": re.search(r'name="launch_id" value="([^"]+)"', r.text).group(1)}  # type: ignore[union-attr]
+    r = b.post("/lti/deep-link", data={**form, "slugs": ["t1-multiprocessing"]})
+    assert r.status_code == 200, r.text
+    assert f'action="{lms.url}/deep-return"' in r.text
+    token = re.search(r'name="JWT" value="([^"]+)"', r.text).group(1)  # type: ignore[union-attr]
+    key = RSAAlgorithm.from_jwk(json.dumps(lms.tool_jwks["keys"][0]))
+    claims = jwt.decode(token, key, algorithms=["RS256"], audience=lms.issuer)  # type: ignore[arg-type]
+    item, = claims["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    assert item["url"] == "http://testserver/c/th/t1-multiprocessing"
+    assert item["lineItem"]["scoreMaximum"] == 100
+    # A student's launch cannot place links; an unknown placement is refused.
+    r, _, _ = _launch(_browser(world), lms, deep_link_return=f"{lms.url}/deep-return")
+    assert r.status_code == 403 and "instructors" in r.text
+    r = b.post("/lti/deep-link", data={**form, "launch_id": "lti1p3-launch-nope",
+                                       "slugs": ["t1-multiprocessing"]})
+    assert r.status_code == 403
