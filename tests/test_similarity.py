@@ -4,8 +4,6 @@ where the copied code is."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from runners import similarity
@@ -62,18 +60,3 @@ def test_the_matching_lines_are_the_copied_ones() -> None:
     b_copied_end = len(submission_text({"solution.py": disguise(copied).encode()}).splitlines())
     assert b_marked and max(b_marked) <= b_copied_end + 1
 
-
-def test_five_hundred_submissions_of_two_hundred_lines_in_reasonable_time() -> None:
-    """A pathology bound, not a benchmark (bench/similarity.py measures)."""
-    sources = honest()
-    rng = np.random.default_rng(5)
-    texts = {}
-    for i in range(500):  # each an honest module with its lines shuffled in blocks: 500 distinct
-        lines = sources[i % len(sources)].splitlines()
-        blocks = [lines[k:k + 20] for k in range(0, min(len(lines), 200), 20)]
-        rng.shuffle(blocks)
-        texts[i + 1] = submission_text({"solution.py": "\n".join(
-            line for blk in blocks for line in blk).encode()})
-    started = time.perf_counter()
-    similarity.compare(texts, boilerplate=similarity.boilerplate_of(T1), threshold=0.5)
-    assert time.perf_counter() - started < 300
