@@ -236,6 +236,8 @@ def test_a_roster_that_is_no_roster_is_refused_and_stores_nothing(world: World, 
 
 def test_the_roster_page_shows_each_row(world: World) -> None:
     b = browser(world, "prof@uni.edu", "profpass123")
+    course = b.get("/c/th").text
+    assert "<title>Treasure hunt · paragrade</title>" in course and course.count('id="lms"') == 1
     page = b.get("/c/th/-/members")
     assert page.status_code == 200 and "Import the roster" in page.text
     r = b.post("/c/th/-/members/roster", data={"csrf_token": csrf(page.text)},
