@@ -25,6 +25,11 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def aware(dt: datetime) -> datetime:
+    """A stored time with its zone: SQLite drops it, and every stored time is UTC."""
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+
+
 class User(Base):
     __tablename__ = "users"
 
@@ -443,3 +448,4 @@ class LtiGradePost(Base):
 
     platform: Mapped[LtiPlatform] = relationship()
     user: Mapped[User] = relationship()
+    assignment: Mapped[Assignment] = relationship()

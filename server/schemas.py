@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from runners.protocol import SimilarPair
+
 
 def _utc(value: datetime) -> datetime:
     # SQLite keeps no UTC offset (every stored time is UTC): a naive time read back is UTC.
@@ -283,17 +285,12 @@ class SimilarityCreate(Input):
                              "share of either submission's code is found in the other")
 
 
-class SimilarPairPublic(BaseModel):
-    a: int = Field(description="Submission id")
-    b: int = Field(description="Submission id")
+class SimilarPairPublic(SimilarPair):
+    """A pair as the runner found it (shares exclude starter and reference code; line ranges
+    1-based, inclusive), with whose submissions they are."""
+
     student_a: str
     student_b: str
-    share_a: float = Field(description="Share of a's code found in b (starter and reference "
-                                       "code excluded)")
-    share_b: float
-    lines_a: list[tuple[int, int]] = Field(description="Matching line ranges of a (1-based, "
-                                                       "inclusive)")
-    lines_b: list[tuple[int, int]]
 
 
 class SimilarityRunPublic(BaseModel):

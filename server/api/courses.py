@@ -91,9 +91,8 @@ def join(body: JoinCreate, session: SessionDep, user: CurrentUser) -> CoursePubl
 
 @router.get("/{course}/assignments", response_model=list[AssignmentPublic])
 def list_assignments(access: CourseDep, session: SessionDep) -> list[AssignmentPublic]:
-    return [assignment_public(a, access.role, session, access.user) for a in
-            assignment_service.of_course(session=session, course=access.course)
-            if a.current_version is not None]
+    return [assignment_public(a, access.role, session, access.user)
+            for a in assignment_service.offered(session=session, course=access.course)]
 
 
 @router.post("/{course}/assignments/import", response_model=AssignmentPublic,
@@ -185,9 +184,8 @@ def leaderboard(slug: str, access: CourseDep, session: SessionDep, request: Requ
 @router.get("/{course}/leaderboard", response_model=CourseBoardPublic)
 def course_leaderboard(access: CourseDep, session: SessionDep, request: Request) -> Response:
     """Students by total points over the course's assignments, with each task's place on its
-    own board (a treasure hunt board); equal totals share a rank."""
-    items = [a for a in assignment_service.of_course(session=session, course=access.course)
-             if a.current_version is not None]
+    own board (a treasure hunt board); the same total over as many tasks shares a rank."""
+    items = assignment_service.offered(session=session, course=access.course)
     board = request.app.state.boards.course_board(session=session, assignments=items)
 
     def row(e: leaderboard_service.CourseEntry, you: bool) -> bytes:

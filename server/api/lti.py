@@ -62,17 +62,11 @@ def platforms(access: CourseInstructorDep, session: SessionDep,
 def grade_posts(access: CourseStaffDep, session: SessionDep) -> list[LtiGradePostPublic]:
     """Every grade owed to an LMS gradebook and whether it got there (failed posts are
     retried until the LMS takes them)."""
-    from server.models import Assignment
-
-    out = []
-    for p in lti_service.posts(session=session, course=access.course):
-        a = session.get(Assignment, p.assignment_id)
-        out.append(LtiGradePostPublic(student=p.user.email, assignment=a.slug if a else "?",
-                                      score=p.score, max_score=p.max_score, state=p.state,
-                                      attempts=p.attempts, last_error=p.last_error,
-                                      next_try=p.next_at if p.state == "pending" else None,
-                                      sent_at=p.sent_at))
-    return out
+    return [LtiGradePostPublic(student=p.user.email, assignment=p.assignment.slug, score=p.score,
+                               max_score=p.max_score, state=p.state, attempts=p.attempts,
+                               last_error=p.last_error, sent_at=p.sent_at,
+                               next_try=p.next_at if p.state == "pending" else None)
+            for p in lti_service.posts(session=session, course=access.course)]
 
 
 @router.get("/lti/jwks")
@@ -113,9 +107,7 @@ async def launch(request: Request, settings: SettingsDep) -> Response:
                                      secure=request.url.scheme == "https")
         start_session(request, session, settings, arrival.user)
         if arrival.deep_link is not None:  # an instructor places assignments in the LMS
-            items = [a for a in assignment_service.of_course(session=session,
-                                                             course=arrival.course)
-                     if a.current_version is not None]
+            items = assignment_service.offered(session=session, course=arrival.course)
             return render(request, "lti_deep_link.html", user=arrival.user,
                           course=arrival.course, assignments=items, launch_id=arrival.deep_link)
         target = f"/c/{arrival.course.slug}/{arrival.assignment.slug}" if arrival.assignment \

@@ -27,9 +27,6 @@ router = APIRouter(prefix="/api/courses", tags=["members"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
                               404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 
-MAX_ROSTER_BYTES = 4 << 20
-
-
 @router.get("/{course}/members", response_model=list[MemberPublic])
 def members(access: CourseStaffDep, session: SessionDep) -> list[MemberPublic]:
     """Everyone in the course by role, and the roster's emails without an account yet."""
@@ -57,16 +54,14 @@ def import_roster(roster: Annotated[UploadFile, File(description="CSV exported b
                                                                  "email, name, optional alias")],
                   access: CourseInstructorDep, session: SessionDep) -> RosterImportPublic:
     """Put students on the course from a CSV (idempotent); each row says what became of it."""
-    data = roster.file.read(MAX_ROSTER_BYTES + 1)
-    if len(data) > MAX_ROSTER_BYTES:
-        raise TooLarge(f"roster larger than {MAX_ROSTER_BYTES} bytes")
+    limit = course_service.MAX_ROSTER_BYTES
+    data = roster.file.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"roster larger than {limit} bytes")
     with committing(session):
         rows = course_service.import_roster(session=session, actor=access.user,
                                             course=access.course, role=access.role, data=data)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
-    return RosterImportPublic(counts=counts, rows=[
+    return RosterImportPublic(counts=course_service.tally(rows), rows=[
         RosterRowPublic(line=r.line, email=r.email, outcome=r.outcome,  # type: ignore[arg-type]
                         detail=r.detail) for r in rows])
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, status
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.api import RowId
 from server.db import committing
 from server.deps import CourseStaffDep, SessionDep
-from server.models import SimilarityRun, Submission
+from server.models import SimilarityRun
 from server.schemas import ErrorPublic, SimilarityCreate, SimilarityRunPublic, SimilarPairPublic
 from server.services import assignments as assignment_service
 from server.services import similarity as similarity_service
@@ -28,13 +27,9 @@ def run_public(session: Session, run: SimilarityRun, *, with_pairs: bool) -> Sim
                               seconds=result.get("seconds"), tool=result.get("tool"))
     if with_pairs and run.result is not None:
         found = similarity_service.pairs(run)
-        ids = {i for p in found for i in (p.a, p.b)}
-        who = {s.id: s.user.email for s in session.scalars(
-            select(Submission).where(Submission.id.in_(ids)))}
-        out.pairs = [SimilarPairPublic(a=p.a, b=p.b, student_a=who.get(p.a, "?"),
-                                       student_b=who.get(p.b, "?"), share_a=p.share_a,
-                                       share_b=p.share_b, lines_a=p.lines_a, lines_b=p.lines_b)
-                     for p in found]
+        who = similarity_service.owners(session=session, found=found)
+        out.pairs = [SimilarPairPublic(**p.model_dump(), student_a=who[p.a].email,
+                                       student_b=who[p.b].email) for p in found]
     return out
 
 

@@ -220,6 +220,11 @@ def of_course(*, session: Session, course: Course) -> list[Assignment]:
                                 .order_by(Assignment.slug)))
 
 
+def offered(*, session: Session, course: Course) -> list[Assignment]:
+    """The course's assignments that have a version students get (by slug)."""
+    return [a for a in of_course(session=session, course=course) if a.current_version is not None]
+
+
 def manifest_of(assignment: Assignment) -> Manifest:
     """The current version's manifest; Conflict when it no longer passes today's checks."""
     assert assignment.current_version is not None

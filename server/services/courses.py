@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,7 @@ def set_role(*, session: Session, actor: User, course: Course, role: str | None,
 EMAIL_RE = r"[^@\s]+@[^@\s]+\.[^@\s]+"
 ALIAS_RE = r"[\w .-]+"
 MAX_ROSTER_ROWS = 10_000
+MAX_ROSTER_BYTES = 4 << 20
 # Column names as LMS exports spell them (Canvas, Moodle, Blackboard), lower-cased.
 EMAIL_COLUMNS = ("email", "email address", "e-mail", "e-mail address", "mail")
 NAME_COLUMNS = ("name", "full name", "student", "student name", "display name")
@@ -252,13 +254,15 @@ def import_roster(*, session: Session, actor: User, course: Course, role: str | 
             report.append(RosterRow(n, email, "updated", "alias"))
         else:
             report.append(RosterRow(n, email, "updated" if changed else "unchanged"))
-    counts: dict[str, int] = {}
-    for r in report:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
     session.add(AuditLog(actor_id=actor.id, action="roster.import", target=course.slug,
-                         detail=counts))
+                         detail=tally(report)))
     session.flush()
     return report
+
+
+def tally(report: list[RosterRow]) -> dict[str, int]:
+    """How many rows of a roster import came to each outcome."""
+    return dict(Counter(r.outcome for r in report))
 
 
 def roster_alias(*, session: Session, user: User, course: Course) -> str | None:

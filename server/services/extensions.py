@@ -20,13 +20,10 @@ from server.models import (
     GradeReportRow,
     Submission,
     User,
+    aware,
 )
 from server.services import jobs, leaderboard
 from server.services.errors import Forbidden, Invalid, NotFound
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
 def extended(*, session: Session, assignment: Assignment, user_id: int) -> datetime | None:
@@ -36,7 +33,7 @@ def extended(*, session: Session, assignment: Assignment, user_id: int) -> datet
         return None
     own = session.scalar(select(Extension.deadline).where(
         Extension.assignment_id == assignment.id, Extension.user_id == user_id))
-    return _aware(own) if own is not None and _aware(own) > _aware(assignment.deadline) else None
+    return aware(own) if own is not None and aware(own) > aware(assignment.deadline) else None
 
 
 def deadline_for(*, session: Session, assignment: Assignment, user_id: int) -> datetime | None:
@@ -44,7 +41,7 @@ def deadline_for(*, session: Session, assignment: Assignment, user_id: int) -> d
     if assignment.deadline is None:
         return None
     own = extended(session=session, assignment=assignment, user_id=user_id)
-    return own or _aware(assignment.deadline)
+    return own or aware(assignment.deadline)
 
 
 def of_assignment(*, session: Session, assignment: Assignment) -> list[Extension]:
@@ -74,9 +71,9 @@ def grant(*, session: Session, actor: User, assignment: Assignment, role: str | 
         raise Invalid("deadline is out of range (years 1 to 9999 in UTC)") from exc
     if assignment.deadline is None:
         raise Invalid(f"{assignment.slug} has no deadline to extend")
-    if deadline <= _aware(assignment.deadline):
+    if deadline <= aware(assignment.deadline):
         raise Invalid(f"an extension must end after the assignment's deadline "
-                      f"({_aware(assignment.deadline).isoformat()})")
+                      f"({aware(assignment.deadline).isoformat()})")
     student = _student(session, assignment, email)
     ext = session.scalar(select(Extension).where(Extension.assignment_id == assignment.id,
                                                  Extension.user_id == student.id))
@@ -120,7 +117,7 @@ def _restate_lateness(session: Session, assignment: Assignment, user_id: int) ->
         GradeReportRow, GradeReportRow.submission_id == Submission.id).where(
         Submission.assignment_id == assignment.id, Submission.user_id == user_id)).all()
     for sub, row in rows:
-        late = deadline is not None and _aware(sub.created_at) > deadline
+        late = deadline is not None and aware(sub.created_at) > deadline
         if late == sub.late:
             continue
         sub.late, changed = late, True

@@ -18,7 +18,7 @@ queued jobs, which a compromised fleet token always allows (see docs/security.md
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -50,6 +50,7 @@ from server.models import (
     SimilarityRun,
     Submission,
     TestResultRow,
+    aware,
     now,
 )
 from server.services import leaderboard
@@ -375,8 +376,8 @@ def reap(*, session: Session, lease_s: int, max_attempts: int) -> int:
     for job in session.scalars(select(Job).where(Job.state == "claimed")):
         beat = job.heartbeat_at or job.claimed_at
         assert beat is not None and job.claimed_at is not None
-        silent = _aware(beat) < now() - timedelta(seconds=lease_s)
-        overdue = _aware(job.claimed_at) < now() - timedelta(seconds=job.time_limit_s + 120)
+        silent = aware(beat) < now() - timedelta(seconds=lease_s)
+        overdue = aware(job.claimed_at) < now() - timedelta(seconds=job.time_limit_s + 120)
         if not (silent or overdue):
             continue
         reason = "the runner stopped reporting" if silent else "the job ran past its time limit"
@@ -412,15 +413,11 @@ def unpublished(*, session: Session, broker_depth: dict[str, int], grace_s: floa
         waiting = list(session.scalars(select(Job).where(Job.state == "queued",
                                                          Job.queue == queue)
                                        .order_by(Job.priority, Job.id)))
-        if any(j.published_at is None or _aware(j.published_at) < cutoff for j in waiting):
+        if any(j.published_at is None or aware(j.published_at) < cutoff for j in waiting):
             for job in waiting:
                 _publish(session, job)
             n += len(waiting)
     return n
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
 def supersede(*, session: Session, submission: Submission, state: str) -> int:
@@ -480,7 +477,7 @@ def all_runners(*, session: Session) -> list[Runner]:
 
 def live_runners(*, session: Session, live_s: int) -> list[Runner]:
     cutoff = now() - timedelta(seconds=live_s)
-    return [r for r in all_runners(session=session) if _aware(r.last_seen) >= cutoff]
+    return [r for r in all_runners(session=session) if aware(r.last_seen) >= cutoff]
 
 
 @dataclass(frozen=True)

@@ -18,24 +18,28 @@ import json
 import secrets
 import typing as t
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from html import escape
 from urllib.parse import urlparse
 
 import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from pylti1p3.assignments_grades import AssignmentsGradesService
 from pylti1p3.cookie import CookieService
+from pylti1p3.deep_link_resource import DeepLinkResource
 from pylti1p3.deployment import Deployment
 from pylti1p3.exception import LtiException, OIDCException
 from pylti1p3.grade import Grade
 from pylti1p3.launch_data_storage.base import LaunchDataStorage
+from pylti1p3.lineitem import LineItem
 from pylti1p3.message_launch import MessageLaunch
 from pylti1p3.oidc_login import OIDCLogin
 from pylti1p3.redirect import Redirect
 from pylti1p3.registration import Registration
 from pylti1p3.request import Request
 from pylti1p3.service_connector import ServiceConnector
+from pylti1p3.session import SessionService
 from pylti1p3.tool_config.abstract import ToolConfAbstract
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -54,6 +58,7 @@ from server.models import (
     LtiPlatform,
     Submission,
     User,
+    aware,
     now,
 )
 from server.services import assignments as assignment_service
@@ -237,7 +242,7 @@ class _Storage(LaunchDataStorage[t.Any]):
         key = self._prepare_key(key)
         with self.sessions() as s:
             row = s.get(LtiLaunchData, key)
-            return None if row is None or _aware(row.expires_at) < now() else row.value
+            return None if row is None or aware(row.expires_at) < now() else row.value
 
     def set_value(self, key: str, value: t.Any, exp: int | None = None) -> None:
         key = self._prepare_key(key)
@@ -253,11 +258,7 @@ class _Storage(LaunchDataStorage[t.Any]):
                                                              LtiLaunchData.expires_at > now()))
                 return bool(gone.rowcount)  # type: ignore[attr-defined]
             row = s.get(LtiLaunchData, key)
-            return row is not None and _aware(row.expires_at) >= now()
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+            return row is not None and aware(row.expires_at) >= now()
 
 
 class _Redirect(Redirect[Response]):
@@ -303,7 +304,6 @@ def login(*, session: Session, sessions: sessionmaker[Session], params: dict[str
     nonce remembered for the launch)."""
     request = _Request(params, cookies, secure)
     conf, cookie_service, storage = _parts(request, session, sessions)
-    from pylti1p3.session import SessionService
     oidc = _Login(request, conf, SessionService(request), cookie_service, storage)
     try:
         return oidc.redirect(launch_url)
@@ -327,7 +327,6 @@ def launch(*, session: Session, sessions: sessionmaker[Session], params: dict[st
     into an assignment with AGS, the gradebook column their grade goes to."""
     request = _Request(params, cookies, secure)
     conf, cookie_service, storage = _parts(request, session, sessions)
-    from pylti1p3.session import SessionService
     try:
         message = _Launch(request, conf, SessionService(request), cookie_service, storage,
                           requests_session=_http())
@@ -423,9 +422,6 @@ def deep_link_response(*, session: Session, sessions: sessionmaker[Session], lau
     """The page that hands the chosen assignments back to the LMS (a signed
     LtiDeepLinkingResponse, posted by the browser): each a resource link to its page, with a
     gradebook column for its points."""
-    from pylti1p3.deep_link_resource import DeepLinkResource
-    from pylti1p3.lineitem import LineItem
-    from pylti1p3.session import SessionService
 
     request = _Request({}, cookies, secure)
     conf, cookie_service, storage = _parts(request, session, sessions)
@@ -527,8 +523,6 @@ def send_pending(*, sessions: sessionmaker[Session], http: requests.Session | No
 
 
 def _post(post: LtiGradePost, http: requests.Session) -> None:
-    from pylti1p3.assignments_grades import AssignmentsGradesService
-
     connector = ServiceConnector(_Registration(post.platform), http)
     service = AssignmentsGradesService(connector, {"scope": post.scopes,  # type: ignore[typeddict-item]
                                                    "lineitem": post.lineitem_url})

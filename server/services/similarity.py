@@ -108,6 +108,12 @@ def pairs(run: SimilarityRun) -> list[SimilarPair]:
     return [SimilarPair.model_validate(p) for p in (run.result or {}).get("pairs", [])]
 
 
+def owners(*, session: Session, found: list[SimilarPair]) -> dict[int, User]:
+    """Whose submission each id of these pairs is."""
+    ids = {i for p in found for i in (p.a, p.b)}
+    return {s.id: s.user for s in session.scalars(select(Submission).where(Submission.id.in_(ids)))}
+
+
 def side_by_side(*, session: Session, run: SimilarityRun, index: int,
                  artifacts_root: Path) -> tuple[Side, Side]:
     """The `index`-th pair of a run, each side's text with its matching lines marked."""

@@ -20,13 +20,13 @@ import contextlib
 import ipaddress
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import ColumnElement, delete, or_, select
 from sqlalchemy.orm import Session
 
 from server import security
-from server.models import ApiToken, Course, LoginFailure, User, now
+from server.models import ApiToken, Course, LoginFailure, User, aware, now
 from server.services import courses as course_service
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound, QuotaExceeded
 from server.settings import ServerSettings
@@ -94,10 +94,6 @@ class TooManyAttempts(QuotaExceeded):
         self.retry_after_s = retry_after_s
 
 
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)  # SQLite drops the zone
-
-
 def _wait_s(session: Session, where: ColumnElement[bool], limit: int, window_s: int) -> float:
     """Seconds until fewer than `limit` failures matching `where` are in the window (0: now)."""
     window = timedelta(seconds=window_s)
@@ -105,7 +101,7 @@ def _wait_s(session: Session, where: ColumnElement[bool], limit: int, window_s: 
                              .order_by(LoginFailure.at.desc()).limit(limit)).all()
     if len(recent) < limit:
         return 0.0
-    return max(0.0, (_aware(recent[-1]) + window - now()).total_seconds())
+    return max(0.0, (aware(recent[-1]) + window - now()).total_seconds())
 
 
 def authenticate(*, session: Session, email: str, password: str, address: str,
@@ -156,7 +152,7 @@ def issue_token(*, session: Session, user: User, name: str = "cli",
 def user_for_token(*, session: Session, raw: str) -> User | None:
     """The token's user, or None when it is unknown, revoked or expired."""
     token = session.scalar(select(ApiToken).where(ApiToken.token_hash == security.token_hash(raw)))
-    if token is None or token.revoked_at is not None or _aware(token.expires_at) <= now():
+    if token is None or token.revoked_at is not None or aware(token.expires_at) <= now():
         return None
     return token.user
 

@@ -8,12 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
-from sqlalchemy import select
 
-from server.api.members import MAX_ROSTER_BYTES
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
-from server.models import Course, Submission, User
+from server.models import Course, User
 from server.schemas import (
     AssignmentUpdate,
     CourseCreate,
@@ -281,10 +279,11 @@ def import_roster(course: str, request: Request, session: SessionDep, user: Page
                   roster: Annotated[UploadFile, File()]) -> Response:
     """Import a roster CSV and show what became of each row (nothing is stored on an error)."""
     c, role = _course(session, user, course)
-    data = roster.file.read(MAX_ROSTER_BYTES + 1)
+    limit = course_service.MAX_ROSTER_BYTES
+    data = roster.file.read(limit + 1)
     try:
-        if len(data) > MAX_ROSTER_BYTES:
-            raise Invalid(f"roster larger than {MAX_ROSTER_BYTES} bytes")
+        if len(data) > limit:
+            raise Invalid(f"roster larger than {limit} bytes")
         with committing(session):
             rows = course_service.import_roster(session=session, actor=user, course=c,
                                                 role=role, data=data)
@@ -338,9 +337,8 @@ def similarity_run(course: str, slug: str, run_id: int, request: Request, sessio
     a = assignment_service.get(session=session, course=c, slug=slug)
     run = similarity_service.get(session=session, assignment=a, run_id=run_id)
     found = similarity_service.pairs(run)
-    ids = {i for p in found for i in (p.a, p.b)}
-    who = {s.id: f"{s.user.name} <{s.user.email}>" for s in session.scalars(
-        select(Submission).where(Submission.id.in_(ids)))}
+    who = {sid: f"{u.name} <{u.email}>"
+           for sid, u in similarity_service.owners(session=session, found=found).items()}
     return render(request, "similarity_run.html", user=user, course=c, a=a, run=run,
                   pairs=found, who=who)
 

@@ -186,8 +186,7 @@ def _home(request: Request, session: SessionDep, user: User, *, status_code: int
           **extra: str) -> HTMLResponse:
     courses = []
     for course, role in course_service.mine(session=session, user=user):
-        items = [a for a in assignment_service.of_course(session=session, course=course)
-                 if a.current_version is not None]
+        items = assignment_service.offered(session=session, course=course)
         courses.append({"course": course, "role": role, "assignments": items})
     return render(request, "home.html", status_code=status_code, user=user, courses=courses,
                   **extra)
@@ -372,8 +371,7 @@ def _course_assignments(session: SessionDep, user: User, course: str
     role = course_service.role(session=session, user=user, course=c)
     if role is None:
         raise Forbidden("you are not enrolled in this course")
-    return c, role, [a for a in assignment_service.of_course(session=session, course=c)
-                     if a.current_version is not None]
+    return c, role, assignment_service.offered(session=session, course=c)
 
 
 @router.get("/c/{course}/-/board")

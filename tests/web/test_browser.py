@@ -83,11 +83,7 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     page.screenshot(path=SHOTS / "leaderboard-phone.png", full_page=True)
 
     # The instructor, in a browser of their own: import a new version, watch it validate, regrade.
-    prof = page.context.browser.new_context().new_page()
-    prof.goto(f"{p.base}/login")
-    prof.fill("input[name=email]", "prof@uni.edu")
-    prof.fill("input[name=password]", "profpass123")
-    prof.click("button[type=submit]")
+    prof = _instructor(page, p.base)
     prof.click("text=Manage the course")
     package = tmp_path / "t1.zip"
     package.write_bytes(_t1_zip(b'"1.0.1"'))
@@ -141,11 +137,7 @@ def test_an_lms_launch_the_course_board_and_a_similarity_report(  # type: ignore
         assert "(you)" in page.inner_text("tr.you")
         page.screenshot(path=SHOTS / "course-board.png", full_page=True)
 
-        prof = page.context.browser.new_context().new_page()
-        prof.goto(f"{p.base}/login")
-        prof.fill("input[name=email]", "prof@uni.edu")
-        prof.fill("input[name=password]", "profpass123")
-        prof.click("button[type=submit]")
+        prof = _instructor(page, p.base)
         prof.goto(f"{p.base}/c/c/t1-multiprocessing/similarity")
         prof.click("button:has-text('Compare')")
         prof.wait_for_selector("table.similar-pairs", timeout=300_000)  # the page reloads itself
@@ -156,3 +148,13 @@ def test_an_lms_launch_the_course_board_and_a_similarity_report(  # type: ignore
         prof.screenshot(path=SHOTS / "similarity-pair.png", full_page=True)
     finally:
         lms.close()
+
+
+def _instructor(page, base: str):  # type: ignore[no-untyped-def]
+    """The instructor, logged in in a browser context of their own."""
+    prof = page.context.browser.new_context().new_page()
+    prof.goto(f"{base}/login")
+    prof.fill("input[name=email]", "prof@uni.edu")
+    prof.fill("input[name=password]", "profpass123")
+    prof.click("button[type=submit]")
+    return prof
