@@ -19,10 +19,15 @@ import pytest
 from runners.array import ArrayUnavailable
 from runners.protocol import TestOutcome, Verdict
 from runners.session import (
+    ForkedSession,
+    RunConfig,
     ScriptResult,
     Session,
     SubmissionFailure,
     SubmissionRaised,
+    Zygote,
+    ZygoteLost,
+    preload_modules,
     run_script,
 )
 
@@ -65,16 +70,22 @@ class Submission:
         self.function: str | None = m.entry.function
 
     def _live(self) -> Session:
-        if self._session is None:
-            session = Session(self._cfg_for(self.workers))
+        if self._session is not None:
+            return self._session
+        cfg = self._cfg_for(self.workers)
+        session: Session = _ZYGOTE.session(cfg, self._assignment) or Session(cfg)
+        try:
             try:
                 session.start()
-            except BaseException:
-                session.close()
-                self._recorder.add_output(session.output)
-                raise
-            self._session = session
-        return self._session
+            except ZygoteLost:  # nothing of the submission ran: a sandbox of its own
+                session = Session(cfg)
+                session.start()
+        except BaseException:
+            session.close()
+            self._recorder.add_output(session.output)
+            raise
+        self._session = session
+        return session
 
     def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
         """Call `function` of the submission with these arguments, in the sandbox."""
@@ -123,6 +134,42 @@ class Submission:
             self._session.close()
             self._recorder.add_output(self._session.output)
             self._session = None
+
+
+class _ZygoteKeeper:
+    """The test process's zygote: one sandbox whose trusted process forks each test's child
+    (runners.session.Zygote), started again after a test that ended badly discarded it."""
+
+    def __init__(self) -> None:
+        self.zygote: Zygote | None = None
+        self.refused = False  # it would not fork here (a preloaded library started a thread)
+
+    def session(self, cfg: RunConfig, assignment: Any) -> ForkedSession | None:
+        if self.refused or not Zygote.suits(cfg):
+            return None
+        if self.zygote is None or not self.zygote.usable:
+            from runners import grader
+
+            z = Zygote(cfg, preload_modules(grader.code_of(assignment, "reference")))
+            try:
+                z.start()
+            except (SubmissionFailure, SubmissionRaised, OSError):
+                z.discard()
+                return None
+            if not z.usable:
+                self.refused = True
+                z.discard()
+                return None
+            self.zygote = z
+        return self.zygote.session()
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.discard()
+            self.zygote = None
+
+
+_ZYGOTE = _ZygoteKeeper()
 
 
 class Recorder:
@@ -294,6 +341,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _ZYGOTE.close()
     recorder = session.config.stash.get(_recorder_key, None)
     if recorder is not None:
         recorder.write()

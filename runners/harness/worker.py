@@ -189,18 +189,19 @@ def _import_submission(path: str) -> Any:
     return module
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--socket", required=True)
-    parser.add_argument("--module", required=True)
-    parser.add_argument("--inbox", help="folder of the grader's argument files")
-    parser.add_argument("--result", help="file for large results, made by the grader")
-    parser.add_argument("--mpi", action="store_true")
-    opts = parser.parse_args()
+def _connect(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    return sock
 
+
+def serve(socket_path: str, module_path: str, inbox: str | None, result: str | None,
+          mpi: bool, *, output_fd: bool = False) -> int:
+    """Import the submission and answer the grader's calls until told to exit. `output_fd`: the
+    grader first hands over the pipe this process's output goes to (a child of the zygote)."""
     comm = None
     rank = 0
-    if opts.mpi:
+    if mpi:
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
@@ -209,12 +210,18 @@ def main() -> int:
     sock = None
     results: ArrayFileWriter | None = None
     if rank == 0:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(opts.socket)
-        if opts.result:  # opened before the submission is imported, kept for every call
-            results = ArrayFileWriter(os.open(opts.result, os.O_WRONLY | os.O_CLOEXEC))
+        sock = _connect(socket_path)
+        if output_fd:
+            _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, 1)
+            if len(fds) != 1:
+                return 70
+            for std in (1, 2):
+                os.dup2(fds[0], std)
+            os.close(fds[0])
+        if result:  # opened before the submission is imported, kept for every call
+            results = ArrayFileWriter(os.open(result, os.O_WRONLY | os.O_CLOEXEC))
     try:
-        module = _import_submission(opts.module)
+        module = _import_submission(module_path)
         ready: dict[str, Any] = {"ready": True}
     except BaseException as exc:  # the submission's import failing is an answer, not our crash
         module = None
@@ -240,8 +247,8 @@ def main() -> int:
         if request.get("op") == "stage":
             # Arguments arrive (and are decoded, files mapped, on every rank) before the timed call.
             mapped = None
-            if request.get("file") and opts.inbox:
-                mapped = map_array_file(os.path.join(opts.inbox, os.path.basename(request["file"])))
+            if request.get("file") and inbox:
+                mapped = map_array_file(os.path.join(inbox, os.path.basename(request["file"])))
             staged = (decode(request["args"], mapped), decode(request["kwargs"], mapped))
             if comm is not None and mapped is not None:
                 comm.barrier()  # every rank has the file mapped before the grader removes its name
@@ -265,6 +272,31 @@ def main() -> int:
                     reply = failed[0]
         if sock is not None:
             send_frame(sock, reply)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--module", required=True)
+    parser.add_argument("--inbox", help="folder of the grader's argument files")
+    parser.add_argument("--result", help="file for large results, made by the grader")
+    parser.add_argument("--mpi", action="store_true")
+    parser.add_argument("--zygote", action="store_true",
+                        help="fork a fresh child per test instead of importing the submission")
+    parser.add_argument("--preload", default="", help="modules the zygote imports (comma-separated)")
+    opts = parser.parse_args()
+    if opts.zygote:
+        spec = importlib.util.spec_from_file_location(
+            "paragrade_zygote", os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py"))
+        assert spec is not None and spec.loader is not None
+        zygote = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(zygote)
+        preload = [m for m in opts.preload.split(",") if m]
+        code: int = zygote.Zygote(opts.socket, opts.result, preload, send=send_frame,
+                             recv=recv_frame).run(
+            lambda path: serve(path, opts.module, opts.inbox, opts.result, False, output_fd=True))
+        return code
+    return serve(opts.socket, opts.module, opts.inbox, opts.result, opts.mpi)
 
 
 if __name__ == "__main__":

@@ -166,8 +166,14 @@ class WallClock:
 
     def __init__(self, limit_s: float) -> None:
         self.started = time.monotonic()
+        self.limit_s = limit_s
         self._deadline = self.started + limit_s
         self._paused_at: float | None = None
+
+    def restart(self) -> None:
+        """The whole limit again from now (a sandbox that serves one test after another)."""
+        self.resume()
+        self._deadline = time.monotonic() + self.limit_s
 
     @property
     def paused(self) -> bool:
@@ -223,6 +229,8 @@ class Executor(abc.ABC):
 
     name: str
     sandboxed: bool = True
+    pid_namespace: bool = True
+    """Its runs have a PID namespace of their own (a zygote may kill every other process in it)."""
 
     def path(self, mount: Mount) -> str:
         """Where the program sees a mount (namespaced backends: `inside`)."""
@@ -269,6 +277,7 @@ def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | Non
         rl.append(f"--nproc={limits.pids}:{limits.pids}")
     if cg.memory_dir is None:
         rl.append(f"--as={limits.memory_mb * 1024 * 1024 * 4}")
+    rl.append("--msgqueue=0:0")  # no POSIX message queue: state nobody could list or clear
     prefix += ["prlimit", *rl, "--"]
     if not any("cpuset" in e for e in cg.enforced):  # joining a cpuset cgroup sets the affinity
         prefix += ["taskset", "-c", ",".join(map(str, limits.cpus))]

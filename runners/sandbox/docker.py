@@ -130,7 +130,8 @@ class DockerExecutor(Executor):
             ulimits=[Ulimit(name="nofile", soft=lim.nofile, hard=lim.nofile),
                      Ulimit(name="nproc", soft=lim.pids, hard=lim.pids),
                      Ulimit(name="fsize", soft=lim.fsize_bytes, hard=lim.fsize_bytes),
-                     Ulimit(name="core", soft=0, hard=0)],
+                     Ulimit(name="core", soft=0, hard=0),
+                     Ulimit(name="msgqueue", soft=0, hard=0)],
             labels=dict([SANDBOX_LABEL.split("=")]),
         )
         if lim.gpus:

@@ -16,6 +16,7 @@ from runners.sandbox.base import Executor, HostRunning, Mount, Running, SandboxS
 class ProcessExecutor(Executor):
     name = "process"
     sandboxed = False
+    pid_namespace = False  # the runner's own processes share the sandbox user's: no zygote
 
     def __init__(self, *, runtime_dir: Path, sandbox_uid: int = 65534) -> None:
         self.runtime_dir = runtime_dir

@@ -1,0 +1,122 @@
+"""One sandbox for a grading's tests, a fresh child per test (runners.session.Zygote): what a test
+leaves behind (files, processes, IPC, keys, memory, the result file) never reaches the next one,
+and a test that attacks the zygote only loses it its sandbox."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runners import grader, package
+from runners.protocol import TestOutcome, Verdict
+from runners.sandbox import Limits, create_executor
+from runners.session import RunConfig, Session, Stage, Zygote, preload_modules
+from runners.settings import get_settings
+from tests.conftest import FIXTURES
+
+LEAVE = (Path(__file__).parent / "hostile" / "leave_state.py").read_bytes()
+EVERY_PLACE = {"tmp", "work", "shm", "dev", "tmp-dir", "process", "sysv-shm", "keyring", "memory",
+               "result-file"}
+
+pytestmark = pytest.mark.slow
+_n = itertools.count()
+
+
+def config(stage: Stage, backend: str = "bwrap") -> RunConfig:
+    settings = get_settings()
+    code = stage.add_code(f"sub-{backend}-{next(_n)}", {"solution.py": LEAVE})
+    return RunConfig(executor=create_executor(settings, backend), runtime_dir=settings.runtime_dir,
+                     stage=stage, code_dir=code,
+                     entry_file="solution.py", launcher="python", ranks=1,
+                     limits=Limits(cpus=(0,), wall_s=20, memory_mb=512))
+
+
+@pytest.fixture
+def zygote(stage: Stage) -> Iterator[Zygote]:
+    z = Zygote(config(stage), ["numpy"])
+    z.start()
+    assert z.usable
+    yield z
+    z.discard()
+
+
+def test_nothing_a_test_leaves_reaches_the_next(zygote: Zygote) -> None:
+    first = zygote.session()
+    first.start()
+    assert first.call("found_now")[0] == []
+    left = set(first.call("leave")[0])
+    # keyrings may be refused by the host; everything else must have been left
+    assert EVERY_PLACE - {"keyring"} <= left, left
+    time.sleep(0.1)  # the result file is written after the call's reply
+    assert set(first.call("found_now")[0]) == left  # the detector sees what it left
+    pid, parent = first.call("me")[0]
+    time.sleep(0.1)  # its thread writes the result file again after that reply
+    first.close()
+    assert zygote.usable
+    second = zygote.session()
+    second.start()
+    assert second.call("found_now")[0] == []
+    pid2, parent2 = second.call("me")[0]
+    assert parent2 == parent and pid2 != pid  # forked by the same zygote: not a new sandbox
+    second.close()
+    assert zygote.usable
+
+
+def test_a_test_cannot_reach_into_the_zygote(zygote: Zygote) -> None:
+    s = zygote.session()
+    s.start()
+    assert s.call("reach_parent")[0] == []  # not dumpable: no memory, environment or files
+    s.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_test_that_kills_or_stops_the_zygote_only_loses_the_sandbox(
+        zygote: Zygote, signum: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Zygote, "RESET_S", 1.0)
+    s = zygote.session()
+    s.start()
+    assert s.call("signal_parent", int(signum))[0] is True
+    s.close()
+    assert not zygote.usable  # discarded: the next test gets a new one
+    assert zygote.exit_info is not None
+
+
+def test_the_zygote_preloads_the_references_libraries_only() -> None:
+    files = {"solution.py": b"import numpy as np\nfrom numba import njit, prange\n"
+                            b"import helpers\nfrom . import local\nfrom mpi4py import MPI\n"
+                            b"import torch.distributed\nimport numba.cuda\n"
+                            b"def f():\n    import dask\n",
+             "helpers.py": b"import os.path\n", "notes.txt": b"import secrets\n"}
+    assert preload_modules(files) == ["numba", "numpy", "os.path"]
+
+
+def test_no_zygote_where_strays_cannot_be_told_apart(stage: Stage) -> None:
+    assert Zygote.suits(config(stage))
+    assert not Zygote.suits(config(stage, "process"))  # no PID namespace: kill(-1) would hit us
+
+
+def test_a_grading_whose_every_test_leaves_state_passes_them_all() -> None:
+    """Through the grader: each test of the package imports the submission in a fresh child,
+    which raises if an earlier test's state is visible."""
+    a = package.load(FIXTURES / "redteam" / "sum1")
+    report = grader.grade(a, {"solution.py": LEAVE}, with_timing=False)
+    assert report.verdict is Verdict.PASSED, [t.message for t in report.tests]
+    assert len(report.tests) == 3
+    assert all(t.outcome is TestOutcome.PASSED for t in report.tests)
+
+
+def test_a_plain_session_still_sees_its_own_state(stage: Stage) -> None:
+    """The control: in one session, what a call leaves is there for the next call."""
+    s = Session(config(stage))
+    s.start()
+    try:
+        left = set(s.call("leave")[0])
+        time.sleep(0.1)
+        assert set(s.call("found_now")[0]) == left
+    finally:
+        s.close()
