@@ -24,7 +24,7 @@ import pytest
 from runners.protocol import Verdict
 from runners.sandbox import Limits, Mount, SandboxSpec
 from runners.sandbox.docker import DockerExecutor
-from runners.session import RunConfig, Session, Stage, SubmissionFailure
+from runners.session import RunConfig, Session, Stage, SubmissionFailure, Zygote
 from runners.settings import REPO_ROOT, get_settings
 from tests import podman
 from tests.conftest import SPIN_ALWAYS, check_freezing
@@ -324,3 +324,33 @@ def test_a_new_runner_removes_the_stopped_sandboxes_a_killed_one_left(engine: En
     finally:
         for c in (running, other):
             c.remove(force=True)
+
+
+def test_z_tests_forked_in_a_container_leave_the_next_nothing(engine: Engine) -> None:
+    """The zygote (tests/test_zygote.py) in a container: the container's init forks each test."""
+    stage = Stage()
+    leave = (Path(__file__).parent / "hostile" / "leave_state.py").read_bytes()
+    cfg = RunConfig(executor=DockerExecutor(image=engine.image, base_url=engine.url),
+                    runtime_dir=get_settings().runtime_dir, stage=stage,
+                    code_dir=stage.add_code("z", {"solution.py": leave}), entry_file="solution.py",
+                    launcher="python", ranks=1, limits=Limits(cpus=(0,), wall_s=30, memory_mb=512))
+    z = Zygote(cfg, ["numpy"])
+    try:
+        z.start()
+        assert z.usable
+        first = z.session()
+        first.start()
+        left = set(first.call("leave")[0])
+        assert {"tmp", "work", "shm", "process", "sysv-shm", "memory", "result-file"} <= left, left
+        assert first.call("reach_parent")[0] == []
+        time.sleep(0.1)
+        first.close()
+        assert z.usable
+        second = z.session()
+        second.start()
+        assert second.call("found_now")[0] == []
+        second.close()
+        assert z.usable
+    finally:
+        z.discard()
+        stage.cleanup()
