@@ -30,6 +30,7 @@ from runners.session import (
     preload_modules,
     run_script,
 )
+from runners.settings import get_settings
 
 OUTPUT_KEEP = 16 * 1024
 
@@ -109,7 +110,6 @@ class Submission:
         """Run an [array] package's tasks (0 … n_tasks-1, default the manifest's) as the grader
         does, each in its own sandbox (through SLURM on a SLURM runner); one value per task."""
         from runners import grader
-        from runners.settings import get_settings
 
         m = self._assignment.manifest
         if m.array is None:
@@ -145,7 +145,7 @@ class _ZygoteKeeper:
         self.refused = False  # it would not fork here (a preloaded library started a thread)
 
     def session(self, cfg: RunConfig, assignment: Any) -> ForkedSession | None:
-        if self.refused or not Zygote.suits(cfg):
+        if self.refused or not get_settings().fork_tests or not Zygote.suits(cfg):
             return None
         if self.zygote is None or not self.zygote.usable:
             from runners import grader

@@ -28,6 +28,9 @@ class RunnerSettings(BaseSettings):
         default=None, description="Where per-run work dirs are made (default: system temp)"
     )
     sandbox_uid: int = Field(default=65534, description="User the sandbox runs as when root")
+    fork_tests: bool = Field(default=True, description="A grading's tests of a plain-Python "
+                             "function entry run as children forked from one sandbox's zygote "
+                             "(runners/harness/zygote.py); false: a fresh sandbox per test")
     output_limit_bytes: int = 8 * 1024 * 1024
     disk_limit_bytes: int = 256 * 1024 * 1024
     timing_budget_s: float = Field(default=30.0, gt=0, description="Cap on the time of one "
