@@ -15,7 +15,14 @@ import pytest
 from runners import grader, package
 from runners.protocol import TestOutcome, Verdict
 from runners.sandbox import Limits, create_executor
-from runners.session import RunConfig, Session, Stage, Zygote, preload_modules
+from runners.session import (
+    RunConfig,
+    Session,
+    Stage,
+    SubmissionFailure,
+    Zygote,
+    preload_modules,
+)
 from runners.settings import get_settings
 from tests.conftest import FIXTURES
 
@@ -80,7 +87,10 @@ def test_a_test_that_kills_or_stops_the_zygote_only_loses_the_sandbox(
     monkeypatch.setattr(Zygote, "RESET_S", 1.0)
     s = zygote.session()
     s.start()
-    assert s.call("signal_parent", int(signum))[0] is True
+    try:  # killing the zygote (the sandbox's main process) may end the test's child as well
+        assert s.call("signal_parent", int(signum))[0] is True
+    except SubmissionFailure:
+        assert signum == signal.SIGKILL
     s.close()
     assert not zygote.usable  # discarded: the next test gets a new one
     assert zygote.exit_info is not None
