@@ -642,16 +642,17 @@ class ForkedSession(Session):
         return info
 
     def close(self) -> ExitInfo:
-        if self.exit_info is not None:
-            return self.exit_info
-        if self.frozen:
+        if self.exit_info is None and self.frozen:
             self.freeze(False)
         if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.settimeout(1.0)
-                self._sock.sendall(_frame({"op": "exit"}))
+            if self.exit_info is None:
+                with contextlib.suppress(OSError):
+                    self._sock.settimeout(1.0)
+                    self._sock.sendall(_frame({"op": "exit"}))
             self._sock.close()
             self._sock = None
+        if self.exit_info is not None:  # it ended badly (`_died`): the sandbox is gone
+            return self.exit_info
         z = self._zygote
         code = z.reset() if z.usable else None
         self.exit_info = self._own_exit(code, z.exit_info or ExitInfo(returncode=code))

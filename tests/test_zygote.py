@@ -130,3 +130,15 @@ def test_a_plain_session_still_sees_its_own_state(stage: Stage) -> None:
         assert set(s.call("found_now")[0]) == left
     finally:
         s.close()
+
+
+def test_a_test_that_crashes_reports_its_own_end_and_output(zygote: Zygote) -> None:
+    s = zygote.session()
+    s.start()
+    with pytest.raises(SubmissionFailure) as failed:
+        s.call("crash", 3)
+    assert failed.value.verdict is Verdict.CRASHED
+    assert "exited with status 3" in failed.value.message
+    assert "bye from the crashing test" in failed.value.output
+    s.close()
+    assert not zygote.usable  # a test that ended badly: the next one gets a new sandbox
