@@ -556,8 +556,7 @@ class Zygote(Session):
         try:
             self._sock.settimeout(timeout)
             self._sock.sendall(_frame(message))
-            (n,) = struct.unpack(">I", _recv_all(self._sock, 4))
-            reply = json.loads(_recv_all(self._sock, min(n, MAX_REPLY)))
+            reply = wire.recv_frame(self._sock)  # the harness's own framing (trusted peer)
         except (OSError, ValueError, EOFError):
             reply = None
         if not isinstance(reply, dict):
@@ -657,16 +656,6 @@ class ForkedSession(Session):
         code = z.reset() if z.usable else None
         self.exit_info = self._own_exit(code, z.exit_info or ExitInfo(returncode=code))
         return self.exit_info
-
-
-def _recv_all(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return bytes(buf)
 
 
 @dataclass
