@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -31,6 +31,9 @@ from runners.session import (
     run_script,
 )
 from runners.settings import get_settings
+
+if TYPE_CHECKING:
+    from runners.package import Assignment
 
 OUTPUT_KEEP = 16 * 1024
 
@@ -54,15 +57,16 @@ class Context:
         return cls(**json.loads(Path(path).read_text()))
 
 
+Runs = tuple["Assignment", Callable[[int], RunConfig]]  # grader.run_configs(): per process
+
+
 class Submission:
     """The code under test, callable from a test; each test gets a fresh sandbox."""
 
-    def __init__(self, ctx: Context, recorder: Recorder) -> None:
-        from runners import grader  # late: grader imports this module's Context
-
+    def __init__(self, ctx: Context, recorder: Recorder, runs: Runs) -> None:
         self._ctx = ctx
         self._recorder = recorder
-        self._assignment, self._cfg_for = grader.run_configs(ctx)
+        self._assignment, self._cfg_for = runs
         self._session: Session | None = None
         m = self._assignment.manifest
         self.workers: int = self._assignment.workers
@@ -248,6 +252,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 _recorder_key = pytest.StashKey[Recorder]()
 _context_key = pytest.StashKey[Context]()
+_runs_key = pytest.StashKey[Runs]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -273,7 +278,12 @@ def submission(request: pytest.FixtureRequest) -> Iterator[Submission]:
     ctx = request.config.stash.get(_context_key, None)
     if ctx is None:
         pytest.fail("run these tests through paragrade (paragrade grade / assignments validate)")
-    sub = Submission(ctx, request.config.stash[_recorder_key])
+    runs = request.config.stash.get(_runs_key, None)
+    if runs is None:  # one stage (harness and data copies) for all of this process's tests
+        from runners import grader  # late: grader imports this module's Context
+
+        runs = request.config.stash[_runs_key] = grader.run_configs(ctx)
+    sub = Submission(ctx, request.config.stash[_recorder_key], runs)
     try:
         yield sub
     finally:

@@ -19,8 +19,9 @@ import pytest
 from runners.sandbox.docker import SANDBOX_LABEL
 from runners.settings import REPO_ROOT
 
-__all__ = ["SANDBOX_LABEL", "environment", "service", "service_cpu_seconds",
-           "skip_unless_rootful_podman"]
+__all__ = ["SANDBOX_LABEL", "build_images_early", "environment", "service",
+           "service_cpu_seconds", "skip_unless_rootful_podman", "stop_early_build",
+           "wait_for_early_build"]
 
 CONF = REPO_ROOT / "containers" / "podman.conf"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -38,6 +39,43 @@ def skip_unless_rootful_podman() -> None:
 def environment() -> dict[str, str]:
     """This process's environment with podman pointed at our containers.conf."""
     return {**os.environ, "CONTAINERS_CONF": str(CONF)}
+
+
+BUILD_IMAGES = REPO_ROOT / "scripts" / "build-images.sh"
+_early_build: subprocess.Popen[bytes] | None = None
+
+
+def build_images_early() -> None:
+    """Start scripts/build-images.sh now, in the background, at the lowest CPU and I/O priority.
+
+    From nothing (a fresh CI machine) the deployment images take minutes to build, mostly pip
+    unpacking wheels; started when the session starts, the build uses the cores the rest of the
+    suite leaves idle (about 60 % of them) instead of holding up the images' tests. Its outcome
+    is not judged: the images fixture waits for it, then runs the script again, which reuses
+    every layer this build made and rebuilds (and reports) whatever it could not."""
+    global _early_build
+    if _early_build is not None or shutil.which("podman") is None or os.getuid() != 0:
+        return
+    ionice = ["ionice", "-c", "3"] if shutil.which("ionice") else []
+    _early_build = subprocess.Popen(["nice", "-n", "19", *ionice, "bash", str(BUILD_IMAGES)],
+                                    env=environment(), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True)
+
+
+def wait_for_early_build(timeout: float) -> None:
+    if _early_build is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            _early_build.wait(timeout)
+
+
+def stop_early_build() -> None:
+    """End a background build the session no longer waits for (its layers stay cached)."""
+    if _early_build is not None and _early_build.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(_early_build.pid, 15)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            _early_build.wait(30)
 
 
 def _libpod_cgroups() -> set[Path]:

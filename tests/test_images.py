@@ -51,7 +51,8 @@ def _engine(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 def images() -> dict[str, dict[str, Any]]:
     """Both images built (a no-op when nothing changed); `podman image inspect` of each."""
     podman.skip_unless_rootful_podman()
-    build = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build-images.sh")],
+    podman.wait_for_early_build(1500)  # started with the session (tests/conftest.py)
+    build = subprocess.run(["bash", str(podman.BUILD_IMAGES)],
                            env=podman.environment(), capture_output=True, text=True,
                            timeout=1500, check=False)
     assert build.returncode == 0, f"build-images.sh failed:\n{build.stderr[-6000:]}"
