@@ -37,14 +37,19 @@ fi
 
 stamp() { sha256sum "$@" | sha256sum | cut -c1-16; }
 
+# The two environments below are built side by side (pip spends much of its time unpacking
+# and compiling, one core each); each is skipped when its stamp matches.
+jobs=()
+
 # The project's own environment (trusted side: CLI, grader, server, tests).
 want=$(stamp pyproject.toml)
 if [ ! -f "$VENV/.paragrade-stamp" ] || [ "$(cat "$VENV/.paragrade-stamp")" != "$want" ]; then
   echo "setup: building $VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e ".[dev]"
-  echo "$want" > "$VENV/.paragrade-stamp"
+  ( python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e ".[dev]"
+    echo "$want" > "$VENV/.paragrade-stamp" ) &
+  jobs+=($!)
 fi
 
 # The sandbox's runtime: Debian's Python (readable by the unprivileged sandbox user, unlike a
@@ -60,10 +65,14 @@ fi
 want=$(stamp runners/runtime-requirements*.txt runners/runtime-lock.txt)
 if [ ! -f "$RUNTIME/.paragrade-stamp" ] || [ "$(cat "$RUNTIME/.paragrade-stamp")" != "$want" ]; then
   echo "setup: building the sandbox runtime in $RUNTIME (numpy, numba, mpi4py+MPICH, torch CPU, pytest)"
-  $SUDO mkdir -p "$RUNTIME"
-  $SUDO /usr/bin/python3 -m venv "$RUNTIME"
-  $SUDO "$RUNTIME/bin/pip" install -q --upgrade pip
-  $SUDO "$RUNTIME/bin/pip" install -q "${reqs[@]}"
-  $SUDO chmod -R a+rX "$RUNTIME"
-  echo "$want" | $SUDO tee "$RUNTIME/.paragrade-stamp" >/dev/null
+  ( $SUDO mkdir -p "$RUNTIME"
+    $SUDO /usr/bin/python3 -m venv "$RUNTIME"
+    $SUDO "$RUNTIME/bin/pip" install -q --upgrade pip
+    $SUDO "$RUNTIME/bin/pip" install -q "${reqs[@]}"
+    $SUDO chmod -R a+rX "$RUNTIME"
+    echo "$want" | $SUDO tee "$RUNTIME/.paragrade-stamp" >/dev/null ) &
+  jobs+=($!)
 fi
+for job in "${jobs[@]}"; do
+  wait "$job" || { echo "setup: building an environment failed (see pip's output above)" >&2; exit 1; }
+done
