@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -75,7 +76,7 @@ def stop_early_build() -> None:
     """End a background build the session no longer waits for (its layers stay cached)."""
     if _early_build is not None and _early_build.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(_early_build.pid, 15)
+            os.killpg(_early_build.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             _early_build.wait(30)
 
