@@ -18,14 +18,15 @@ With --before REV the same phases run first against the server of commit REV (a 
 over the same database: today's code and the earlier one side by side in one run.
 
 "per second" counts responses with the expected status (200, or 201 = submission accepted);
-"server CPU/req" is the uvicorn process's user+system CPU time per request (the database's CPU is
-not in it). Every upload is distinct (a comment with a counter), so each one writes a new
+"server CPU/req" is the uvicorn processes' user+system CPU time per request (the database's CPU
+is not in it). --workers 1,2 measures today's server as one process (as `paragrade serve` runs
+it) and as two processes sharing one listening socket, side by side. Every upload is distinct (a comment with a counter), so each one writes a new
 artifact. No runner runs: uploads stay queued. The clients, the server and PostgreSQL share the
 machine's cores, so the figures are for the whole box. The database is dropped at the end
 (unless --keep).
 
 Usage: .venv/bin/python -m bench.server_throughput [--seconds 60] [--clients 8] [--stored N]
-       [--students N] [--broker embedded|redis] [--sse N] [--before REV]
+       [--students N] [--broker embedded|redis] [--sse N] [--before REV] [--workers 1,2]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -242,15 +244,31 @@ def replicate(conn: Any, copy: int, base: int, n: int) -> None:
 
 # server ----------------------------------------------------------------------------------------
 SERVE = f"""
-import sys, uvicorn
+import os, signal, socket, sys, uvicorn
 from pathlib import Path
 from server.main import create_app
 from server.settings import ServerSettings
 port, artifacts, broker = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+workers = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 settings = ServerSettings(database_url={URL!r}, artifacts_dir=artifacts,
                           assignments_dir=Path("assignments").resolve(),
                           runner_token={RUNNER_TOKEN!r}, broker_url=broker)
-uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+if workers == 1:
+    uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    sys.exit()
+# Several processes on one listening socket, each with its own app (engine, board cache).
+# Not uvicorn's --workers: it binds with protocol 0, so asyncio leaves Nagle on every
+# connection it accepts (TCP_NODELAY is set only for IPPROTO_TCP sockets) and each request
+# waits ~40 ms for a delayed ACK. A socket made with IPPROTO_TCP keeps them at ~1 ms.
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", port))
+sock.listen(2048)
+for _ in range(workers - 1):
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the bench stops the whole group
+        break
+uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning")).run(sockets=[sock])
 """
 
 
@@ -260,13 +278,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(source: Path, artifacts: Path, broker: str
+def start_server(source: Path, artifacts: Path, broker: str, workers: int = 1
                  ) -> tuple[subprocess.Popen[bytes], str]:
-    """The server of the code in `source` (this checkout, or a worktree of an earlier commit) as
-    `paragrade serve` runs it: uvicorn, one process, over the bench database."""
+    """The server of the code in `source` (this checkout, or a worktree of an earlier commit)
+    over the bench database: uvicorn, one process as `paragrade serve` runs it, or `workers`
+    processes sharing one listening socket (a process group of their own)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(artifacts), broker],
-                            cwd=source, env={**os.environ, "PYTHONPATH": str(source)})
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(artifacts), broker,
+                             str(workers)], cwd=source, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(source)})
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -294,9 +314,13 @@ Request = Callable[[httpx.Client, int, int], httpx.Response]  # (client, worker,
 
 
 def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system) a process and its direct children have used so far."""
+    total = 0.0
+    for task in [str(pid), *Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{task}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def drive(base: str, request: Request, *, clients: int, expect: int, server_pid: int,
@@ -413,9 +437,10 @@ def quiet(pid: int, seconds: float) -> dict[str, float]:
 
 
 def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
-            args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            args: argparse.Namespace, workers: int = 1
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every phase against the server of `source`: (request rows, live-update rows)."""
-    proc, base = start_server(source, artifacts, args.broker_url)
+    proc, base = start_server(source, artifacts, args.broker_url, workers)
     try:
         prof = {"Authorization": f"Bearer {world['prof']}"}
         assignment = f"/api/courses/{COURSE}/assignments/{SLUG}"
@@ -478,12 +503,14 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
             row["code"] = label
         return rows, live
     finally:
-        proc.terminate()  # uvicorn waits for open streams to end: not for ever
+        os.killpg(proc.pid, signal.SIGTERM)  # uvicorn waits for open streams to end: not for ever
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # the other workers, if any
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def main() -> None:
@@ -500,6 +527,8 @@ def main() -> None:
     ap.add_argument("--quiet", type=float, default=20, help="seconds of the idle measurement")
     ap.add_argument("--before", help="also measure the server of this earlier commit, first")
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards (not the artifacts)")
+    ap.add_argument("--workers", default="1",
+                    help="server processes of today's code, or a list (1,2): each measured")
     args = ap.parse_args()
 
     started = time.perf_counter()
@@ -507,10 +536,13 @@ def main() -> None:
     artifacts = tmp / "artifacts"
     args.broker_url = (f"sqla+sqlite:///{tmp / 'broker.sqlite'}" if args.broker == "embedded"
                        else "redis://127.0.0.1:6379/14")
-    sources = [("now", REPO)]
+    counts = [int(w) for w in args.workers.split(",")]
+    sources = [(f"now, {w} process{'es' * (w > 1)}" if len(counts) > 1 else "now", REPO, w)
+               for w in counts]
     try:
         if args.before:
-            sources.insert(0, (f"before ({args.before})", worktree(args.before, tmp / "before")))
+            sources.insert(0, (f"before ({args.before})", worktree(args.before, tmp / "before"),
+                               1))
         recreate_db()
         t = time.perf_counter()
         world = seed(artifacts, students_n=args.students, stored=args.stored)
@@ -519,18 +551,19 @@ def main() -> None:
               file=sys.stderr)
         rows: list[dict[str, Any]] = []
         live: list[dict[str, Any]] = []
-        for label, source in sources:
-            got, got_live = measure(label, source, artifacts, world, args)
+        for label, source, workers in sources:
+            got, got_live = measure(label, source, artifacts, world, args, workers)
             rows += got
             live += got_live
             print(json.dumps({"code": label, "rows": got, "live": got_live}), file=sys.stderr)
         extra = {"students": args.students, "stored_submissions": args.stored,
                  "graded_share": GRADED_SHARE, "passed_share": PASSED_SHARE, "seed_s": seed_s,
-                 "database": f"PostgreSQL {pg_version()}", "server": "uvicorn, 1 process",
+                 "database": f"PostgreSQL {pg_version()}", "server": f"uvicorn, {args.workers} process(es)",
                  "broker": args.broker, "cores": len(os.sched_getaffinity(0)),
                  "total_s": time.perf_counter() - started, "live": live}
         print(f"{args.stored} stored submissions ({int(args.stored * GRADED_SHARE)} graded), "
-              f"{args.students} students; PostgreSQL, uvicorn (1 process), {args.broker} broker, "
+              f"{args.students} students; PostgreSQL, uvicorn ({args.workers} process(es)), "
+              f"{args.broker} broker, "
               f"{extra['cores']} cores")
         publish("server_throughput", rows, {
             "code": "code", "endpoint": "endpoint", "clients": "clients", "requests": "requests",
