@@ -20,10 +20,10 @@ over the same database: today's code and the earlier one side by side in one run
 "per second" counts responses with the expected status (200, or 201 = submission accepted);
 "server CPU/req" is the uvicorn processes' user+system CPU time per request (the database's CPU
 is not in it). --workers 1,2 measures today's server as one process (as `paragrade serve` runs
-it) and as two processes sharing one listening socket, side by side. Every upload is distinct (a comment with a counter), so each one writes a new
-artifact. No runner runs: uploads stay queued. The clients, the server and PostgreSQL share the
-machine's cores, so the figures are for the whole box. The database is dropped at the end
-(unless --keep).
+it) and as two processes sharing one listening socket, side by side. Every upload is distinct
+(a comment with a counter), so each one writes a new artifact. No runner runs: uploads stay
+queued. The clients, the server and PostgreSQL share the machine's cores, so the figures are for
+the whole box. The database is dropped at the end (unless --keep).
 
 Usage: .venv/bin/python -m bench.server_throughput [--seconds 60] [--clients 8] [--stored N]
        [--students N] [--broker embedded|redis] [--sse N] [--before REV] [--workers 1,2]
