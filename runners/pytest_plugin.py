@@ -1,7 +1,8 @@
 """pytest plugin for assignment tests: the `submission` fixture and the grader's result record.
 
-Test files run on the trusted side with their expected values; every call through `submission`
-runs in a fresh sandbox. Loaded by the grader as `pytest -p runners.pytest_plugin`.
+Test files run on the trusted side with their expected values; each test's calls through
+`submission` run in a fresh sandbox, or in a fresh child forked by a zygote (runners.session).
+Loaded by the grader as `pytest -p runners.pytest_plugin`.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ Runs = tuple["Assignment", Callable[[int], RunConfig]]  # grader.run_configs(): 
 
 
 class Submission:
-    """The code under test, callable from a test; each test gets a fresh sandbox."""
+    """The code under test, callable from a test; each test gets a fresh sandbox, or a fresh
+    child of the test process's zygote (`_ZygoteKeeper`)."""
 
     def __init__(self, ctx: Context, recorder: Recorder, runs: Runs) -> None:
         self._ctx = ctx
@@ -148,7 +150,7 @@ class _ZygoteKeeper:
         self.zygote: Zygote | None = None
         self.refused = False  # it would not fork here (a preloaded library started a thread)
 
-    def session(self, cfg: RunConfig, assignment: Any) -> ForkedSession | None:
+    def session(self, cfg: RunConfig, assignment: Assignment) -> ForkedSession | None:
         if self.refused or not get_settings().fork_tests or not Zygote.suits(cfg):
             return None
         if self.zygote is None or not self.zygote.usable:

@@ -28,13 +28,20 @@ CONF = REPO_ROOT / "containers" / "podman.conf"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def skip_unless_rootful_podman() -> None:
+def _no_rootful_podman() -> str | None:
+    """Why rootful podman cannot run here (None: it can)."""
     if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (apt-get install podman runc)")
+        return "podman is not installed (apt-get install podman runc)"
     if shutil.which("runc") is None:
-        pytest.skip("runc is not installed (apt-get install runc): crun fails on these hosts")
+        return "runc is not installed (apt-get install runc): crun fails on these hosts"
     if os.getuid() != 0:
-        pytest.skip("these tests drive rootful podman (run as root)")
+        return "these tests drive rootful podman (run as root)"
+    return None
+
+
+def skip_unless_rootful_podman() -> None:
+    if reason := _no_rootful_podman():
+        pytest.skip(reason)
 
 
 def environment() -> dict[str, str]:
@@ -57,7 +64,7 @@ def build_images_early() -> None:
     is not judged: the images fixture waits for it, then runs the script again, which reuses
     every layer this build made and rebuilds (and reports) whatever it could not."""
     global _early_build
-    if _early_build is not None or shutil.which("podman") is None or os.getuid() != 0:
+    if _early_build is not None or _no_rootful_podman():
         return
     _early_build = subprocess.Popen(["bash", str(BUILD_IMAGES)],
                                     env={**environment(), "PARAGRADE_BUILD_IDLE": "1"},
