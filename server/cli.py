@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Annotated
@@ -92,7 +95,10 @@ def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
 
 def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
           port: Annotated[int, typer.Option()] = 8000,
-          runner: Annotated[bool, typer.Option(help="also start a local runner")] = True) -> None:
+          runner: Annotated[bool, typer.Option(help="also start a local runner")] = True,
+          workers: Annotated[int, typer.Option(
+              min=1, envvar="PARAGRADE_SERVER_WORKERS",
+              help="server processes (one Python process uses one core at most)")] = 1) -> None:
     """Start the server (migrating the schema first) and a local runner."""
     try:
         # Never the documented development secrets: anyone who read the README could then
@@ -148,8 +154,11 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                         max_attempts=settings.max_job_attempts,
                         login_window_s=settings.login_window_s)
     try:
-        # The app is built here, over the settings with this installation's secrets.
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+        if workers == 1:
+            # The app is built here, over the settings with this installation's secrets.
+            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+        else:
+            _serve_processes(host, port, workers)
     finally:
         stop.set()
         for p in procs:  # the runner finishes its job (warm shutdown) …
@@ -162,6 +171,52 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                 with contextlib.suppress(ProcessLookupError):  # (the job's lease re-queues it)
                     os.killpg(p.pid, signal.SIGKILL)
                 p.wait(10)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """The socket every server process accepts on. Made with IPPROTO_TCP on purpose: asyncio
+    sets TCP_NODELAY only on connections accepted from such a socket. uvicorn's own `--workers`
+    binds with protocol 0, which leaves Nagle on: every request then waits ≈ 40 ms for a
+    delayed ACK."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        console.print(f"[red]error:[/] cannot listen on {host}:{port}: {exc.strerror}")
+        raise typer.Exit(2) from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _serve_processes(host: str, port: int, workers: int) -> None:
+    """Serve with `workers` processes on one listening socket, under uvicorn's supervisor (it
+    restarts a process that dies and stops them all on SIGINT/SIGTERM). Each process builds its
+    own app (`server.main:served_app`); a leaderboard's cache is checked against the board's
+    version in the database, so each process's copy is right. Metrics go through files
+    (prometheus_client's multiprocess mode) so that a scrape counts every process."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    metrics_dir = Path(given or tempfile.mkdtemp(prefix="paragrade-metrics-"))
+    metrics_dir.mkdir(parents=True, exist_ok=True)
+    for stale in metrics_dir.glob("*.db"):  # an earlier run's counts are not this one's
+        stale.unlink()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)  # the processes inherit it
+    sock = _listening_socket(host, port)
+    config = uvicorn.Config("server.main:served_app", factory=True, workers=workers,
+                            log_level="warning")
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
+        if not given:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 @admin_app.command("create-instructor")

@@ -30,7 +30,7 @@ from server.schemas import ErrorPublic
 from server.services import leaderboard
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
-from server.settings import ServerSettings, get_settings
+from server.settings import ServerSettings, get_settings, with_local_secrets
 from server.web import admin, live, pages
 from server.web import reviews as reviews_pages
 
@@ -137,3 +137,9 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
 
     app.add_middleware(CountAndSecure)
     return app
+
+
+def served_app() -> FastAPI:
+    """The app of one process of `paragrade serve --workers N` (uvicorn imports it by name in
+    each process it starts): this installation's settings and secrets, as the parent checked."""
+    return create_app(with_local_secrets(get_settings()))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
 from server.deps import SessionDep
-from server.metrics import QUEUE_DEPTH, REGISTRY
+from server.metrics import exposition
 from server.services import jobs as job_service
 
 router = APIRouter(tags=["health"])
@@ -32,6 +32,6 @@ def ready(session: SessionDep, response: Response) -> dict[str, str]:
 
 @router.get("/metrics", response_class=Response)
 def metrics(session: SessionDep) -> Response:
-    for queue, n in job_service.depth(session=session).items():
-        QUEUE_DEPTH.labels(queue=queue).set(n["queued"])
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    """Prometheus metrics: every server process's, and the queue depth read now."""
+    depth = {queue: n["queued"] for queue, n in job_service.depth(session=session).items()}
+    return Response(exposition(depth), media_type=CONTENT_TYPE_LATEST)

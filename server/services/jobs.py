@@ -40,6 +40,7 @@ from runners.protocol import (
 )
 from server import security
 from server.dispatch import Message, outbox
+from server.metrics import GRADING_LATENCY
 from server.models import (
     Assignment,
     AssignmentVersion,
@@ -223,6 +224,7 @@ def record(*, session: Session, job: Job, outcome: JobOutcome, max_attempts: int
     store_report(session=session, sub=sub, report=outcome.report)
     job.state, job.token_hash = "done", None
     session.flush()
+    GRADING_LATENCY.observe((now() - aware(sub.created_at)).total_seconds())
 
 
 def _record_validation(*, session: Session, job: Job, outcome: JobOutcome,

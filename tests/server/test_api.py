@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, func, select
 
 from runners.protocol import JobOutcome
+from server import metrics
 from server.db import session_factory
 from server.models import Artifact, Submission
 from tests.server.conftest import REFERENCE, World, bearer, claim, login, zip_of
@@ -259,10 +260,13 @@ def test_runner_claims_fetches_and_records_once(world: World) -> None:
     assert zipfile.ZipFile(io.BytesIO(sub.content)).read("solution.py") == REFERENCE
     assert world.get(world.ada, f"/api/submissions/{sid}").json()["status"] == "running"
     outcome = JobOutcome.model_validate({"report": _graded_report()}).model_dump_json()
+    latencies = metrics.REGISTRY.get_sample_value("paragrade_grading_latency_seconds_count")
     for _ in range(2):  # a redelivered result changes nothing
         r = c.post(f"/api/runner/jobs/{jid}/result", content=outcome,
                    headers={**RUNNER, **tok, "Content-Type": "application/json"})
         assert r.status_code in (204, 403)
+    assert metrics.REGISTRY.get_sample_value(
+        "paragrade_grading_latency_seconds_count") == (latencies or 0) + 1
     got = world.get(world.ada, f"/api/submissions/{sid}").json()
     assert got["status"] == "graded" and got["verdict"] == "passed"
     assert got["report"]["speedup"]["median"] == 1.8

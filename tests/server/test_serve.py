@@ -1,26 +1,36 @@
-"""`paragrade serve` as an operator runs it: a SIGTERM stops the server and its local runner."""
+"""`paragrade serve` as an operator runs it: a SIGTERM stops the server and its local runner;
+`--workers N` serves from N processes on one port."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
+import statistics
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.live import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
 
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
+            "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
+            "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
+
+
 def test_sigterm_stops_the_server_and_its_runner(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
-           "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
-           "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
+    env = _env(tmp_path)
     log = (tmp_path / "serve.log").open("wb")
     serve = subprocess.Popen([sys.executable, "-m", "paragrade.cli", "serve", "--port", str(port)],
                              env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -44,6 +54,72 @@ def test_sigterm_stops_the_server_and_its_runner(tmp_path: Path) -> None:
         # The runner went with it (reaped, or at most a zombie), not left serving alone.
         wait_until("the runner to stop", lambda: not Path(f"/proc/{runner}").exists() or
                    "Z (zombie)" in Path(f"/proc/{runner}/status").read_text(), 5)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+
+
+def _healthz_counted(port: int) -> float:
+    with httpx.Client() as client:
+        text = client.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples
+               if sample.name == "paragrade_http_requests_total"
+               and sample.labels["route"] == "/healthz")
+
+
+def test_several_server_processes_share_one_port_and_their_metrics(tmp_path: Path) -> None:
+    port = free_port()
+    metrics_dir = tmp_path / "metrics"
+    env = {**_env(tmp_path), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    metrics_dir.mkdir()
+    (metrics_dir / "counter_1.db").write_bytes(b"stale")  # an earlier run's: removed at start
+    log = (tmp_path / "serve.log").open("wb")
+    serve = subprocess.Popen([sys.executable, "-m", "paragrade.cli", "serve", "--port", str(port),
+                              "--workers", "2", "--no-runner"], env=env, stdout=log,
+                             stderr=subprocess.STDOUT)
+    try:
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until("the server", ready, 60)
+        workers = subprocess.run(["pgrep", "-P", str(serve.pid), "-f", "spawn_main"],
+                                 capture_output=True, text=True).stdout.split()
+        assert len(workers) == 2, workers
+
+        def one_request(_: int) -> None:  # a connection of its own: any process may accept it
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+
+        sent = 0
+        with ThreadPoolExecutor(4) as pool:
+            # Until each process has answered (each keeps its counts in a file of its own).
+            while len({p.stem.split("_")[1] for p in metrics_dir.glob("counter_*.db")}) < 2:
+                assert sent < 400, "one process answered every request"
+                list(pool.map(one_request, range(20)))
+                sent += 20
+        # A scrape, whichever process answers it, counts every process's requests.
+        assert _healthz_counted(port) == sent
+        assert _healthz_counted(port) == sent
+
+        # Each process's connections have Nagle off: with it on, every small response waits
+        # for the client's delayed ACK (≈ 40 ms), as with uvicorn's own --workers.
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        took = []
+        for _ in range(21):
+            start = time.perf_counter()
+            conn.request("GET", "/healthz")
+            conn.getresponse().read()
+            took.append(time.perf_counter() - start)
+        conn.close()
+        assert statistics.median(took) < 0.02, took
+
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0
+        wait_until("the server processes to stop",
+                   lambda: not any(Path(f"/proc/{w}").exists() for w in workers), 10)
     finally:
         if serve.poll() is None:
             serve.kill()
