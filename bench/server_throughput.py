@@ -19,8 +19,8 @@ over the same database: today's code and the earlier one side by side in one run
 
 "per second" counts responses with the expected status (200, or 201 = submission accepted);
 "server CPU/req" is the uvicorn processes' user+system CPU time per request (the database's CPU
-is not in it). --workers 1,2 measures today's server as one process (as `paragrade serve` runs
-it) and as two processes sharing one listening socket, side by side. Every upload is distinct
+is not in it). --workers 1,2 measures the server as one process and as two on one listening
+socket (`paragrade serve --workers 2`), side by side. Every upload is distinct
 (a comment with a counter), so each one writes a new artifact. No runner runs: uploads stay
 queued. The clients, the server and PostgreSQL share the machine's cores, so the figures are for
 the whole box. The database is dropped at the end (unless --keep).
@@ -244,31 +244,21 @@ def replicate(conn: Any, copy: int, base: int, n: int) -> None:
 
 # server ----------------------------------------------------------------------------------------
 SERVE = f"""
-import os, signal, socket, sys, uvicorn
+import os, sys, uvicorn
 from pathlib import Path
-from server.main import create_app
-from server.settings import ServerSettings
 port, artifacts, broker = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 workers = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-settings = ServerSettings(database_url={URL!r}, artifacts_dir=artifacts,
-                          assignments_dir=Path("assignments").resolve(),
-                          runner_token={RUNNER_TOKEN!r}, broker_url=broker)
+os.environ.update(PARAGRADE_SERVER_DATABASE_URL={URL!r}, PARAGRADE_SERVER_ARTIFACTS_DIR=str(artifacts),
+                  PARAGRADE_SERVER_ASSIGNMENTS_DIR=str(Path("assignments").resolve()),
+                  PARAGRADE_SERVER_RUNNER_TOKEN={RUNNER_TOKEN!r},
+                  PARAGRADE_SERVER_SECRET_KEY="bench-secret-key-0123456789",
+                  PARAGRADE_SERVER_BROKER_URL=broker)
 if workers == 1:
-    uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    sys.exit()
-# Several processes on one listening socket, each with its own app (engine, board cache).
-# Not uvicorn's --workers: it binds with protocol 0, so asyncio leaves Nagle on every
-# connection it accepts (TCP_NODELAY is set only for IPPROTO_TCP sockets) and each request
-# waits ~40 ms for a delayed ACK. A socket made with IPPROTO_TCP keeps them at ~1 ms.
-sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-sock.bind(("127.0.0.1", port))
-sock.listen(2048)
-for _ in range(workers - 1):
-    if os.fork() == 0:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the bench stops the whole group
-        break
-uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning")).run(sockets=[sock])
+    from server.main import create_app
+    uvicorn.run(create_app(), host="127.0.0.1", port=port, log_level="warning")
+else:  # as `paragrade serve --workers N` serves (an earlier revision may not have it)
+    from server.cli import _serve_processes
+    _serve_processes("127.0.0.1", port, workers)
 """
 
 
@@ -281,8 +271,8 @@ def free_port() -> int:
 def start_server(source: Path, artifacts: Path, broker: str, workers: int = 1
                  ) -> tuple[subprocess.Popen[bytes], str]:
     """The server of the code in `source` (this checkout, or a worktree of an earlier commit)
-    over the bench database: uvicorn, one process as `paragrade serve` runs it, or `workers`
-    processes sharing one listening socket (a process group of their own)."""
+    over the bench database: uvicorn, one process, or `workers` processes on one socket, as
+    `paragrade serve --workers` runs them (a process group of their own)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(artifacts), broker,
                              str(workers)], cwd=source, start_new_session=True,

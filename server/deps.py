@@ -115,8 +115,7 @@ class CourseAccess:
 
 
 def _course_access(course: str, session: SessionDep, user: CurrentUser) -> CourseAccess:
-    c = course_service.by_slug(session=session, slug=course)
-    role = course_service.role(session=session, user=user, course=c)
+    c, role = course_service.with_role(session=session, slug=course, user=user)
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     return CourseAccess(c, role, user)

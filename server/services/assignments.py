@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from runners.protocol import MANIFEST, SLUG_RE, Manifest, check_relpath
 from server.models import Assignment, AssignmentVersion, AuditLog, Course, User
@@ -207,8 +207,8 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
 
 def get(*, session: Session, course: Course, slug: str) -> Assignment:
     # Not a slug, not an assignment; and never a query (PostgreSQL refuses text with NUL in it).
-    a = session.scalar(select(Assignment).where(Assignment.course_id == course.id,
-                                                Assignment.slug == slug)) \
+    a = session.scalar(select(Assignment).options(joinedload(Assignment.current_version))
+                       .where(Assignment.course_id == course.id, Assignment.slug == slug)) \
         if re.fullmatch(SLUG_RE, slug) else None
     if a is None or a.current_version is None:
         raise NotFound(f"no assignment {slug!r} in {course.slug}")

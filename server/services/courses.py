@@ -42,13 +42,16 @@ def create(*, session: Session, actor: User, slug: str, title: str) -> Course:
     return course
 
 
-def by_slug(*, session: Session, slug: str) -> Course:
+def with_role(*, session: Session, slug: str, user: User) -> tuple[Course, str | None]:
+    """The course and `user`'s role in it (None: not enrolled), in one query."""
     # Not a slug, not a course; and never a query (PostgreSQL refuses text with NUL in it).
-    course = session.scalar(select(Course).where(Course.slug == slug)) \
-        if re.fullmatch(SLUG_RE, slug) else None
-    if course is None:
+    row = session.execute(
+        select(Course, Enrollment.role).outerjoin(Enrollment, (Enrollment.course_id == Course.id)
+                                                  & (Enrollment.user_id == user.id))
+        .where(Course.slug == slug)).first() if re.fullmatch(SLUG_RE, slug) else None
+    if row is None:
         raise NotFound(f"no course {slug!r}")
-    return course
+    return row[0], row[1]
 
 
 def join(*, session: Session, user: User, join_code: str, alias: str | None = None) -> Enrollment:

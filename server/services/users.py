@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import ColumnElement, delete, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from server import security
 from server.models import ApiToken, Course, LoginFailure, User, aware, now
@@ -151,7 +151,8 @@ def issue_token(*, session: Session, user: User, name: str = "cli",
 
 def user_for_token(*, session: Session, raw: str) -> User | None:
     """The token's user, or None when it is unknown, revoked or expired."""
-    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == security.token_hash(raw)))
+    token = session.scalar(select(ApiToken).options(joinedload(ApiToken.user))
+                           .where(ApiToken.token_hash == security.token_hash(raw)))
     if token is None or token.revoked_at is not None or aware(token.expires_at) <= now():
         return None
     return token.user

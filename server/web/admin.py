@@ -37,8 +37,7 @@ def _course(session: SessionDep, user: User, course: str, *, staff: bool = False
             ) -> tuple[Course, str]:
     """The course and the user's role in it, when they are one of its instructors (`staff`: or
     of its TAs)."""
-    c = course_service.by_slug(session=session, slug=course)
-    role = course_service.role(session=session, user=user, course=c)
+    c, role = course_service.with_role(session=session, slug=course, user=user)
     if role == "instructor" or (staff and course_service.is_staff(role)):
         assert role is not None
         return c, role

@@ -213,8 +213,7 @@ def join(request: Request, session: SessionDep, user: PageUser,
 
 def _assignment(session: SessionDep, user: User, course: str, slug: str
                 ) -> tuple[Course, str, Assignment]:
-    c = course_service.by_slug(session=session, slug=course)
-    role = course_service.role(session=session, user=user, course=c)
+    c, role = course_service.with_role(session=session, slug=course, user=user)
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     return c, role, assignment_service.get(session=session, course=c, slug=slug)
@@ -367,8 +366,7 @@ def leaderboard_events(course: str, slug: str, request: Request) -> StreamingRes
 
 def _course_assignments(session: SessionDep, user: User, course: str
                         ) -> tuple[Course, str, list[Assignment]]:
-    c = course_service.by_slug(session=session, slug=course)
-    role = course_service.role(session=session, user=user, course=c)
+    c, role = course_service.with_role(session=session, slug=course, user=user)
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     return c, role, assignment_service.offered(session=session, course=c)

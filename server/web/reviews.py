@@ -22,8 +22,7 @@ router = APIRouter(include_in_schema=False)
 @router.get("/c/{course}/{slug}/reviews")
 def reviews_page(course: str, slug: str, request: Request, session: SessionDep,
                  user: PageUser) -> HTMLResponse:
-    c = course_service.by_slug(session=session, slug=course)
-    role = course_service.role(session=session, user=user, course=c)
+    c, role = course_service.with_role(session=session, slug=course, user=user)
     if not course_service.is_staff(role):
         raise Forbidden("only the course's instructors and TAs may see this page")
     a = assignment_service.get(session=session, course=c, slug=slug)
