@@ -11,10 +11,12 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -224,6 +226,10 @@ class Job(Base):
     """
 
     __tablename__ = "jobs"
+    # A queued job's place in its queue (the broker's order) counts only queued jobs.
+    __table_args__ = (Index("ix_jobs_queued_order", "queue", "priority", "id",
+                            postgresql_where=text("state = 'queued'"),
+                            sqlite_where=text("state = 'queued'")),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), default="grade")  # grade|validate|similarity

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from runners.protocol import PROTOCOL_VERSION
 from runners.settings import REPO_ROOT, get_settings
@@ -266,6 +267,17 @@ def test_the_compose_stack_grades_and_ranks_submissions(
 
     board = stack.get(ada, f"{url}/leaderboard")
     assert (board[0]["rank"], board[0]["submission_id"]) == (1, ids[0])
+
+    # The server container serves from two processes (PARAGRADE_SERVER_WORKERS in the compose
+    # file), and a scrape counts both gradings whichever process recorded them.
+    workers = subprocess.run([*stack.compose, "exec", "-T", "server", "python3", "-c", (
+        "import os; w = b'spawn' + b'_main'; print(sum(w in open(f'/proc/{p}/cmdline', "
+        "'rb').read() for p in os.listdir('/proc') if p.isdigit()))")], env=stack.env,
+        capture_output=True, text=True, timeout=60, check=False)
+    assert workers.stdout.strip() == "2", (workers.stdout, workers.stderr)
+    scrape = stack.http.get("/metrics").text
+    assert [s.value for f in text_string_to_metric_families(scrape) for s in f.samples
+            if s.name == "paragrade_grading_latency_seconds_count"] == [2.0], scrape
 
     fleet = stack.get(prof, "/api/fleet")
     (runner,) = fleet["runners"]

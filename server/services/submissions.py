@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from runners.protocol import LOWEST_PRIORITY, Manifest, check_relpath
@@ -161,7 +161,8 @@ def latest_job(*, session: Session, submission: Submission) -> Job | None:
 
 def queue_position(*, session: Session, job: Job) -> int:
     """1 for the next job its queue serves (the broker serves lower priorities first)."""
-    ahead = (Job.priority < job.priority) | ((Job.priority == job.priority) & (Job.id < job.id))
+    # Over the index of queued jobs (ix_jobs_queued_order): one range of it.
+    ahead = tuple_(Job.priority, Job.id) < tuple_(job.priority, job.id)
     return int(session.scalar(select(func.count()).select_from(Job).where(
         Job.state == "queued", Job.queue == job.queue, ahead)) or 0) + 1
 

@@ -185,6 +185,21 @@ def test_single_file_is_taken_as_the_entry_file(world: World) -> None:
     assert r.json()["queue_position"] == 1
 
 
+def test_queue_position_follows_the_fair_share_order(world: World) -> None:
+    def position(who: dict[str, str], sid: int) -> int:
+        return int(world.get(who, f"/api/submissions/{sid}").json()["queue_position"])
+
+    first = world.submit(world.ada, REFERENCE).json()["id"]  # priority 0
+    second = world.submit(world.ada, REFERENCE).json()   # priority 1: Ada has one waiting
+    assert second["queue_position"] == 2
+    bob = world.submit(world.bob, REFERENCE).json()  # priority 0: ahead of Ada's second
+    assert bob["queue_position"] == 2
+    assert [position(world.ada, first), position(world.ada, second["id"]),
+            position(world.bob, bob["id"])] == [1, 3, 2]
+    assert claim(world.client, ("cpu",)) is not None  # the first leaves the queue
+    assert [position(world.ada, second["id"]), position(world.bob, bob["id"])] == [2, 1]
+
+
 def test_quota_is_per_student_and_window(world: World, engine: Engine) -> None:
     r = world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
                            json={"quota_count": 2}, headers=world.prof)
