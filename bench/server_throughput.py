@@ -314,11 +314,16 @@ def cpu_s(pid: int) -> float:
 
 
 def drive(base: str, request: Request, *, clients: int, expect: int, server_pid: int,
-          count: int | None = None, seconds: float | None = None,
+          count: int | None = None, seconds: float | None = None, rate: float | None = None,
           timeout: float = 60) -> dict[str, Any]:
     """`clients` threads, each with its own keep-alive connection, sending `request` until
     `count` requests each or `seconds` have passed; latencies of the expected responses and
-    the server process's CPU time per request."""
+    the server process's CPU time per request.
+
+    Without `rate` each client sends its next request as soon as the last one is answered (the
+    server's most). With `rate`, requests are due at `rate` per second in all, spread evenly
+    over the clients; a latency counts from when its request was due, so a client held up by a
+    slow answer charges the wait to the requests it delayed (no coordinated omission)."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
     barrier = threading.Barrier(clients + 1)
@@ -331,6 +336,11 @@ def drive(base: str, request: Request, *, clients: int, expect: int, server_pid:
             while (count is None or i < count) and (seconds is None
                                                     or time.perf_counter() < stop_at[0]):
                 t = time.perf_counter()
+                if rate is not None:
+                    t = stop_at[0] - (seconds or 0) + (i * clients + w) / rate  # when it is due
+                    if t >= stop_at[0]:
+                        break
+                    time.sleep(max(0.0, t - time.perf_counter()))
                 try:
                     r = request(c, w, i)
                 except httpx.TimeoutException:  # counted as an error, not a crash of the bench
@@ -359,7 +369,8 @@ def drive(base: str, request: Request, *, clients: int, expect: int, server_pid:
     lat = np.array([x for per in latencies for x in per]) * 1e3
     if lat.size == 0:
         lat = np.array([float("nan")])  # nothing answered in time: the errors say it
-    return {"clients": clients, "requests": int(lat.size), "errors": sum(errors),
+    return {"clients": clients, "offered_per_s": rate or "max", "requests": int(lat.size),
+            "errors": sum(errors),
             "seconds": elapsed, "per_min": lat.size / elapsed * 60,
             "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
             "p99_ms": float(np.percentile(lat, 99)), "per_s": lat.size / elapsed,
@@ -479,6 +490,10 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
                 {"endpoint": "upload",
                  **drive(base, upload, clients=clients, expect=201, seconds=args.seconds,
                          server_pid=pid)}]
+        if args.rate:
+            rows.append({"endpoint": "upload", **drive(
+                base, upload, clients=clients, expect=201, seconds=args.seconds,
+                rate=args.rate, server_pid=pid)})
         live = []
         if args.sse:
             live.append({"watchers": 0, "connected": 0, **quiet(pid, args.quiet),
@@ -517,6 +532,8 @@ def main() -> None:
     ap.add_argument("--quiet", type=float, default=20, help="seconds of the idle measurement")
     ap.add_argument("--before", help="also measure the server of this earlier commit, first")
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards (not the artifacts)")
+    ap.add_argument("--rate", type=float, default=0,
+                    help="also uploads offered at this many per second in all (0: no such phase)")
     ap.add_argument("--workers", default="1",
                     help="server processes of today's code, or a list (1,2): each measured")
     args = ap.parse_args()
@@ -556,7 +573,8 @@ def main() -> None:
               f"{args.broker} broker, "
               f"{extra['cores']} cores")
         publish("server_throughput", rows, {
-            "code": "code", "endpoint": "endpoint", "clients": "clients", "requests": "requests",
+            "code": "code", "endpoint": "endpoint", "clients": "clients",
+            "offered_per_s": "offered per second", "requests": "requests",
             "errors": "errors", "per_s": "per second %.1f", "p50_ms": "p50 (ms) %.1f",
             "p95_ms": "p95 (ms) %.1f", "p99_ms": "p99 (ms) %.1f",
             "server_cpu_ms": "server CPU/req (ms) %.1f"}, extra=extra)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import os
+import signal
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -142,4 +147,18 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
 def served_app() -> FastAPI:
     """The app of one process of `paragrade serve --workers N` (uvicorn imports it by name in
     each process it starts): this installation's settings and secrets, as the parent checked."""
+    _end_with_supervisor()
     return create_app(with_local_secrets(get_settings()))
+
+
+def _end_with_supervisor() -> None:
+    """A server process that uvicorn's supervisor started gets SIGTERM when the supervisor ends,
+    even killed with SIGKILL: left alone it would keep the port, and a new `serve` could not
+    listen on it."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent.pid:  # it ended before the prctl
+        os.kill(os.getpid(), signal.SIGTERM)

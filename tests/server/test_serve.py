@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -68,16 +71,14 @@ def _healthz_counted(port: int) -> float:
                and sample.labels["route"] == "/healthz")
 
 
-def test_several_server_processes_share_one_port_and_their_metrics(tmp_path: Path) -> None:
-    port = free_port()
-    metrics_dir = tmp_path / "metrics"
-    env = {**_env(tmp_path), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-    metrics_dir.mkdir()
-    (metrics_dir / "counter_1.db").write_bytes(b"stale")  # an earlier run's: removed at start
+@contextlib.contextmanager
+def _serving(tmp_path: Path, port: int, **env: str
+             ) -> Iterator[tuple[subprocess.Popen[bytes], list[str]]]:
+    """`paragrade serve --workers 2` (no runner), ready; the supervisor and its two processes."""
     log = (tmp_path / "serve.log").open("wb")
     serve = subprocess.Popen([sys.executable, "-m", "paragrade.cli", "serve", "--port", str(port),
-                              "--workers", "2", "--no-runner"], env=env, stdout=log,
-                             stderr=subprocess.STDOUT)
+                              "--workers", "2", "--no-runner"], env={**_env(tmp_path), **env},
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         def ready() -> bool:
             try:
@@ -89,7 +90,19 @@ def test_several_server_processes_share_one_port_and_their_metrics(tmp_path: Pat
         workers = subprocess.run(["pgrep", "-P", str(serve.pid), "-f", "spawn_main"],
                                  capture_output=True, text=True).stdout.split()
         assert len(workers) == 2, workers
+        yield serve, workers
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a failed test leaves no process behind
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait(10)
 
+
+def test_several_server_processes_share_one_port_and_their_metrics(tmp_path: Path) -> None:
+    port = free_port()
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    (metrics_dir / "counter_1.db").write_bytes(b"stale")  # an earlier run's: removed at start
+    with _serving(tmp_path, port, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)) as (serve, workers):
         def one_request(_: int) -> None:  # a connection of its own: any process may accept it
             assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
 
@@ -120,6 +133,14 @@ def test_several_server_processes_share_one_port_and_their_metrics(tmp_path: Pat
         assert serve.wait(60) == 0
         wait_until("the server processes to stop",
                    lambda: not any(Path(f"/proc/{w}").exists() for w in workers), 10)
-    finally:
-        if serve.poll() is None:
-            serve.kill()
+
+
+def test_server_processes_end_with_their_supervisor_even_killed(tmp_path: Path) -> None:
+    port = free_port()
+    with _serving(tmp_path, port) as (serve, workers):
+        serve.kill()  # SIGKILL: no chance to stop its processes itself
+        serve.wait(10)
+        wait_until("the server processes to stop",
+                   lambda: not any(Path(f"/proc/{w}").exists() for w in workers), 10)
+    with socket.socket() as again:  # the port is free for the next start
+        again.bind(("127.0.0.1", port))
