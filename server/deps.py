@@ -1,4 +1,8 @@
-"""Dependencies as Annotated aliases: sessions, settings, the current user, roles."""
+"""Dependencies as Annotated aliases: sessions, settings, the current user, roles.
+
+One that does no I/O is `async def`: FastAPI runs it on the event loop, where a plain `def` is
+handed to the threadpool and back (two thread switches). One that reads the database stays `def`:
+on the loop it would stall every other request."""
 
 from __future__ import annotations
 
@@ -26,12 +30,12 @@ def _session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def _settings(request: Request) -> ServerSettings:
+async def _settings(request: Request) -> ServerSettings:
     settings: ServerSettings = request.app.state.settings
     return settings
 
 
-def _dispatcher(request: Request) -> Dispatcher:
+async def _dispatcher(request: Request) -> Dispatcher:
     dispatcher: Dispatcher = request.app.state.dispatcher
     return dispatcher
 
@@ -41,7 +45,7 @@ SettingsDep = Annotated[ServerSettings, Depends(_settings)]
 DispatcherDep = Annotated[Dispatcher, Depends(_dispatcher)]
 
 
-def _client_address(request: Request) -> str:
+async def _client_address(request: Request) -> str:
     # The peer uvicorn saw; behind a reverse proxy, uvicorn's --proxy-headers (trusting only the
     # proxy's address, --forwarded-allow-ips) makes it the real client's.
     return request.client.host if request.client else "unknown"
@@ -50,14 +54,14 @@ def _client_address(request: Request) -> str:
 ClientAddress = Annotated[str, Depends(_client_address)]
 
 
-def _login_limits(settings: SettingsDep) -> user_service.LoginLimits:
+async def _login_limits(settings: SettingsDep) -> user_service.LoginLimits:
     return user_service.LoginLimits.of(settings)
 
 
 LoginLimitsDep = Annotated[user_service.LoginLimits, Depends(_login_limits)]
 
 
-def _bearer(authorization: Annotated[str | None, Header()] = None) -> str:
+async def _bearer(authorization: Annotated[str | None, Header()] = None) -> str:
     if not authorization or not authorization.lower().startswith("bearer "):
         raise Unauthorized("log in first (Authorization: Bearer TOKEN)")
     return authorization.split(" ", 1)[1].strip()
@@ -69,7 +73,7 @@ BearerDep = Annotated[str, Depends(_bearer)]
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
-def _credential(request: Request,
+async def _credential(request: Request,
                 authorization: Annotated[str | None, Header()] = None) -> str:
     """A bearer token (CLI) or the browser session's token; cookie writes need the CSRF token."""
     if authorization and authorization.lower().startswith("bearer "):
@@ -98,7 +102,7 @@ def _current_user(session: SessionDep, token: CredentialDep) -> User:
 CurrentUser = Annotated[User, Depends(_current_user)]
 
 
-def _instructor(user: CurrentUser) -> User:
+async def _instructor(user: CurrentUser) -> User:
     if not user.is_instructor:
         raise Forbidden("instructors only")
     return user
@@ -124,7 +128,7 @@ def _course_access(course: str, session: SessionDep, user: CurrentUser) -> Cours
 CourseDep = Annotated[CourseAccess, Depends(_course_access)]
 
 
-def _course_instructor(access: CourseDep) -> CourseAccess:
+async def _course_instructor(access: CourseDep) -> CourseAccess:
     if access.role != "instructor":
         raise Forbidden("only the course's instructors may do this")
     return access
@@ -133,7 +137,7 @@ def _course_instructor(access: CourseDep) -> CourseAccess:
 CourseInstructorDep = Annotated[CourseAccess, Depends(_course_instructor)]
 
 
-def _course_staff(access: CourseDep) -> CourseAccess:
+async def _course_staff(access: CourseDep) -> CourseAccess:
     if not course_service.is_staff(access.role):
         raise Forbidden("only the course's instructors and TAs may do this")
     return access
@@ -142,7 +146,7 @@ def _course_staff(access: CourseDep) -> CourseAccess:
 CourseStaffDep = Annotated[CourseAccess, Depends(_course_staff)]
 
 
-def _runner(settings: SettingsDep, token: BearerDep) -> str:
+async def _runner(settings: SettingsDep, token: BearerDep) -> str:
     if not security.same_secret(token, settings.runner_token):
         raise Unauthorized("not a runner token")
     return token
