@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -18,6 +19,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ  # read by prometheus_client at import too
+if MULTIPROCESS:  # it writes there from the first metric on
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 REGISTRY = CollectorRegistry()
 REQUESTS = Counter("paragrade_http_requests_total", "HTTP requests", ["method", "route", "status"],

@@ -74,10 +74,12 @@ def _healthz_counted(port: int) -> float:
 @contextlib.contextmanager
 def _serving(tmp_path: Path, port: int, **env: str
              ) -> Iterator[tuple[subprocess.Popen[bytes], list[str]]]:
-    """`paragrade serve --workers 2` (no runner), ready; the supervisor and its two processes."""
+    """`paragrade serve --workers 2` (no runner), ready; the supervisor and its two processes.
+    Its metrics folder is in `tmp_path` (one `serve` made itself is left behind by a SIGKILL)."""
     log = (tmp_path / "serve.log").open("wb")
+    env = {**_env(tmp_path), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), **env}
     serve = subprocess.Popen([sys.executable, "-m", "paragrade.cli", "serve", "--port", str(port),
-                              "--workers", "2", "--no-runner"], env={**_env(tmp_path), **env},
+                              "--workers", "2", "--no-runner"], env=env,
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         def ready() -> bool:
@@ -102,7 +104,7 @@ def test_several_server_processes_share_one_port_and_their_metrics(tmp_path: Pat
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     (metrics_dir / "counter_1.db").write_bytes(b"stale")  # an earlier run's: removed at start
-    with _serving(tmp_path, port, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)) as (serve, workers):
+    with _serving(tmp_path, port) as (serve, workers):
         def one_request(_: int) -> None:  # a connection of its own: any process may accept it
             assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
 
