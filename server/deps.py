@@ -74,7 +74,7 @@ SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
 async def _credential(request: Request,
-                authorization: Annotated[str | None, Header()] = None) -> str:
+                      authorization: Annotated[str | None, Header()] = None) -> str:
     """A bearer token (CLI) or the browser session's token; cookie writes need the CSRF token."""
     if authorization and authorization.lower().startswith("bearer "):
         return authorization.split(" ", 1)[1].strip()
