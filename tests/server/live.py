@@ -46,6 +46,14 @@ def wait_until(what: str, predicate: Callable[[], Any], timeout: float = 120,
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def answers(url: str) -> bool:
+    """The URL answers 200 (a server still starting, or gone, does not)."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def redis_server(binary: str, port: int, folder: Path) -> subprocess.Popen[bytes]:
     """A redis-server of our own on 127.0.0.1:`port` that keeps nothing (a restart empties it),
     once it answers."""

@@ -28,7 +28,7 @@ from server import reaper, security
 from server.models import ApiToken, LoginFailure, now
 from server.settings import DEV_SECRET, ServerSettings, UnsafeSecrets, with_local_secrets
 from tests.server.conftest import REFERENCE, RUNNER, World, bearer, claim
-from tests.server.live import free_port, wait_until
+from tests.server.live import answers, free_port, wait_until
 
 # --- finding 1: the development start's secrets ---------------------------------------------
 
@@ -92,13 +92,7 @@ def test_the_default_start_gives_its_runner_a_private_token(tmp_path: Path) -> N
                              start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until("the server", up, 90)
+        wait_until("the server", lambda: answers(f"{base}/healthz"), 90)
         token = tomllib.loads((tmp_path / "var" / "secrets.toml").read_text())["runner_token"]
         hello = {"name": "intruder", "queues": ["cpu"], "backend": "process", "cores": 1,
                  "memory_mb": 1}

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.live import free_port, wait_until
+from tests.server.live import answers, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -38,13 +38,8 @@ def test_sigterm_stops_the_server_and_its_runner(tmp_path: Path) -> None:
     serve = subprocess.Popen([sys.executable, "-m", "paragrade.cli", "serve", "--port", str(port)],
                              env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        def up() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
+        wait_until("the server", lambda: answers(f"http://127.0.0.1:{port}/healthz"), 60)
 
-        wait_until("the server", up, 60)
         def runner_pid() -> str | None:
             children = subprocess.run(["pgrep", "-P", str(serve.pid)], capture_output=True,
                                       text=True).stdout.split()
@@ -82,13 +77,7 @@ def _serving(tmp_path: Path, port: int, **env: str
                               "--workers", "2", "--no-runner"], env=env,
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        def ready() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until("the server", ready, 60)
+        wait_until("the server", lambda: answers(f"http://127.0.0.1:{port}/readyz"), 60)
         workers = subprocess.run(["pgrep", "-P", str(serve.pid), "-f", "spawn_main"],
                                  capture_output=True, text=True).stdout.split()
         assert len(workers) == 2, workers
