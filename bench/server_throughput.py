@@ -257,8 +257,8 @@ if workers == 1:
     from server.main import create_app
     uvicorn.run(create_app(), host="127.0.0.1", port=port, log_level="warning")
 else:  # as `paragrade serve --workers N` serves (an earlier revision may not have it)
-    from server.cli import _serve_processes
-    _serve_processes("127.0.0.1", port, workers)
+    from server.cli import serve_processes
+    serve_processes("127.0.0.1", port, workers)
 """
 
 
@@ -514,7 +514,7 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        with contextlib.suppress(ProcessLookupError):  # the other workers, if any
+        with contextlib.suppress(ProcessLookupError):  # what is left of the group, if anything
             os.killpg(proc.pid, signal.SIGKILL)
 
 

@@ -158,7 +158,7 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
             # The app is built here, over the settings with this installation's secrets.
             uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
         else:
-            _serve_processes(host, port, workers)
+            serve_processes(host, port, workers)
     finally:
         stop.set()
         for p in procs:  # the runner finishes its job (warm shutdown) …
@@ -193,7 +193,7 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _serve_processes(host: str, port: int, workers: int) -> None:
+def serve_processes(host: str, port: int, workers: int) -> None:
     """Serve with `workers` processes on one listening socket, under uvicorn's supervisor (it
     restarts a process that dies and stops them all on SIGINT/SIGTERM). Each process builds its
     own app (`server.main:served_app`); a leaderboard's cache is checked against the board's
