@@ -1,10 +1,11 @@
-"""The trusted checks of timed answers that look at a sample of rows (dask): they accept the
-baseline's own answer and refuse an answer wrong where stencils go wrong, or wrong on enough rows
-to make a submission look faster."""
+"""The trusted checks of timed answers that recompute a sample of the answer (dask: rows;
+joblib-sweep: candidates): they accept the baseline's own answer, and refuse one wrong where
+solutions go wrong or wrong on enough of it to make a submission look faster."""
 
 from __future__ import annotations
 
 import importlib.util
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -12,24 +13,31 @@ import pytest
 from runners import grader, package
 from runners.settings import REPO_ROOT
 
-DASK = REPO_ROOT / "assignments" / "parallel-python" / "dask"
+COURSE = REPO_ROOT / "assignments" / "parallel-python"
 
 
-@pytest.fixture(scope="module")
-def dask_hook():  # type: ignore[no-untyped-def]
-    return grader.load_hook(package.load(DASK))
-
-
-@pytest.fixture(scope="module")
-def baseline():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("dask_baseline", DASK / "baseline" / "solution.py")
+def hook_and_baseline(slug: str) -> tuple[ModuleType, ModuleType]:
+    """The package's timing hook as the grader loads it, and its (trusted) serial baseline."""
+    path = COURSE / slug / "baseline" / "solution.py"
+    spec = importlib.util.spec_from_file_location(f"{slug}_baseline", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return grader.load_hook(package.load(COURSE / slug)), module
 
 
-def test_the_sampled_check_accepts_the_baselines_answer(dask_hook, baseline) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def dask_hook() -> ModuleType:
+    return hook_and_baseline("dask")[0]
+
+
+@pytest.fixture(scope="module")
+def baseline() -> ModuleType:
+    return hook_and_baseline("dask")[1]
+
+
+def test_the_sampled_check_accepts_the_baselines_answer(dask_hook: ModuleType,
+                                                         baseline: ModuleType) -> None:
     rng = np.random.default_rng(7)
     for _ in range(3):
         inputs = dask_hook.make_input(rng, 2)
@@ -41,7 +49,7 @@ def test_the_sampled_check_accepts_the_baselines_answer(dask_hook, baseline) -> 
                        rtol=1e-12, atol=1e-12)
 
 
-def test_the_sampled_check_refuses_wrong_rows(dask_hook, baseline) -> None:  # type: ignore[no-untyped-def]
+def test_the_sampled_check_refuses_wrong_rows(dask_hook: ModuleType, baseline: ModuleType) -> None:
     rng = np.random.default_rng(8)
     inputs = dask_hook.make_input(rng, 2)
     right = baseline.filtered_row_means(**inputs)
@@ -60,3 +68,24 @@ def test_the_sampled_check_refuses_wrong_rows(dask_hook, baseline) -> None:  # t
     assert dask_hook.check(inputs, nan) == "some rows' means are not finite"
     assert dask_hook.check(inputs, right[:-1]) is not None
     assert dask_hook.check(inputs, right.tolist()) is not None
+
+
+def test_the_sweeps_check_recomputes_the_best_and_a_drawn_candidate() -> None:
+    hook, baseline = hook_and_baseline("joblib-sweep")
+    inputs = hook.make_input(np.random.default_rng(9), 2)
+    right = baseline.search(**inputs)
+    # Both sides get the same input: the second check fits nothing more than the first.
+    assert hook.check(inputs, right) is None
+    truth = hook._checked[id(inputs)][1]
+    fitted = dict(truth._scores)
+    assert 1 <= len(fitted) <= 2 and hook.check(inputs, right) is None and truth._scores == fitted
+    shifted = {**right, "mean_scores": [m + 0.01 for m in right["mean_scores"]],
+               "best_score": right["best_score"] + 0.01}
+    assert hook.check(inputs, shifted) == "a candidate's mean score is wrong"
+    others = [g for g in truth.grid if g != right["best_params"]]
+    assert hook.check(inputs, {**right, "best_params": others[0]}) == \
+        "best_params is not the first candidate with the highest mean score"
+    # A fresh input is checked afresh, on a candidate drawn again.
+    again = hook.make_input(np.random.default_rng(10), 2)
+    assert hook.check(again, baseline.search(**again)) is None
+    assert hook._checked[id(again)][1] is not truth
