@@ -2,12 +2,13 @@
 
 Both sides get the same inputs, drawn per call, and every timed answer is checked on the trusted
 side. Each block opens a fresh sandbox per side and makes one untimed warm-up call there (import,
-JIT, pool start-up stay out of the samples). Where the backend can freeze a sandbox (a cgroup
-freezer), both sides' sandboxes live through the block and their calls alternate one by one, the
-idle side frozen: it uses no CPU while the other is timed, and a core lost for a while to another
-tenant of the machine spoils a call or two of each side rather than a whole side of a block.
-Elsewhere (and for real GPUs, whose queued kernels a freezer does not stop) a block runs one
-side's sandbox at a time, never two at once.
+JIT, pool start-up stay out of the samples), on the hook's `make_warmup_input` where it has one: a
+small input that still imports, compiles and starts what a call needs, for less than a whole run.
+Where the backend can freeze a sandbox (a cgroup freezer), both sides' sandboxes live through the
+block and their calls alternate one by one, the idle side frozen: it uses no CPU while the other is
+timed, and a core lost for a while to another tenant of the machine spoils a call or two of each
+side rather than a whole side of a block. Elsewhere (and for real GPUs, whose queued kernels a
+freezer does not stop) a block runs one side's sandbox at a time, never two at once.
 """
 
 from __future__ import annotations
@@ -198,11 +199,13 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
     samples = Samples(workers)
     started = time.monotonic()
     extra = {workers_arg: workers} if workers_arg else {}
+    warm_input = getattr(hook, "make_warmup_input", None) or hook.make_input
     return _blocks(samples, function, hook.check, [
         _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu),
         _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu)],
         lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
-        enough=lambda: stop.enough(samples, started), on_progress=on_progress)
+        enough=lambda: stop.enough(samples, started), on_progress=on_progress,
+        warm=lambda: [warm_input(rng, workers)] * 2)
 
 
 @dataclass
@@ -222,19 +225,23 @@ class _Side:
 
 def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
             draw: Callable[[], list[dict[str, Any]]], *, paired: bool, enough: Callable[[], bool],
-            on_progress: Callable[[Samples], None] | None) -> Samples:
-    """Blocks until `enough`; `draw` gives one input per side (in `sides` order) per call."""
+            on_progress: Callable[[Samples], None] | None,
+            warm: Callable[[], list[dict[str, Any]]] | None = None) -> Samples:
+    """Blocks until `enough`; `draw` gives one input per side (in `sides` order) per timed call,
+    `warm` (default: `draw`) per sandbox's untimed first call."""
+    warm = warm or draw
     block = 0
     while True:
         order = [1, 0] if block % 2 else [0, 1]  # which side starts alternates
         if paired:
             try:
-                _paired_block(function, check, sides, order, draw, enough, on_progress, samples)
+                _paired_block(function, check, sides, order, draw, warm, enough, on_progress,
+                              samples)
             except FreezeUnavailable:
                 paired = False
                 continue
         else:
-            per_side = list(zip(*[draw() for _ in range(CALLS_PER_BLOCK + 1)], strict=True))
+            per_side = list(zip(warm(), *[draw() for _ in range(CALLS_PER_BLOCK)], strict=True))
             for i in order:
                 _block(sides[i].cfg, function, list(per_side[i]), check, sides[i].extra,
                        side=sides[i])
@@ -246,20 +253,21 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
 
 
 def _paired_block(function: str, check: Checker, sides: list[_Side], order: list[int],
-                  draw: Callable[[], list[dict[str, Any]]], enough: Callable[[], bool],
-                  on_progress: Callable[[Samples], None] | None, samples: Samples) -> None:
+                  draw: Callable[[], list[dict[str, Any]]], warm: Callable[[], list[dict[str, Any]]],
+                  enough: Callable[[], bool], on_progress: Callable[[Samples], None] | None,
+                  samples: Samples) -> None:
     """Both sides' sandboxes open at once (started in `order`), each frozen while the other
     runs; one call each in turn (ABBA order) until `enough`, or until half of a sandbox's wall
     limit is spent."""
     with contextlib.ExitStack() as stack:
         sessions: dict[int, Session] = {}
-        warm = draw()
+        first = warm()
         for i in order:
             side = sides[i]
             with _blamed(side.name):
                 sessions[i] = stack.enter_context(Session(side.cfg))
-                value, _ = sessions[i].call(function, **warm[i], **side.extra)
-            _judge(check(warm[i], value), side.name)
+                value, _ = sessions[i].call(function, **first[i], **side.extra)
+            _judge(check(first[i], value), side.name)
             if not sessions[i].freeze(True):
                 raise FreezeUnavailable
         samples.paired = True

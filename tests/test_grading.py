@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -117,6 +120,19 @@ def test_validate_names_a_broken_reference(tmp_path: Path) -> None:
     assert "✘ reference passes" in out.stdout and "test_hidden.py::" in out.stdout
 
 
+def test_validate_runs_the_warm_up_input_on_both_sides(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "c" / "cold"
+    shutil.copytree(COURSE / "t1-multiprocessing", root)
+    hook = root / "hidden" / "timing.py"
+    hook.write_text(hook.read_text().replace('"chunks": 16}\n', '"chunks": 0}\n', 2)
+                    .replace('"chunks": 0}\n', '"chunks": 16}\n', 1))  # the warm-up's only
+    out = cli("assignments", "validate", str(root))
+    assert out.returncode == 1
+    assert "✘ timing hook" in out.stdout and "a warm-up input failed" in out.stdout, out.stdout
+
+
 def test_a_reference_below_speedup_min_is_measured_once_more(t1: package.Assignment) -> None:
     from runners import validate
     from tests.server.reports import sample_report
@@ -184,40 +200,100 @@ def test_list_shows_the_course() -> None:
     assert "treasure-hunt/t1-multiprocessing" in out.stdout.replace("\n", "")
 
 
+@contextlib.contextmanager
+def t1_configs(t1: package.Assignment, code: dict[str, bytes],
+               baseline: dict[str, bytes] | None = None) -> Iterator[tuple[Any, Any]]:
+    """Run configurations (baseline, submission) of t1 at 2 workers on bwrap, for `code` against
+    t1's baseline (or `baseline`)."""
+    from runners.session import Stage
+
+    stage = Stage()
+    try:
+        sub = stage.add_code("submission", code)
+        base = stage.add_code("baseline", baseline or grader.code_of(t1, "baseline"))
+        ex = create_executor(get_settings(), "bwrap")
+        cpus, _ = grader.allotment(t1)
+
+        def cfg(code_dir: Path, serial: bool) -> object:
+            return grader.make_config(t1, executor=ex, stage=stage, code_dir=code_dir, cpus=cpus,
+                                      workers=2, gpu_mode="none", serial=serial)
+
+        yield cfg(base, True), cfg(sub, False)
+    finally:
+        stage.cleanup()
+
+
 def test_empty_submission_measures_under_one_percent_of_the_baseline(
         t1: package.Assignment) -> None:
     """Launch, import and warm-up stay outside the timed region: doing nothing costs ≈ 0."""
-    from runners.session import Stage
+    class AcceptAll:
+        make_input = staticmethod(grader.load_hook(t1).make_input)
 
-    settings = get_settings()
-    stage = Stage()
-    try:
-        empty = stage.add_code("empty", {"solution.py": b"def parallel_sum(n, chunks, workers=2):"
-                                                        b"\n    return 0.0\n"})
-        base = stage.add_code("baseline", grader.code_of(t1, "baseline"))
-        ex = create_executor(settings, "bwrap")
-        cpus, _ = grader.allotment(t1)
+        @staticmethod
+        def check(inputs: dict[str, object], result: object) -> None:
+            return None
 
-        def cfg(code: Path, serial: bool) -> object:
-            return grader.make_config(t1, executor=ex, stage=stage, code_dir=code, cpus=cpus,
-                                      workers=2, gpu_mode="none", serial=serial)
-
-        class AcceptAll:
-            make_input = staticmethod(grader.load_hook(t1).make_input)
-
-            @staticmethod
-            def check(inputs: dict[str, object], result: object) -> None:
-                return None
-
+    empty = {"solution.py": b"def parallel_sum(n, chunks, workers=2):\n    return 0.0\n"}
+    with t1_configs(t1, empty) as (base, sub):
         s = timing.measure(hook=AcceptAll, function="parallel_sum", workers=2,  # type: ignore[arg-type]
-                           workers_arg="workers", baseline_cfg=cfg(base, True),  # type: ignore[arg-type]
-                           submission_cfg=cfg(empty, False), rng=np.random.default_rng(1),  # type: ignore[arg-type]
+                           workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
+                           rng=np.random.default_rng(1),
                            stop=timing.StopRule(budget_s=5, min_reps=3, max_reps=6,
                                                 target_width=1.0))
-    finally:
-        stage.cleanup()
     ratio = float(np.median(s.submission) / np.median(s.baseline))
     assert ratio < 0.01, f"empty submission measured {ratio:.2%} of the baseline"
+
+
+SLEEPY = b"""
+import time
+
+def parallel_sum(n, chunks, workers=2):
+    time.sleep(n * 1e-8)  # 50-60 ms for a timed input, nothing for the warm-up's
+    return -1.0 if n == 7 and WRONG_WARM_UP else float(n)
+
+WRONG_WARM_UP = %d
+"""
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_each_sandbox_warms_up_on_the_hooks_warm_up_input(t1: package.Assignment,
+                                                          paired: bool) -> None:
+    """A hook's make_warmup_input feeds every sandbox's untimed first call, checked like the
+    others and never a sample; the timed calls get make_input's inputs."""
+    seen: list[int] = []
+
+    class Hook:
+        @staticmethod
+        def make_input(rng: np.random.Generator, workers: int) -> dict[str, int]:
+            return {"n": int(rng.integers(5_000_000, 6_000_000)), "chunks": 4}
+
+        @staticmethod
+        def make_warmup_input(rng: np.random.Generator, workers: int) -> dict[str, int]:
+            return {"n": 7, "chunks": 4}
+
+        @staticmethod
+        def check(inputs: dict[str, int], result: object) -> str | None:
+            seen.append(inputs["n"])
+            return None if result == float(inputs["n"]) else "the sum is wrong"
+
+    def measure(code: bytes) -> timing.Samples:
+        with t1_configs(t1, {"solution.py": code}, {"solution.py": SLEEPY % 0}) as (base, sub):
+            return timing.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
+                                  workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
+                                  rng=np.random.default_rng(2), paired=paired,
+                                  stop=timing.StopRule(budget_s=1, min_reps=3, max_reps=3,
+                                                       target_width=1.0))
+
+    s = measure(SLEEPY % 0)
+    assert s.paired is paired
+    warm, timed = seen.count(7), [n for n in seen if n != 7]
+    # One warm-up per side and sandbox: a paired block holds both; one-sided blocks one each.
+    assert warm == 2 * (1 if paired else len(s.submission) // timing.CALLS_PER_BLOCK), seen
+    assert len(timed) == len(s.baseline) + len(s.submission) and len(s.submission) >= 3
+    assert min(s.baseline + s.submission) > 0.045  # no sample is a warm-up call (≈ 0 s)
+    seen.clear()
+    with pytest.raises(timing.WrongTimedAnswer):  # a wrong warm-up answer is a wrong answer
+        measure(SLEEPY % 1)
 
 
 def test_the_test_process_gets_no_runner_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
