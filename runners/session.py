@@ -259,9 +259,13 @@ class _Run:
 class Session:
     """A live sandbox running the harness around one side's code (function entries)."""
 
-    def __init__(self, cfg: RunConfig, run: _Run | None = None) -> None:
+    def __init__(self, cfg: RunConfig, run: _Run | None = None, *, exit_grace_s: float = 2.0
+                 ) -> None:
         self.cfg = cfg
         self._run = run or _Run(cfg)
+        self.exit_grace_s = exit_grace_s
+        """How long close() lets the harness exit before the sandbox is killed (0: a sandbox whose
+        output nobody reads any more, such as a timing block's, is killed at once)."""
         self._sock: socket.socket | None = None
         self._next_id = 0
         self.exit_info: ExitInfo | None = None
@@ -480,7 +484,7 @@ class Session:
             os.close(self._result_fd)
             self._result_fd = None
         if self.exit_info is None and self._run.running is not None:
-            self.exit_info = self._run.finish(grace=2)
+            self.exit_info = self._run.finish(grace=self.exit_grace_s)
         self._run.remove()
         return self.exit_info or ExitInfo(returncode=None)
 
