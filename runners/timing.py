@@ -40,8 +40,9 @@ from runners.session import (
 )
 
 CALLS_PER_BLOCK = 3
-# A timing sandbox is killed once its last answer is in, not asked to exit: nobody reads its
-# output any more, and interpreters' own shutdown (numba's, a process pool's) costs ≈ 0.2 s each.
+EXIT_GRACE_S = 0.0
+"""A timing sandbox is killed once its last answer is in, not given time to exit: nobody reads its
+output any more, and interpreters' own shutdown (numba's, a process pool's) costs ≈ 0.2 s each."""
 BOOTSTRAP = 2000
 POINTS_TOLERANCE = 1.0
 """A headline figure stops once its 95 % CI fixes its performance points to within this many."""
@@ -177,7 +178,7 @@ def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: C
 
 def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
                  extra: dict[str, Any], *, side: _Side) -> None:
-    with Session(cfg, exit_grace_s=0) as session:
+    with Session(cfg, exit_grace_s=EXIT_GRACE_S) as session:
         warm = inputs[0]
         value, _ = session.call(function, **warm, **extra)
         problem = check(warm, value)
@@ -267,7 +268,7 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
         for i in order:
             side = sides[i]
             with _blamed(side.name):
-                sessions[i] = stack.enter_context(Session(side.cfg, exit_grace_s=0))
+                sessions[i] = stack.enter_context(Session(side.cfg, exit_grace_s=EXIT_GRACE_S))
                 value, _ = sessions[i].call(function, **first[i], **side.extra)
             _judge(check(first[i], value), side.name)
             if not sessions[i].freeze(True):
