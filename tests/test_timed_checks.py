@@ -18,12 +18,13 @@ COURSE = REPO_ROOT / "assignments" / "parallel-python"
 
 def hook_and_baseline(slug: str) -> tuple[ModuleType, ModuleType]:
     """The package's timing hook as the grader loads it, and its (trusted) serial baseline."""
-    path = COURSE / slug / "baseline" / "solution.py"
+    a = package.load(COURSE / slug)
+    path = COURSE / slug / "baseline" / a.manifest.entry.file
     spec = importlib.util.spec_from_file_location(f"{slug}_baseline", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return grader.load_hook(package.load(COURSE / slug)), module
+    return grader.load_hook(a), module
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +90,20 @@ def test_the_sweeps_check_recomputes_the_best_and_a_drawn_candidate() -> None:
     again = hook.make_input(np.random.default_rng(10), 2)
     assert hook.check(again, baseline.search(**again)) is None
     assert hook._checked[id(again)][1] is not truth
+
+
+def test_the_arrays_check_trains_each_configuration_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """slurm-array's trusted recomputation costs one serial sweep per input, shared by both
+    sides (it once trained every configuration three times: 5 s of the grader's per input)."""
+    hook, baseline = hook_and_baseline("slurm-array")
+    inputs = hook.make_input(np.random.default_rng(11), 2)
+    inputs["grid"] = inputs["grid"][::3]  # one configuration per epoch count: quick
+    trained: list[dict[str, float]] = []
+    train = hook.sweep.train
+    monkeypatch.setattr(hook.sweep, "train", lambda config, data: trained.append(config) or
+                        train(config, data))
+    right = baseline.run_task(task_id=0, n_tasks=1, **inputs)
+    assert hook.check(inputs, [right]) is None and hook.check(inputs, [right]) is None
+    assert len(trained) == len(inputs["grid"])
+    wrong = [{**right[0], "loss": right[0]["loss"] * 1.001}, *right[1:]]
+    assert hook.check(inputs, [wrong]) == "configuration 0: wrong accuracy, loss or bias"
