@@ -21,6 +21,11 @@ def make_input(rng: np.random.Generator, workers: int) -> dict:
     return {"n": int(rng.integers(560_000, 640_000)), "key": int(rng.integers(0, 2**62))}
 
 
+def make_warmup_input(rng: np.random.Generator, workers: int) -> dict:
+    """Each sandbox's untimed first call: a few thousand terms, not a whole timed call's."""
+    return {"n": int(rng.integers(5_000, 10_000)), "key": int(rng.integers(0, 2**62))}
+
+
 def make_weak_input(rng: np.random.Generator, workers: int) -> dict:
     return {"n": PER_RANK * workers + int(rng.integers(0, 1000)),
             "key": int(rng.integers(0, 2**62))}
