@@ -120,46 +120,6 @@ def test_validate_names_a_broken_reference(tmp_path: Path) -> None:
     assert "✘ reference passes" in out.stdout and "test_hidden.py::" in out.stdout
 
 
-def test_a_timing_sandbox_is_killed_once_its_last_answer_is_in(
-        t1: package.Assignment, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nobody reads a timing sandbox's output after its last call: it is not given the 2 s an
-    exiting harness gets, here to run the submission's 30 s atexit handler."""
-    import time
-
-    from runners.session import Session
-
-    closes: list[float] = []
-    close = Session.close
-
-    def timed_close(self: Session) -> object:
-        t = time.monotonic()
-        try:
-            return close(self)
-        finally:
-            closes.append(time.monotonic() - t)
-
-    monkeypatch.setattr(Session, "close", timed_close)
-
-    class Hook:
-        make_input = staticmethod(grader.load_hook(t1).make_input)
-
-        @staticmethod
-        def make_warmup_input(rng: np.random.Generator, workers: int) -> dict[str, int]:
-            return {"n": 7, "chunks": 4}
-
-        @staticmethod
-        def check(inputs: dict[str, int], result: object) -> None:
-            return None
-
-    lingering = SLEEPY % 0 + b"\nimport atexit\natexit.register(time.sleep, 30)\n"
-    with t1_configs(t1, {"solution.py": lingering}) as (base, sub):
-        timing.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
-                       workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
-                       rng=np.random.default_rng(3),
-                       stop=timing.StopRule(budget_s=1, min_reps=3, max_reps=3, target_width=1.0))
-    assert len(closes) == 2 and max(closes) < 1.0, closes
-
-
 def test_validate_runs_the_warm_up_input_on_both_sides(tmp_path: Path) -> None:
     import shutil
 
@@ -334,6 +294,46 @@ def test_each_sandbox_warms_up_on_the_hooks_warm_up_input(t1: package.Assignment
     seen.clear()
     with pytest.raises(timing.WrongTimedAnswer):  # a wrong warm-up answer is a wrong answer
         measure(SLEEPY % 1)
+
+
+def test_a_timing_sandbox_is_killed_once_its_last_answer_is_in(
+        t1: package.Assignment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nobody reads a timing sandbox's output after its last call: it is not given the 2 s an
+    exiting harness gets, here to run the submission's 30 s atexit handler."""
+    import time
+
+    from runners.session import Session
+
+    closes: list[float] = []
+    close = Session.close
+
+    def timed_close(self: Session) -> object:
+        t = time.monotonic()
+        try:
+            return close(self)
+        finally:
+            closes.append(time.monotonic() - t)
+
+    monkeypatch.setattr(Session, "close", timed_close)
+
+    class Hook:
+        make_input = staticmethod(grader.load_hook(t1).make_input)
+
+        @staticmethod
+        def make_warmup_input(rng: np.random.Generator, workers: int) -> dict[str, int]:
+            return {"n": 7, "chunks": 4}
+
+        @staticmethod
+        def check(inputs: dict[str, int], result: object) -> None:
+            return None
+
+    lingering = SLEEPY % 0 + b"\nimport atexit\natexit.register(time.sleep, 30)\n"
+    with t1_configs(t1, {"solution.py": lingering}) as (base, sub):
+        timing.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
+                       workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
+                       rng=np.random.default_rng(3),
+                       stop=timing.StopRule(budget_s=1, min_reps=3, max_reps=3, target_width=1.0))
+    assert len(closes) == 2 and max(closes) < 1.0, closes
 
 
 def test_the_test_process_gets_no_runner_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
