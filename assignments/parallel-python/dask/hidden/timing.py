@@ -1,4 +1,5 @@
-"""Timed inputs for the dask assignment (trusted side): drawn per run, every answer checked."""
+"""Timed inputs for the dask assignment (trusted side): drawn per run, every answer checked on
+every row next to a block boundary or edge and on rows the checker draws."""
 
 import numpy as np
 
