@@ -326,28 +326,27 @@ def drive(base: str, request: Request, *, clients: int, expect: int, server_pid:
     slow answer charges the wait to the requests it delayed (no coordinated omission)."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
-    start: dict[str, float] = {}
+    start: dict[str, float] = {}  # the clock: t0, stop (t0 + seconds), the server's cpu then
 
     def go() -> None:
         """The clock starts once every client has its connection pool: building eight
         httpx.Clients (their TLS contexts) takes ≈ 0.2 s, which a clock started earlier charged
         to the first uploads due (the "phase start" p99 of an earlier README table)."""
-        start.update(cpu=cpu_s(server_pid), t0=time.perf_counter())
-        stop_at[0] = start["t0"] + (seconds or 0)
+        t0 = time.perf_counter()
+        start.update(cpu=cpu_s(server_pid), t0=t0, stop=t0 + (seconds or 0))
 
     barrier = threading.Barrier(clients + 1, action=go)
-    stop_at: list[float] = [0.0]
 
     def worker(w: int) -> None:
         with httpx.Client(base_url=base, timeout=timeout) as c:
             barrier.wait()
             i = 0
             while (count is None or i < count) and (seconds is None
-                                                    or time.perf_counter() < stop_at[0]):
+                                                    or time.perf_counter() < start["stop"]):
                 t = time.perf_counter()
                 if rate is not None:
-                    t = stop_at[0] - (seconds or 0) + (i * clients + w) / rate  # when it is due
-                    if t >= stop_at[0]:
+                    t = start["t0"] + (i * clients + w) / rate  # when it is due
+                    if t >= start["stop"]:
                         break
                     time.sleep(max(0.0, t - time.perf_counter()))
                 try:

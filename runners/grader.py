@@ -256,6 +256,8 @@ def load_hook(assignment: Assignment) -> ModuleType:
     for name in names:
         if not callable(getattr(module, name, None)):
             raise ImportError(f"{path.name} defines no {name}()")
+    if not callable(getattr(module, "make_warmup_input", callable)):  # optional, but a function
+        raise ImportError(f"{path.name}: make_warmup_input is not a function")
     return module
 
 

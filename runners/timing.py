@@ -202,7 +202,7 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
     samples = Samples(workers)
     started = time.monotonic()
     extra = {workers_arg: workers} if workers_arg else {}
-    warm_input = getattr(hook, "make_warmup_input", None) or hook.make_input
+    warm_input = getattr(hook, "make_warmup_input", hook.make_input)
     return _blocks(samples, function, hook.check, [
         _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu),
         _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu)],

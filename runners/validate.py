@@ -172,7 +172,7 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
                 problems.append(f"{role}: the timed run failed: {exc}")
             continue
         inputs = [("timed", hook.make_input(rng, a.workers))]
-        if callable(getattr(hook, "make_warmup_input", None)) and m.array is None:
+        if hasattr(hook, "make_warmup_input") and m.array is None:
             inputs.append(("warm-up", hook.make_warmup_input(rng, a.workers)))
         if m.timing.weak_scaling and role == "reference":
             inputs.append(("weak-scaling", hook.make_weak_input(rng, a.workers)))

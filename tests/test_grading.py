@@ -131,6 +131,9 @@ def test_validate_runs_the_warm_up_input_on_both_sides(tmp_path: Path) -> None:
     out = cli("assignments", "validate", str(root))
     assert out.returncode == 1
     assert "✘ timing hook" in out.stdout and "a warm-up input failed" in out.stdout, out.stdout
+    hook.write_text(hook.read_text() + "\nmake_warmup_input = 5\n")
+    out = cli("assignments", "validate", str(root))
+    assert out.returncode == 1 and "make_warmup_input is not a function" in out.stdout, out.stdout
 
 
 def test_a_reference_below_speedup_min_is_measured_once_more(t1: package.Assignment) -> None:

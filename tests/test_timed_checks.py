@@ -28,17 +28,13 @@ def hook_and_baseline(slug: str) -> tuple[ModuleType, ModuleType]:
 
 
 @pytest.fixture(scope="module")
-def dask_hook() -> ModuleType:
-    return hook_and_baseline("dask")[0]
+def dask() -> tuple[ModuleType, ModuleType]:
+    return hook_and_baseline("dask")
 
 
-@pytest.fixture(scope="module")
-def baseline() -> ModuleType:
-    return hook_and_baseline("dask")[1]
-
-
-def test_the_sampled_check_accepts_the_baselines_answer(dask_hook: ModuleType,
-                                                         baseline: ModuleType) -> None:
+def test_the_sampled_check_accepts_the_baselines_answer(dask: tuple[ModuleType, ModuleType]
+                                                         ) -> None:
+    dask_hook, baseline = dask
     rng = np.random.default_rng(7)
     for _ in range(3):
         inputs = dask_hook.make_input(rng, 2)
@@ -50,7 +46,8 @@ def test_the_sampled_check_accepts_the_baselines_answer(dask_hook: ModuleType,
                        rtol=1e-12, atol=1e-12)
 
 
-def test_the_sampled_check_refuses_wrong_rows(dask_hook: ModuleType, baseline: ModuleType) -> None:
+def test_the_sampled_check_refuses_wrong_rows(dask: tuple[ModuleType, ModuleType]) -> None:
+    dask_hook, baseline = dask
     rng = np.random.default_rng(8)
     inputs = dask_hook.make_input(rng, 2)
     right = baseline.filtered_row_means(**inputs)
