@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -80,3 +83,41 @@ def test_a_forked_process_makes_its_own_client(server: str) -> None:
     assert got == b"1"
     assert runner.jobs_client() is parent
     assert len(_Counting.peers) == 2  # the child connected anew
+
+
+SLICE = """
+import json, os, sys
+import numpy as np  # imported before the runner takes its slice, as the runner's modules do
+import threadpoolctl
+np.ones((64, 64)) @ np.ones((64, 64))  # BLAS threads started for the whole node
+from runners.worker import take_cpus
+
+def seen():
+    return {"blas": [p["num_threads"] for p in threadpoolctl.threadpool_info()],
+            "cpus": sorted({c for t in os.listdir("/proc/self/task")
+                            for c in os.sched_getaffinity(int(t))})}
+
+take_cpus(sys.argv[1])
+parent = seen()
+r, w = os.pipe()
+if os.fork() == 0:  # Celery's pool child
+    np.ones((64, 64)) @ np.ones((64, 64))
+    os.write(w, json.dumps(seen()).encode())
+    os._exit(0)
+os.close(w)
+print(json.dumps({"parent": parent, "child": json.loads(os.read(r, 4096))}))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to take one")
+def test_a_runner_on_one_core_keeps_every_thread_and_blas_pool_on_it() -> None:
+    """Threads numpy's BLAS started before the runner took its slice move onto it, and the pools
+    shrink to it: two BLAS threads on one core spin against each other (a trusted check 25×
+    slower) and a thread left on the node's other cores runs on a neighbour's slice."""
+    core = min(os.sched_getaffinity(0))
+    out = subprocess.run([sys.executable, "-c", SLICE, str(core)], capture_output=True,
+                         text=True, timeout=120, check=True)
+    seen = json.loads(out.stdout)
+    for who in ("parent", "child"):
+        assert seen[who]["cpus"] == [core], seen
+        assert seen[who]["blas"] and all(n == 1 for n in seen[who]["blas"]), seen
