@@ -23,6 +23,7 @@ from typing import Any
 from bench.common import publish
 from runners import grader, package
 from runners.settings import get_settings
+from runners.worker import confine
 
 
 def _load(ref: str) -> package.Assignment:
@@ -90,7 +91,7 @@ def main() -> None:
     for ref in opts.refs:
         cores = _load(ref).manifest.resources.cores
         node = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, node[:cores])  # this grader's slice: the node's first cores
+        confine(set(node[:cores]))  # this grader's slice (its BLAS threads too): the first cores
         try:
             idle = gradings(ref, opts.n)
             rows += idle
@@ -106,7 +107,7 @@ def main() -> None:
                 rows += [{**r, "package": f"{ref} (busy)"} for r in busy]
                 table.append(summary(ref, busy, f"{opts.busy} neighbours"))
         finally:
-            os.sched_setaffinity(0, node)
+            confine(set(node))
     publish("speedup_repeatability", table, {
         "package": "package", "mode": "node", "gradings": "gradings",
         "median": "median speedup %.3f", "cv_speedup": "CV speedup %.1%",

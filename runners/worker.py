@@ -279,23 +279,27 @@ def parse_cpus(spec: str) -> set[int]:
 
 
 def take_cpus(spec: str) -> None:
-    """Confine this runner (and every sandbox it starts) to a slice of the node's cores.
-
-    Every thread of the process moves, not only the caller, and the thread pools of native
-    libraries already loaded shrink to the slice: numpy's OpenBLAS sized its pool for the whole
-    node when it was imported, and its threads kept the whole node's cores. Left so, the trusted
-    checks in Celery's pool child (a fork, whose BLAS threads are remade on the slice) ran two
-    BLAS threads on one core that wait for each other by spinning: slurm-array's check of one
-    input took 72 s instead of 2.9 s (tests/test_worker.py).
-    """
+    """Confine this runner (and every sandbox it starts) to a slice of the node's cores."""
     wanted, have = parse_cpus(spec), os.sched_getaffinity(0)
     if not wanted <= have:
         raise BadCpus(f"CPUs {sorted(wanted - have)} are not available here "
                          f"(this process may use {sorted(have)})")
+    confine(wanted)
+
+
+def confine(cpus: set[int]) -> None:
+    """Move this whole process onto `cpus`: every thread, not only the caller, and the thread
+    pools of native libraries already loaded shrink to them.
+
+    numpy's OpenBLAS sized its pool for the whole node when it was imported, and its threads kept
+    the whole node's cores. Left so, the trusted checks in Celery's pool child (a fork, whose BLAS
+    threads are remade on the slice) ran two BLAS threads on one core that wait for each other by
+    spinning: slurm-array's check of one input took 72 s instead of 2.9 s (tests/test_worker.py).
+    """
     for thread in os.listdir("/proc/self/task"):
         with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-            os.sched_setaffinity(int(thread), wanted)
-    threadpoolctl.threadpool_limits(len(wanted))
+            os.sched_setaffinity(int(thread), cpus)
+    threadpoolctl.threadpool_limits(len(cpus))
 
 
 def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
