@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -392,6 +393,11 @@ class LtiPlatform(Base):
     auth_token_url: Mapped[str] = mapped_column(String(1000))
     key_set_url: Mapped[str] = mapped_column(String(1000))
     deployment_ids: Mapped[list[str]] = mapped_column(JSON)
+    # Whether the server may fetch this LMS's keys, tokens and scores from loopback or private
+    # addresses (a test LMS on the same machine); off, as any address an instructor types is
+    # fetched on behalf of whoever starts a launch.
+    allow_private_network: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                        server_default=false())
     tool_private_key: Mapped[str] = mapped_column(Text)
     tool_kid: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)

@@ -319,6 +319,11 @@ class LtiPlatformCreate(Input):
     key_set_url: str = Field(max_length=1000, description="The LMS's JWKS URL")
     deployment_ids: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         min_length=1, max_length=100)
+    allow_private_network: bool = Field(
+        default=False, description="Let the server fetch this LMS's keys, tokens and scores from "
+                                   "loopback or private addresses (a test LMS on the same "
+                                   "machine or network; outside development only where the "
+                                   "operator allows it). Off: such addresses are refused")
 
 
 class LtiPlatformPublic(BaseModel):
@@ -326,6 +331,8 @@ class LtiPlatformPublic(BaseModel):
     issuer: str
     client_id: str
     deployment_ids: list[str]
+    allow_private_network: bool = Field(description="Whether this LMS's addresses may be "
+                                                    "loopback or private")
     login_url: str = Field(description="Give the LMS this OIDC login initiation URL")
     launch_url: str = Field(description="… this redirect (launch) URL")
     jwks_url: str = Field(description="… and this public keyset URL")

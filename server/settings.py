@@ -59,6 +59,23 @@ class ServerSettings(BaseSettings):
         default=100, ge=1, description="Failed logins one address may make for all accounts "
                                        "within the window (loose: a lab's NAT is one address)")
 
+    outbound_budget_s: float = Field(
+        default=10, gt=0, le=120, description="The whole time a request the server makes on "
+                                              "someone's behalf (an LMS's key set, token, scores) "
+                                              "may take, connect to last byte")
+    outbound_max_bytes: int = Field(default=1 << 20, ge=1024,
+                                    description="The largest answer such a request may get")
+    outbound_private_networks: bool = Field(
+        default=False, description="Outside development: whether an LMS registration that asks "
+                                   "for it may reach loopback and private addresses (an LMS on "
+                                   "the campus network); in development the registration's own "
+                                   "setting decides")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto "
+                    "name the real client (JSON list, e.g. [\"10.0.0.5\"]); none by default: "
+                    "the login throttle then counts the connecting address")
+
     @model_validator(mode="after")
     def _no_default_secrets(self) -> ServerSettings:
         if self.environment != "development":

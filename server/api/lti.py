@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from server.db import committing
 from server.deps import CourseInstructorDep, CourseStaffDep, SessionDep, SettingsDep
@@ -34,7 +35,9 @@ def _base(request: Request) -> str:
 def _platform_public(request: Request, p: LtiPlatform) -> LtiPlatformPublic:
     base = _base(request)
     return LtiPlatformPublic(id=p.id, issuer=p.issuer, client_id=p.client_id,
-                             deployment_ids=p.deployment_ids, login_url=f"{base}/lti/login",
+                             deployment_ids=p.deployment_ids,
+                             allow_private_network=p.allow_private_network,
+                             login_url=f"{base}/lti/login",
                              launch_url=f"{base}/lti/launch", jwks_url=f"{base}/lti/jwks",
                              public_key=lti_service.public_pem(p))
 
@@ -42,12 +45,13 @@ def _platform_public(request: Request, p: LtiPlatform) -> LtiPlatformPublic:
 @router.post("/api/courses/{course}/lti/platforms", response_model=LtiPlatformPublic,
              status_code=status.HTTP_201_CREATED, responses={409: {"model": ErrorPublic}})
 def register(body: LtiPlatformCreate, access: CourseInstructorDep, session: SessionDep,
-             request: Request) -> LtiPlatformPublic:
+             request: Request, settings: SettingsDep) -> LtiPlatformPublic:
     """Register an LMS (LTI 1.3 platform) for this course; the answer is what to enter in the
     LMS's tool registration."""
     with committing(session):
         p = lti_service.register(session=session, actor=access.user, course=access.course,
-                                 role=access.role, **body.model_dump())
+                                 role=access.role, **body.model_dump(),
+                                 development=settings.environment == "development")
         return _platform_public(request, p)
 
 
@@ -84,15 +88,19 @@ async def _params(request: Request) -> dict[str, str]:
 
 
 @router.api_route("/lti/login", methods=["GET", "POST"], include_in_schema=False)
-async def login(request: Request) -> Response:
+async def login(request: Request, settings: SettingsDep) -> Response:
     """OIDC login initiation (the LMS sends the browser here first)."""
     params = await _params(request)
-    sessions = request.app.state.sessions
-    with sessions() as session:
-        return lti_service.login(session=session, sessions=sessions, params=params,
-                                 cookies=dict(request.cookies),
-                                 secure=request.url.scheme == "https",
-                                 launch_url=f"{_base(request)}/lti/launch")
+
+    def run() -> Response:
+        sessions = request.app.state.sessions
+        with sessions() as session:
+            return lti_service.login(session=session, sessions=sessions, settings=settings,
+                                     params=params, cookies=dict(request.cookies),
+                                     secure=request.url.scheme == "https",
+                                     launch_url=f"{_base(request)}/lti/launch")
+
+    return await run_in_threadpool(run)
 
 
 @router.post("/lti/launch", include_in_schema=False)
@@ -100,28 +108,36 @@ async def launch(request: Request, settings: SettingsDep) -> Response:
     """The LMS's launch: the account linked to the LMS identity is logged in here and lands
     on the assignment (or the course) the link names."""
     params = await _params(request)
-    sessions = request.app.state.sessions
-    with sessions() as session, committing(session):
-        arrival = lti_service.launch(session=session, sessions=sessions, params=params,
-                                     cookies=dict(request.cookies),
-                                     secure=request.url.scheme == "https")
-        start_session(request, session, settings, arrival.user)
-        if arrival.deep_link is not None:  # an instructor places assignments in the LMS
-            items = assignment_service.offered(session=session, course=arrival.course)
-            return render(request, "lti_deep_link.html", user=arrival.user,
-                          course=arrival.course, assignments=items, launch_id=arrival.deep_link)
-        target = f"/c/{arrival.course.slug}/{arrival.assignment.slug}" if arrival.assignment \
-            else "/"
-    return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
+
+    # The launch queries the database and may fetch the LMS's key set: in a worker thread, so
+    # a slow LMS (or one that points back at this server) holds this launch, not the server.
+    def run() -> Response:
+        sessions = request.app.state.sessions
+        with sessions() as session, committing(session):
+            arrival = lti_service.launch(session=session, sessions=sessions, settings=settings,
+                                         params=params, cookies=dict(request.cookies),
+                                         secure=request.url.scheme == "https")
+            start_session(request, session, settings, arrival.user)
+            if arrival.deep_link is not None:  # an instructor places assignments in the LMS
+                items = assignment_service.offered(session=session, course=arrival.course)
+                return render(request, "lti_deep_link.html", user=arrival.user,
+                              course=arrival.course, assignments=items,
+                              launch_id=arrival.deep_link)
+            target = f"/c/{arrival.course.slug}/{arrival.assignment.slug}" \
+                if arrival.assignment else "/"
+        return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
+
+    return await run_in_threadpool(run)
 
 
 @router.post("/lti/deep-link", include_in_schema=False, dependencies=[Csrf])
-def deep_link(request: Request, session: SessionDep, user: PageUser,
+def deep_link(request: Request, session: SessionDep, user: PageUser, settings: SettingsDep,
               launch_id: Annotated[str, Form(max_length=200)],
               slugs: Annotated[list[str], Form(default_factory=list)]) -> Response:
     """Hand the chosen assignments back to the LMS (a signed deep linking response)."""
     html = lti_service.deep_link_response(
-        session=session, sessions=request.app.state.sessions, launch_id=launch_id,
+        session=session, sessions=request.app.state.sessions, settings=settings,
+        launch_id=launch_id,
         cookies=dict(request.cookies), secure=request.url.scheme == "https", user=user,
         slugs=slugs, base=_base(request))
     return HTMLResponse(html)

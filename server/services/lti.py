@@ -15,13 +15,17 @@ or cannot take stays pending, with its error, and is retried with backoff until 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
+import threading
+import time
 import typing as t
 from dataclasses import dataclass, field
 from datetime import timedelta
 from html import escape
 from urllib.parse import urlparse
 
+import jwt
 import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -29,7 +33,7 @@ from pylti1p3.assignments_grades import AssignmentsGradesService
 from pylti1p3.cookie import CookieService
 from pylti1p3.deep_link_resource import DeepLinkResource
 from pylti1p3.deployment import Deployment
-from pylti1p3.exception import LtiException, OIDCException
+from pylti1p3.exception import LtiException, LtiServiceException, OIDCException
 from pylti1p3.grade import Grade
 from pylti1p3.launch_data_storage.base import LaunchDataStorage
 from pylti1p3.lineitem import LineItem
@@ -63,7 +67,9 @@ from server.models import (
 )
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
+from server.services import outbound
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
+from server.settings import ServerSettings, get_settings
 
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 ROLES_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/roles"
@@ -72,37 +78,103 @@ DEEP_LINK_CLAIM = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_set
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 LAUNCH_LIFETIME_S = 600
 RETRY_MAX_S = 3600
-HTTP_TIMEOUT_S = 15
+KEY_SET_TTL_S = 300
+"""A platform's key set is fetched again after this long (an LMS rotates its keys in days)."""
 UNUSABLE_PASSWORD = "!lti"  # no password hash starts so: an LTI account logs in from its LMS
+
+log = logging.getLogger("paragrade.lti")
 
 
 class LaunchRefused(Forbidden):
-    """An LTI message that did not validate (the reason is pylti1p3's)."""
+    """An LTI message that did not validate (the reason is pylti1p3's, or ours)."""
+
+
+def policy(settings: ServerSettings, platform: LtiPlatform) -> outbound.Policy:
+    """What requests made for this platform may reach: its own setting lets a test LMS on a
+    private address in; outside development, only where the operator allows that at all."""
+    development = settings.environment == "development"
+    return outbound.Policy(
+        https_only=not development,
+        allow_private=platform.allow_private_network and (
+            development or settings.outbound_private_networks),
+        budget_s=settings.outbound_budget_s, max_bytes=settings.outbound_max_bytes)
 
 
 class _Http(requests.Session):
-    """requests with a time limit on every call: an LMS that hangs never holds the reaper."""
+    """What pylti1p3 takes for its token and score requests, sent through the outbound client
+    (its checks, budget and cap) instead of requests' own connections."""
 
-    def request(self, *args: t.Any, **kwargs: t.Any) -> requests.Response:
-        kwargs.setdefault("timeout", HTTP_TIMEOUT_S)
-        return super().request(*args, **kwargs)
+    def __init__(self, policy: outbound.Policy) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def request(self, method: str | bytes, url: str | bytes, *args: t.Any,
+                **kwargs: t.Any) -> requests.Response:
+        sent = self.prepare_request(requests.Request(
+            method=str(method), url=str(url), params=kwargs.get("params"),
+            data=kwargs.get("data"), json=kwargs.get("json"), headers=kwargs.get("headers")))
+        body = sent.body.encode() if isinstance(sent.body, str) else sent.body
+        if body is not None and not isinstance(body, bytes):
+            raise ValueError("a streamed body is not sent to an LMS")
+        answer = outbound.request(str(sent.method), str(sent.url), policy=self.policy,
+                                  what="the LMS's token or score endpoint",
+                                  headers={str(k): str(v) for k, v in sent.headers.items()},
+                                  content=body)
+        response = requests.Response()
+        response.status_code, response.url, response._content = (answer.status, str(sent.url),
+                                                                  answer.body)
+        response.headers.update(answer.headers)
+        response.encoding = "utf-8"
+        response.request = sent
+        return response
 
 
-def _http() -> requests.Session:
-    return _Http()
+_key_sets: dict[tuple[int, str, str], tuple[float, t.Any]] = {}
+_key_sets_lock = threading.Lock()
+
+
+def _key_set(platform: _Registration) -> t.Any:
+    """The platform's key set, fetched through the outbound client and kept for a while: one
+    fetch per platform, not one per launch."""
+    key = (platform.platform_id, platform.get_key_set_url() or "", platform.kid)
+    with _key_sets_lock:
+        cached = _key_sets.get(key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    try:
+        answer = outbound.request("GET", key[1], policy=platform.policy,
+                                  what="the LMS's key set")
+        if answer.status != 200:
+            raise outbound.OutboundFailed(f"the LMS's key set: answered HTTP {answer.status}")
+        keys = json.loads(answer.body)
+        if not isinstance(keys, dict) or not isinstance(keys.get("keys"), list):
+            raise ValueError("not a JSON key set")
+    except outbound.OutboundFailed as exc:
+        raise LaunchRefused(f"LTI launch refused: {exc.public} (the server's log has the "
+                            "details)") from None
+    except ValueError as exc:
+        log.warning("key set of %s at %s is not a key set: %s", platform.get_issuer(), key[1],
+                    exc)
+        raise LaunchRefused("LTI launch refused: the LMS's key set is not a JSON key set (the "
+                            "server's log has the details)") from None
+    with _key_sets_lock:
+        _key_sets[key] = (time.monotonic() + KEY_SET_TTL_S, keys)
+    return keys
 
 
 # --- platforms (registrations) ------------------------------------------------------------------
 def register(*, session: Session, actor: User, course: Course, role: str | None, issuer: str,
              client_id: str, auth_login_url: str, auth_token_url: str, key_set_url: str,
-             deployment_ids: list[str]) -> LtiPlatform:
+             deployment_ids: list[str], allow_private_network: bool = False,
+             development: bool = False) -> LtiPlatform:
     """Register an LMS for the course, with a fresh key pair for the tool; audit-logged."""
     if role != "instructor":
         raise Forbidden("only the course's instructors register an LMS")
+    schemes = ("https", "http") if development else ("https",)
     for name, url in (("auth_login_url", auth_login_url), ("auth_token_url", auth_token_url),
                       ("key_set_url", key_set_url)):
-        if urlparse(url).scheme not in ("https", "http") or not urlparse(url).netloc:
-            raise Invalid(f"{name}: not an http(s) URL")
+        if urlparse(url).scheme not in schemes or not urlparse(url).netloc:
+            raise Invalid(f"{name}: not an {' or '.join(schemes)} URL")
     if session.scalar(select(LtiPlatform.id).where(LtiPlatform.issuer == issuer,
                                                    LtiPlatform.client_id == client_id)):
         raise Conflict(f"{issuer} with client id {client_id!r} is registered already")
@@ -112,11 +184,13 @@ def register(*, session: Session, actor: User, course: Course, role: str | None,
     platform = LtiPlatform(course_id=course.id, issuer=issuer, client_id=client_id,
                            auth_login_url=auth_login_url, auth_token_url=auth_token_url,
                            key_set_url=key_set_url, deployment_ids=deployment_ids,
+                           allow_private_network=allow_private_network,
                            tool_private_key=pem, tool_kid=secrets.token_hex(8))
     session.add(platform)
     session.flush()
     session.add(AuditLog(actor_id=actor.id, action="lti.register", target=course.slug,
-                         detail={"issuer": issuer, "client_id": client_id}))
+                         detail={"issuer": issuer, "client_id": client_id,
+                                 "allow_private_network": allow_private_network}))
     return platform
 
 
@@ -138,9 +212,9 @@ def jwks(*, session: Session) -> dict[str, list[dict[str, t.Any]]]:
 
 
 class _Registration(Registration):
-    def __init__(self, platform: LtiPlatform) -> None:
+    def __init__(self, platform: LtiPlatform, policy: outbound.Policy) -> None:
         super().__init__()
-        self.kid = platform.tool_kid
+        self.kid, self.platform_id, self.policy = platform.tool_kid, platform.id, policy
         (self.set_issuer(platform.issuer).set_client_id(platform.client_id)
          .set_auth_login_url(platform.auth_login_url).set_auth_token_url(platform.auth_token_url)
          .set_key_set_url(platform.key_set_url).set_tool_private_key(platform.tool_private_key)
@@ -153,8 +227,8 @@ class _Registration(Registration):
 class _ToolConf(ToolConfAbstract["_Request"]):
     """Registrations from the database; every issuer may have several client ids."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, session: Session, settings: ServerSettings) -> None:
+        self.session, self.settings = session, settings
 
     def check_iss_has_one_client(self, iss: str) -> bool:
         return False
@@ -173,7 +247,9 @@ class _ToolConf(ToolConfAbstract["_Request"]):
     def find_registration_by_params(self, iss: str, client_id: str, *args: t.Any,
                                     **kwargs: t.Any) -> Registration:
         platform = self._platform(iss, client_id)
-        return _Registration(platform) if platform else None  # type: ignore[return-value]
+        if platform is None:
+            return None  # type: ignore[return-value]
+        return _Registration(platform, policy(self.settings, platform))
 
     def find_deployment(self, iss: str, deployment_id: str) -> Deployment | None:
         return None
@@ -286,28 +362,99 @@ class _Login(OIDCLogin[_Request, _ToolConf, t.Any, _Cookies, Response]):
         return HTMLResponse(html)
 
 
+# Claims this tool reads, and the JSON type each must have: pylti1p3 reads them without asking,
+# and an id_token is anyone's to write until its signature is checked.
+_STR, _INT, _LIST, _DICT = (str,), (int,), (list,), (dict,)
+_CLAIMS: dict[str, tuple[type, ...]] = {
+    "iss": _STR, "sub": _STR, "nonce": _STR, "exp": _INT, "iat": _INT, "nbf": _INT,
+    "azp": _STR, "email": _STR, "name": _STR, "given_name": _STR, "family_name": _STR,
+    ROLES_CLAIM: _LIST, TARGET_CLAIM: _STR, AGS_CLAIM: _DICT, DEEP_LINK_CLAIM: _DICT,
+    "https://purl.imsglobal.org/spec/lti/claim/deployment_id": _STR,
+    "https://purl.imsglobal.org/spec/lti/claim/message_type": _STR,
+    "https://purl.imsglobal.org/spec/lti/claim/version": _STR,
+    "https://purl.imsglobal.org/spec/lti/claim/resource_link": _DICT,
+    "https://purl.imsglobal.org/spec/lti/claim/context": _DICT,
+    "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice": _DICT,
+}
+_REQUIRED = ("iss", "aud", "sub", "nonce", "exp")
+
+
+def token_problem(header: t.Any, body: t.Any) -> str | None:
+    """Why an id_token's decoded header and claims cannot be used as they are, or None."""
+    if not isinstance(header, dict) or not isinstance(body, dict):
+        return "the id_token's header and claims must be JSON objects"
+    if not isinstance(header.get("alg"), str) or not isinstance(header.get("kid", ""), str):
+        return "the id_token's header needs a string alg (and kid)"
+    for name in _REQUIRED:
+        if name not in body:
+            return f"the id_token has no {name!r} claim"
+    for name, types in _CLAIMS.items():
+        value = body.get(name)
+        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
+            return f"the id_token's {name!r} claim has the wrong type"
+    aud = body["aud"]
+    if isinstance(aud, list):
+        if not aud or not all(isinstance(a, str) for a in aud):
+            return "the id_token's 'aud' claim must be a string or a list of strings"
+        if len(aud) > 1 and body.get("azp") != aud[0]:
+            return "an id_token for several audiences needs 'azp', naming this tool"
+    elif not isinstance(aud, str):
+        return "the id_token's 'aud' claim must be a string or a list of strings"
+    if not all(isinstance(r, str) for r in body.get(ROLES_CLAIM) or []):
+        return "the id_token's roles must be strings"
+    ags = body.get(AGS_CLAIM) or {}
+    if not isinstance(ags.get("lineitem", ""), str) or not isinstance(
+            ags.get("lineitems", ""), str) or not all(
+            isinstance(s, str) for s in ags.get("scope") or []) or not isinstance(
+            ags.get("scope", []), list):
+        return "the id_token's grade service claim has the wrong shape"
+    link = body.get(DEEP_LINK_CLAIM)
+    if link is not None and not isinstance(link.get("deep_link_return_url"), str):
+        return "the id_token's deep linking settings need a return URL"
+    return None
+
+
 class _Launch(MessageLaunch[_Request, _ToolConf, t.Any, _Cookies]):
     def _get_request_param(self, key: str) -> str:
         return self._request.get_param(key)
 
+    def validate_jwt_format(self) -> _Launch:
+        if not isinstance(self._get_id_token(), str):
+            raise LtiException("Missing id_token")
+        super().validate_jwt_format()
+        if (problem := token_problem(self._jwt.get("header"), self._jwt.get("body"))) is not None:
+            raise LtiException(problem)
+        return self
 
-def _parts(request: _Request, session: Session, sessions: sessionmaker[Session]
-           ) -> tuple[_ToolConf, _Cookies, _Storage]:
+    def fetch_public_key(self, key_set_url: str) -> t.Any:
+        assert isinstance(self._registration, _Registration)
+        return _key_set(self._registration)
+
+
+def _parts(request: _Request, session: Session, sessions: sessionmaker[Session],
+           settings: ServerSettings) -> tuple[_ToolConf, _Cookies, _Storage]:
     storage = _Storage(sessions)
     storage.set_request(request)
-    return _ToolConf(session), _Cookies(request), storage
+    return _ToolConf(session, settings), _Cookies(request), storage
 
 
-def login(*, session: Session, sessions: sessionmaker[Session], params: dict[str, str],
-          cookies: dict[str, str], secure: bool, launch_url: str) -> Response:
+# What pylti1p3 raises on a message it cannot use: its own exceptions, and, for claims of
+# unexpected shapes it reads without checking, Python's.
+_REFUSALS = (LtiException, OIDCException, jwt.PyJWTError, KeyError, ValueError, TypeError,
+             AttributeError, IndexError)
+
+
+def login(*, session: Session, sessions: sessionmaker[Session], settings: ServerSettings,
+          params: dict[str, str], cookies: dict[str, str], secure: bool,
+          launch_url: str) -> Response:
     """OIDC login initiation: the redirect to the LMS's authorization endpoint (with state and
     nonce remembered for the launch)."""
     request = _Request(params, cookies, secure)
-    conf, cookie_service, storage = _parts(request, session, sessions)
+    conf, cookie_service, storage = _parts(request, session, sessions, settings)
     oidc = _Login(request, conf, SessionService(request), cookie_service, storage)
     try:
         return oidc.redirect(launch_url)
-    except (LtiException, OIDCException) as exc:
+    except _REFUSALS as exc:
         raise LaunchRefused(f"LTI login refused: {exc}") from exc
 
 
@@ -320,18 +467,17 @@ class Arrival:
     deep_link: str | None = None  # the launch id of a deep linking request (instructors)
 
 
-def launch(*, session: Session, sessions: sessionmaker[Session], params: dict[str, str],
-           cookies: dict[str, str], secure: bool) -> Arrival:
+def launch(*, session: Session, sessions: sessionmaker[Session], settings: ServerSettings,
+           params: dict[str, str], cookies: dict[str, str], secure: bool) -> Arrival:
     """Validate a resource link launch; the account linked to the LMS identity (made on its
     first launch), enrolled in the platform's course by its LMS role, and, for a student launched
     into an assignment with AGS, the gradebook column their grade goes to."""
     request = _Request(params, cookies, secure)
-    conf, cookie_service, storage = _parts(request, session, sessions)
+    conf, cookie_service, storage = _parts(request, session, sessions, settings)
     try:
-        message = _Launch(request, conf, SessionService(request), cookie_service, storage,
-                          requests_session=_http())
+        message = _Launch(request, conf, SessionService(request), cookie_service, storage)
         message.validate()
-    except (LtiException, OIDCException, KeyError, ValueError) as exc:
+    except _REFUSALS as exc:
         raise LaunchRefused(f"LTI launch refused: {exc}") from exc
     data: dict[str, t.Any] = dict(message.get_launch_data())
     platform = session.scalar(select(LtiPlatform).where(
@@ -416,19 +562,19 @@ def _grade_target(session: Session, platform: LtiPlatform, user: User, assignmen
             subject
 
 
-def deep_link_response(*, session: Session, sessions: sessionmaker[Session], launch_id: str,
-                       cookies: dict[str, str], secure: bool, user: User, slugs: list[str],
-                       base: str) -> str:
+def deep_link_response(*, session: Session, sessions: sessionmaker[Session],
+                       settings: ServerSettings, launch_id: str, cookies: dict[str, str],
+                       secure: bool, user: User, slugs: list[str], base: str) -> str:
     """The page that hands the chosen assignments back to the LMS (a signed
     LtiDeepLinkingResponse, posted by the browser): each a resource link to its page, with a
     gradebook column for its points."""
 
     request = _Request({}, cookies, secure)
-    conf, cookie_service, storage = _parts(request, session, sessions)
+    conf, cookie_service, storage = _parts(request, session, sessions, settings)
     try:
         message = _Launch.from_cache(launch_id, request, conf, SessionService(request),
-                                     cookie_service, storage, requests_session=_http())
-    except (LtiException, OIDCException) as exc:
+                                     cookie_service, storage)
+    except _REFUSALS as exc:
         raise LaunchRefused(f"this placement expired or is not yours: {exc}") from exc
     data: dict[str, t.Any] = dict(message.get_launch_data())
     platform = session.scalar(select(LtiPlatform).where(
@@ -496,10 +642,13 @@ def _max_score(session: Session, assignment_id: int) -> float:
     return float(scoring.test_points + scoring.performance_points)
 
 
-def send_pending(*, sessions: sessionmaker[Session], http: requests.Session | None = None
+def send_pending(*, sessions: sessionmaker[Session], settings: ServerSettings | None = None
                  ) -> tuple[int, int]:
     """Post every pending grade that is due; (sent, failed). A failure keeps the grade pending
-    with its error and the time of the next try (backoff up to an hour)."""
+    with a fixed account of it (the LMS's answer goes to the log, never to the page: it may be
+    anything the registered address serves) and the time of the next try (backoff up to an
+    hour)."""
+    settings = settings or get_settings()
     sent = failed = 0
     with sessions() as s:
         due = s.scalars(select(LtiGradePost.id).where(LtiGradePost.state == "pending",
@@ -510,10 +659,13 @@ def send_pending(*, sessions: sessionmaker[Session], http: requests.Session | No
             if post is None or post.state != "pending" or post.score is None:
                 continue
             try:
-                _post(post, http or _http())
-            except (LtiException, requests.RequestException, KeyError, ValueError) as exc:
+                _post(post, _Http(policy(settings, post.platform)), settings)
+            except (outbound.OutboundFailed, LtiException, requests.RequestException, KeyError,
+                    ValueError, TypeError) as exc:
+                log.warning("grade post %d to %s failed: %s: %s", post.id, post.lineitem_url,
+                            type(exc).__name__, exc)
                 post.attempts += 1
-                post.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+                post.last_error = _shown(exc)
                 post.next_at = now() + timedelta(seconds=min(RETRY_MAX_S, 15 * 2 ** post.attempts))
                 failed += 1
                 continue
@@ -522,8 +674,19 @@ def send_pending(*, sessions: sessionmaker[Session], http: requests.Session | No
     return sent, failed
 
 
-def _post(post: LtiGradePost, http: requests.Session) -> None:
-    connector = ServiceConnector(_Registration(post.platform), http)
+def _shown(exc: Exception) -> str:
+    """What the course's staff see of a failed post: which step failed and the LMS's status,
+    never its answer."""
+    if isinstance(exc, outbound.OutboundFailed):
+        return exc.public
+    if isinstance(exc, LtiServiceException):
+        return f"the LMS answered HTTP {exc.response.status_code} (the server's log has more)"
+    return f"the LMS's answer could not be used ({type(exc).__name__}; the server's log has more)"
+
+
+def _post(post: LtiGradePost, http: requests.Session, settings: ServerSettings) -> None:
+    connector = ServiceConnector(_Registration(post.platform, policy(settings, post.platform)),
+                                 http)
     service = AssignmentsGradesService(connector, {"scope": post.scopes,  # type: ignore[typeddict-item]
                                                    "lineitem": post.lineitem_url})
     assert post.score is not None

@@ -136,7 +136,8 @@ class StandInLms:
     def registration(self) -> dict[str, Any]:
         return {"issuer": self.issuer, "client_id": self.client_id,
                 "auth_login_url": f"{self.url}/auth", "auth_token_url": f"{self.url}/token",
-                "key_set_url": f"{self.url}/jwks", "deployment_ids": [self.deployment_id]}
+                "key_set_url": f"{self.url}/jwks", "deployment_ids": [self.deployment_id],
+                "allow_private_network": True}  # it listens on 127.0.0.1
 
     def login_params(self, target: str, login_hint: str = "student-1") -> dict[str, str]:
         return {"iss": self.issuer, "login_hint": login_hint, "target_link_uri": target,

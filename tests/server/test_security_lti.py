@@ -1,0 +1,319 @@
+"""Requests the server makes on someone's behalf (an LMS's key set, token and score endpoints),
+and launch tokens of any shape: what an attacker who can register an LMS, or post to
+/lti/launch, gets out of them.
+
+Each test failed on the code before: a key-set URL on 127.0.0.1 was fetched for any visitor and
+its body shown on the error page; the token endpoint's answer was shown to TAs; a slow key set
+stalled the whole server; id_tokens with claims of the wrong type were 500s; an id_token without
+`exp`, or for several audiences without `azp`, was accepted."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from server.models import Course, User
+from server.services import lti, outbound
+from server.services.errors import Invalid
+from server.settings import REPO_ROOT, ServerSettings
+from tests.server.conftest import REFERENCE, World
+from tests.server.lms import AGS, LTI, SCORE, StandInLms
+from tests.server.reports import sample_report, store
+from tests.server.test_pages import csrf
+
+TARGET = "http://testserver/c/th/t1-multiprocessing"
+SECRET = "INTERNAL-ONLY: the admin password is hunter2"
+BUDGET_S = 1.5
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> ServerSettings:
+    return ServerSettings(database_url="sqlite://", artifacts_dir=tmp_path / "artifacts",
+                          assignments_dir=REPO_ROOT / "assignments",
+                          runner_token="runner-secret-1234", broker_url="memory://",
+                          max_upload_bytes=64 * 1024, outbound_budget_s=BUDGET_S)
+
+
+class Internal:
+    """A service only this machine should reach: it answers every request with a secret (or
+    stalls first), and counts the requests it got."""
+
+    def __init__(self, body: bytes = SECRET.encode(), delay_s: float = 0.0,
+                 status: int = 200, headers: dict[str, str] | None = None) -> None:
+        self.hits = 0
+        internal = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                internal.hits += 1
+                time.sleep(delay_s)
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(OSError):  # the client gave up: what the test wants
+                    self.wfile.write(body)
+
+            do_POST = do_GET
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def internal() -> Iterator[Internal]:
+    svc = Internal()
+    yield svc
+    svc.close()
+
+
+def _register(world: World, lms: StandInLms, **changes: Any) -> None:
+    r = world.post(world.prof, "/api/courses/th/lti/platforms",
+                   json={**lms.registration(), **changes})
+    assert r.status_code == 201, r.text
+    lms.tool_jwks = world.client.get("/lti/jwks").json()
+
+
+def _browser(world: World) -> TestClient:
+    return TestClient(world.client.app, follow_redirects=False)
+
+
+def _start(b: TestClient, lms: StandInLms) -> dict[str, str]:
+    r = b.get("/lti/login", params=lms.login_params(TARGET))
+    assert r.status_code == 302, r.text
+    return lms.authorize(r.headers["location"])
+
+
+def _b64(data: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def _claims(lms: StandInLms, nonce: str) -> dict[str, Any]:
+    return {"iss": lms.issuer, "aud": lms.client_id, "sub": "student-1", "nonce": nonce,
+            "iat": int(time.time()), "exp": int(time.time()) + 300, "email": "lea@uni.edu",
+            "name": "Lea", LTI + "message_type": "LtiResourceLinkRequest",
+            LTI + "version": "1.3.0", LTI + "deployment_id": lms.deployment_id,
+            LTI + "target_link_uri": TARGET, LTI + "resource_link": {"id": "link-1"},
+            LTI + "roles": ["http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"],
+            AGS: {"scope": [SCORE], "lineitem": f"{lms.url}/lineitems/7"}}
+
+
+def _sign(lms: StandInLms, claims: Any, header: Any = None) -> str:
+    pem = lms.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    # Shapes PyJWT will not write: the parts by hand, signed all the same.
+    head = _b64(header if header is not None else {"alg": "RS256", "kid": lms.kid})
+    signing = f"{head}.{_b64(claims)}".encode()
+    sig = jwt.get_algorithm_by_name("RS256").sign(
+        signing, jwt.get_algorithm_by_name("RS256").prepare_key(pem))
+    return f"{head}.{_b64(claims)}.{base64.urlsafe_b64encode(sig).rstrip(b'=').decode()}"
+
+
+# --- the key set: no private addresses, no echo, no stall --------------------------------------
+
+
+def test_a_key_set_on_a_private_address_is_not_fetched(world: World, internal: Internal) -> None:
+    lms = StandInLms()
+    _register(world, lms, allow_private_network=False, key_set_url=f"{internal.url}/jwks")
+    b = _browser(world)
+    auth = _start(b, lms)
+    r = b.post("/lti/launch", data={"id_token": lms.id_token(nonce=auth["nonce"], target=TARGET),
+                                    "state": auth["state"]})
+    assert r.status_code == 403, r.text
+    assert "not one the server may reach" in r.text
+    assert internal.hits == 0
+    lms.close()
+
+
+def test_a_fetched_body_is_never_shown(world: World, internal: Internal) -> None:
+    lms = StandInLms()
+    _register(world, lms, key_set_url=f"{internal.url}/jwks")  # a test LMS: private allowed
+    b = _browser(world)
+    auth = _start(b, lms)
+    r = b.post("/lti/launch", data={"id_token": lms.id_token(nonce=auth["nonce"], target=TARGET),
+                                    "state": auth["state"]})
+    assert internal.hits == 1
+    assert r.status_code == 403 and "key set is not a JSON key set" in r.text, r.text
+    assert "INTERNAL-ONLY" not in r.text and "hunter2" not in r.text
+    lms.close()
+
+
+def test_a_grade_post_shows_the_lms_status_never_its_answer(world: World, engine: Engine) -> None:
+    lms = StandInLms()
+    _register(world, lms)
+    b = _browser(world)
+    auth = _start(b, lms)
+    r = b.post("/lti/launch", data={"id_token": lms.id_token(nonce=auth["nonce"], target=TARGET),
+                                    "state": auth["state"]})
+    assert r.status_code == 303, r.text
+    page = b.get("/c/th/t1-multiprocessing")
+    r = b.post("/c/th/t1-multiprocessing/submit", data={"csrf_token": csrf(page.text)},
+               files=[("files", ("solution.py", REFERENCE))])
+    store(engine, int(r.headers["location"].rsplit("/", 1)[1]), sample_report())
+    lms.fail_scores = 1  # answers 503 {"error": "gradebook unavailable"}
+    assert lti.send_pending(sessions=world.client.app.state.sessions) == (0, 1)  # type: ignore[attr-defined]
+    shown, = world.get(world.prof, "/api/courses/th/lti/grades").json()
+    assert "503" in shown["last_error"] and "gradebook unavailable" not in shown["last_error"]
+    lms.close()
+
+
+def test_a_slow_key_set_does_not_delay_the_server(world: World) -> None:
+    slow = Internal(body=b'{"keys": []}', delay_s=BUDGET_S + 1.5)
+    lms = StandInLms()
+    _register(world, lms, key_set_url=f"{slow.url}/jwks")
+    b = _browser(world)
+    auth = _start(b, lms)
+    token = lms.id_token(nonce=auth["nonce"], target=TARGET)
+    answer: list[Any] = []
+    started = time.monotonic()
+    launch = threading.Thread(target=lambda: answer.append(b.post(
+        "/lti/launch", data={"id_token": token, "state": auth["state"]})))
+    launch.start()
+    while slow.hits == 0 and time.monotonic() - started < 5:
+        time.sleep(0.01)
+    assert slow.hits == 1  # the launch waits on the key set now
+    worst = 0.0
+    while launch.is_alive():
+        t0 = time.monotonic()
+        assert world.client.get("/healthz").status_code == 200
+        worst = max(worst, time.monotonic() - t0)
+        time.sleep(0.05)
+    launch.join()
+    took = time.monotonic() - started
+    assert worst < 0.1, f"/healthz took {worst:.3f} s while a launch waited on a key set"
+    # The launch itself is cut off at the budget, with a fixed message.
+    assert answer[0].status_code == 403 and "no complete answer" in answer[0].text
+    assert took < BUDGET_S + 1.0, took
+    slow.close()
+    lms.close()
+
+
+# --- the outbound client itself ---------------------------------------------------------------
+
+
+def test_the_outbound_client_refuses_what_it_must(monkeypatch: pytest.MonkeyPatch,
+                                                  internal: Internal) -> None:
+    open_policy = outbound.Policy(https_only=False, allow_private=True, budget_s=2)
+    assert outbound.request("GET", internal.url, policy=open_policy, what="x").body \
+        == SECRET.encode()
+    closed = outbound.Policy(https_only=False, allow_private=False, budget_s=2)
+    for url in (internal.url, internal.url.replace("127.0.0.1", "localhost"),
+                "http://[::1]:9/", "http://169.254.169.254/latest/meta-data/",
+                "http://10.1.2.3/", "http://224.0.0.1/", "http://0.0.0.0:9/"):
+        with pytest.raises(outbound.OutboundFailed, match="not one the server may reach"):
+            outbound.request("GET", url, policy=closed, what="x")
+    assert internal.hits == 1
+    with pytest.raises(outbound.OutboundFailed, match="only https"):
+        outbound.request("GET", internal.url, policy=outbound.Policy(), what="x")
+
+    # DNS rebinding: the name resolves to a public address and a private one (or to a private
+    # one on the second lookup): the address connected to is the one checked, and any private
+    # one refuses the request.
+    real = socket.getaddrinfo
+
+    def rebinding(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        if host == "lms.example.edu":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with pytest.raises(outbound.OutboundFailed, match="not one the server may reach"):
+        outbound.request("GET", "http://lms.example.edu/jwks", policy=closed, what="x")
+
+
+def test_the_outbound_client_caps_time_size_and_redirects() -> None:
+    policy = outbound.Policy(https_only=False, allow_private=True, budget_s=1.0,
+                             max_bytes=64 * 1024)
+    slow = Internal(delay_s=3)
+    t0 = time.monotonic()
+    with pytest.raises(outbound.OutboundFailed, match="no complete answer") as caught:
+        outbound.request("GET", slow.url, policy=policy, what="the key set")
+    assert time.monotonic() - t0 < 1.5
+    assert "INTERNAL" not in str(caught.value)
+    big = Internal(body=b"x" * (65 * 1024))
+    with pytest.raises(outbound.OutboundFailed, match="no complete answer"):
+        outbound.request("GET", big.url, policy=policy, what="the key set")
+    moved = Internal(status=302, headers={"Location": "http://127.0.0.1:1/elsewhere"})
+    with pytest.raises(outbound.OutboundFailed, match="redirect"):
+        outbound.request("GET", moved.url, policy=policy, what="the key set")
+    for svc in (slow, big, moved):
+        svc.close()
+
+
+def test_registration_needs_https_outside_development(world: World) -> None:
+    lms = StandInLms()
+    body = lms.registration()
+    with world.client.app.state.sessions() as s:  # type: ignore[attr-defined]
+        course = s.query(Course).one()
+        prof = s.query(User).filter_by(email="prof@uni.edu").one()
+        with pytest.raises(Invalid, match="https"):
+            lti.register(session=s, actor=prof, course=course, role="instructor",
+                         **{**body, "client_id": "prod"}, development=False)
+    lms.close()
+
+
+# --- launch tokens of every shape ---------------------------------------------------------------
+
+MALFORMED: dict[str, Any] = {
+    "claims are a list": lambda c: ([c], None),
+    "header is a list": lambda c: (c, [{"alg": "RS256"}]),
+    "iss is a number": lambda c: ({**c, "iss": 7}, None),
+    "aud is an object": lambda c: ({**c, "aud": {"x": 1}}, None),
+    "nonce is a list": lambda c: ({**c, "nonce": [c["nonce"]]}, None),
+    "grade service is a list": lambda c: ({**c, AGS: ["x"]}, None),
+    "lineitem is a number": lambda c: ({**c, AGS: {"scope": [SCORE], "lineitem": 7}}, None),
+    "scope is a string": lambda c: ({**c, AGS: {"scope": SCORE, "lineitem": "x"}}, None),
+    "roles is a string": lambda c: ({**c, LTI + "roles": "Learner"}, None),
+    "sub is an object": lambda c: ({**c, "sub": {"id": 1}}, None),
+    "deployment is a number": lambda c: ({**c, LTI + "deployment_id": 1}, None),
+    "target is a list": lambda c: ({**c, LTI + "target_link_uri": [TARGET]}, None),
+    "exp is a string": lambda c: ({**c, "exp": "tomorrow"}, None),
+    "no exp": lambda c: ({k: v for k, v in c.items() if k != "exp"}, None),
+    "several audiences, no azp": lambda c: ({**c, "aud": [c["aud"], "other-tool"]}, None),
+    "several audiences, another azp": lambda c: ({**c, "aud": [c["aud"], "other"],
+                                                  "azp": "other"}, None),
+}
+
+
+@pytest.mark.parametrize("why", list(MALFORMED))
+def test_a_launch_token_of_the_wrong_shape_is_refused_not_a_crash(world: World,
+                                                                   why: str) -> None:
+    lms = StandInLms()
+    _register(world, lms)
+    b = _browser(world)
+    auth = _start(b, lms)
+    claims, header = MALFORMED[why](_claims(lms, auth["nonce"]))
+    r = b.post("/lti/launch", data={"id_token": _sign(lms, claims, header),
+                                    "state": auth["state"]})
+    assert r.status_code == 403 and "LTI launch refused" in r.text, (why, r.status_code, r.text)
+    # The same launch, well formed, gets in (so the refusal was the shape's).
+    auth = _start(b, lms)
+    good = {**_claims(lms, auth["nonce"]), "aud": [lms.client_id, "x"], "azp": lms.client_id}
+    r = b.post("/lti/launch", data={"id_token": _sign(lms, good), "state": auth["state"]})
+    assert r.status_code == 303, r.text
+    lms.close()
