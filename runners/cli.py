@@ -183,7 +183,7 @@ def runner(
     """Serve grading jobs from a paragrade server's queues (token from PARAGRADE_RUNNER_TOKEN)."""
     import logging
 
-    from runners import worker
+    from runners import overlay, worker
     from runners.protocol import QUEUES
     from runners.sandbox import BackendUnavailable
 
@@ -207,7 +207,8 @@ def runner(
     try:
         worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
                      queues=wanted, name=name, settings=settings)  # type: ignore[arg-type]
-    except (BackendUnavailable, worker.NoGpu, worker.BadCpus) as exc:
+    except (BackendUnavailable, worker.NoGpu, worker.NoGang, worker.BadCpus,
+            overlay.OverlayError) as exc:
         _fail(str(exc))
 
 

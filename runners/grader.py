@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from runners import array, credit, package, service, timing
+from runners import array, credit, gang, overlay, package, service, timing
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
@@ -92,9 +92,9 @@ def decide_gpu_mode(assignment: Assignment, settings: RunnerSettings) -> str:
 
 
 def allotment(assignment: Assignment) -> tuple[list[int], str | None]:
-    """The CPUs timed runs use, and a note when this runner has fewer than asked."""
+    """The CPUs timed runs use (of one node), and a note when this runner has fewer than asked."""
     cpus = host_cpus()
-    want = assignment.manifest.resources.cores
+    want = assignment.manifest.resources.cores_per_node
     if want > len(cpus):
         return cpus, f"the assignment asks for {want} cores; this runner has {len(cpus)}"
     return cpus[:want], None
@@ -111,6 +111,16 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     if serial and launcher in ("mpirun", "torchrun"):  # the baseline: one plain process
         launcher, ranks = "python", 1
     use = cpus[: max(1, min(workers, len(cpus)))]
+    nodes: tuple[overlay.Node, ...] = ()
+    if m.resources.nodes > 1 and launcher == "mpirun":
+        per_node = gang.placement(ranks, m.resources.cores_per_node)
+        if len(per_node) > 1:
+            held = gang.held_nodes(settings, host_cpus())
+            if len(held) < len(per_node):
+                raise overlay.OverlayError(f"{len(per_node)} nodes are needed; this runner "
+                                           f"holds {len(held)}")
+            nodes = tuple(held[: len(per_node)])
+            use = list(nodes[0].cpus[: per_node[0]])
     env: dict[str, str] = {}
     mounts: tuple[Mount, ...] = ()
     if gpu_mode == "simulated":
@@ -134,7 +144,26 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     return RunConfig(executor=executor, runtime_dir=settings.runtime_dir, stage=stage,
                      code_dir=code_dir, entry_file=m.entry.file, launcher=launcher, ranks=ranks,
                      limits=limits, sandbox_uid=settings.sandbox_uid, extra_env=env,
-                     extra_mounts=mounts)
+                     extra_mounts=mounts, nodes=nodes)
+
+
+def gang_problem(assignment: Assignment, executor: Executor, settings: RunnerSettings
+                 ) -> tuple[str | None, list[overlay.Node]]:
+    """Why this runner cannot grade a multi-node package (None: it can), and the nodes it holds."""
+    want = assignment.manifest.resources.nodes
+    if want < 2:
+        return None, []
+    if not executor.joins_netns:
+        return f"the {executor.name} backend cannot run multi-node jobs (bwrap can)", []
+    if why := overlay.available():
+        return why, []
+    try:
+        held = gang.held_nodes(settings, host_cpus())
+    except overlay.OverlayError as exc:
+        return str(exc), []
+    if len(held) < want:
+        return f"the assignment spans {want} nodes; this runner holds {len(held)}", held
+    return None, held[:want]
 
 
 def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
@@ -506,6 +535,15 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                       "simulated; it was not graded (not counted against you)", [])
     if gpu_mode == "simulated":
         notes.append(SIMULATED_NOTE)
+    why_not, nodes = gang_problem(assignment, executor, settings)
+    if why_not is not None:
+        return report(Verdict.PLATFORM_ERROR, f"needs a runner with {m.resources.nodes} nodes: "
+                      f"{why_not}; it was not graded (not counted against you)", [])
+    if nodes:
+        env = env.model_copy(update={
+            "nodes": [f"{n.name}: {n.hardware}" for n in nodes],
+            "network": f"VXLAN overlay per run ({overlay.SUBNET}.0/24, no route elsewhere), "
+                       "one sandbox per node"})
 
     stage = Stage(scratch=settings.scratch_dir)
     try:
@@ -623,9 +661,20 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         if any(s.paired for s in all_samples + weak_samples):
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
                          "frozen (no CPU while the other side is timed)")
+        if m.resources.nodes > 1:
+            scaling = [p.model_copy(update={"nodes": len(gang.placement(
+                p.workers if m.launcher.kind == "mpirun" else 1, m.resources.cores_per_node))})
+                for p in scaling]
+            across = [p.workers for p in scaling if p.nodes > 1]
+            if across:
+                notes.append(f"from {across[0]} ranks on, the ranks spanned several nodes and "
+                             "talked over the network: " + "; ".join(
+                                 f"{p.workers} rank{'s' * (p.workers > 1)}: " + gang.layout_text(gang.placement(
+                                     p.workers, m.resources.cores_per_node)) for p in scaling))
         top = scaling[-1]
         judged = credit.decide(
-            policy=m.scoring.credit, figure=figure, point=top, cores=min(top.workers, len(cpus)),
+            policy=m.scoring.credit, figure=figure, point=top,
+            cores=min(top.workers, len(cpus) * top.nodes),
             reference_speedup=reference_speedup, reference_factor=m.scoring.reference_factor,
             gpu=gpu_mode == "real")
         earned = credited_speedup(judged, figure.median)

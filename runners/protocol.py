@@ -12,12 +12,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 """2: reports carry the speedup credit and CPU figures, jobs the reference's speedup, checks a
 figure (an older server refuses those fields: upgrade servers before runners)."""
 MANIFEST = "assignment.toml"
-QUEUES = ("cpu", "mpi", "gpu")
-Queue = Literal["cpu", "mpi", "gpu"]
+QUEUES = ("cpu", "mpi", "gpu", "mpinodes")
+Queue = Literal["cpu", "mpi", "gpu", "mpinodes"]
+"""mpinodes: MPI jobs whose ranks span several nodes, served by runners that hold a gang."""
 TASK_NAME = "paragrade.run_job"
 """The one Celery task: its only argument is a job id; the runner claims the job over HTTP."""
 LOWEST_PRIORITY = 9
@@ -181,6 +182,8 @@ class ScalingPoint(Frozen):
     )
     cpu: Parallelism | None = Field(
         default=None, description="Effective parallelism and work ratio; None: not measured")
+    nodes: int = Field(default=1, ge=1, le=4096, description="Nodes the submission's ranks "
+                       "spanned at this worker count (more than one: they talked over the network)")
 
 
 class WeakScalingPoint(Frozen):
@@ -254,6 +257,11 @@ class Environment(Frozen):
     mpi_gpu_path: MpiGpuPath | None = Field(
         default=None, description="MPI jobs on a real GPU: whether the runtime's MPI takes device "
         "buffers (CUDA-aware) or they must be staged through host memory; None elsewhere")
+    nodes: list[str] = Field(
+        default_factory=list, description="Multi-node runs: each node the ranks ran on, with its "
+        "hardware, the leader (rank 0, the clock) first; empty for one node")
+    network: str | None = Field(
+        default=None, description="Multi-node runs: the network joining the nodes' sandboxes")
     phases: dict[str, float] = Field(
         default_factory=dict, description="Wall seconds of the grading's phases: set-up, tests, "
         "timing (of which 'timed calls' is what the clock measured), start-up runs, report")
@@ -399,6 +407,8 @@ class RunnerHello(Frozen):
     image: str | None = Field(default=None, max_length=300, pattern=r"^[^\x00]*$",
                               description="Container image (and digest) the backend runs")
     current_job: int | None = Field(default=None, description="The job it is grading now")
+    nodes: int = Field(default=1, ge=1, le=4096, description="Nodes it holds for multi-node "
+                       "MPI jobs (itself included)")
 
 
 class JobOutcome(Frozen):
@@ -457,8 +467,10 @@ class Resources(Frozen):
     """What one grading needs from a runner."""
 
     kind: Literal["cpu", "mpi", "gpu"]
-    cores: int = Field(ge=1, le=1024)
+    cores: int = Field(ge=1, le=1024, description="All nodes' together")
     ranks: int = Field(default=1, ge=1, le=4096)
+    nodes: int = Field(default=1, ge=1, le=64, description="Nodes the ranks may span (mpi only): "
+                       "each has cores / nodes of the cores; a run uses as few as its ranks need")
     gpus: int = Field(default=0, ge=0, le=64)
     memory_mb: int = Field(default=2048, ge=64)
     pids: int = Field(default=1024, ge=16, le=65536, description="Processes and threads a run "
@@ -475,7 +487,22 @@ class Resources(Frozen):
             raise ValueError("resources.kind 'gpu' needs resources.gpus >= 1")
         if self.kind != "gpu" and self.gpus:
             raise ValueError("resources.gpus is set but resources.kind is not 'gpu'")
+        if self.nodes > 1:
+            if self.kind != "mpi":
+                raise ValueError("resources.nodes > 1 needs resources.kind 'mpi'")
+            if self.cores % self.nodes:
+                raise ValueError(f"resources.cores ({self.cores}) must divide evenly among "
+                                 f"resources.nodes ({self.nodes})")
         return self
+
+    @property
+    def cores_per_node(self) -> int:
+        return self.cores // self.nodes
+
+    @property
+    def queue(self) -> Queue:
+        """The queue whose runners can serve this: multi-node jobs need a runner with a gang."""
+        return "mpinodes" if self.nodes > 1 else self.kind
 
 
 class Launcher(Frozen):
@@ -591,6 +618,8 @@ class Manifest(Frozen):
             raise ValueError("script entries are timed as whole programs: no weak scaling")
         if self.scoring.weak_share and not self.timing.weak_scaling:
             raise ValueError("scoring.weak_share needs timing.weak_scaling = true")
+        if self.resources.nodes > 1 and self.launcher.kind != "mpirun":
+            raise ValueError("resources.nodes > 1 needs launcher 'mpirun'")
         if self.array is not None:
             if self.entry.style != "function" or self.launcher.kind != "python":
                 raise ValueError("an [array] package needs a function entry and launcher 'python'")

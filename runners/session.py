@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runners import gang
 from runners.harness import worker as wire
+from runners.overlay import Node
 from runners.protocol import Verdict, check_relpath
 from runners.sandbox import Executor, ExitInfo, Limits, Mount, Running, SandboxSpec
 from runners.sandbox.base import OutputCollector
@@ -149,6 +151,9 @@ class RunConfig:
     sandbox_uid: int = 65534
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_mounts: tuple[Mount, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    """Several: an MPI run with its ranks spread over these nodes, one sandbox each
+    (runners/gang.py); none or one: one sandbox on this node."""
 
 
 def _frame(obj: dict[str, Any]) -> bytes:
@@ -160,6 +165,9 @@ def _frame(obj: dict[str, Any]) -> bytes:
 def failure_from_exit(info: ExitInfo, wall_s: float) -> SubmissionFailure:
     """Name what ended a run, from what the trusted side observed."""
     out = info.output_excerpt
+    if info.node_lost:
+        return SubmissionFailure(Verdict.PLATFORM_ERROR, f"node {info.node_lost} of the run was "
+                                 "lost (the platform's fault: graded again, not counted)", out)
     if info.timed_out:
         return SubmissionFailure(Verdict.TIMEOUT, f"time limit exceeded ({wall_s:g} s wall)", out)
     if info.output_exceeded:
@@ -234,6 +242,9 @@ class _Run:
         env = base_env(cfg, cfg.executor.path(self.m_work))
         # Processes the code starts itself (Ray's workers, a spawn pool) import it by name too.
         env["PYTHONPATH"] = cfg.executor.path(self.m_sub)
+        if len(cfg.nodes) > 1 and cfg.launcher == "mpirun":
+            self.running = gang.start(self, program, extra_mounts, env)
+            return
         spec = SandboxSpec(argv=argv, mounts=self.mounts + extra_mounts, workdir=self.m_work,
                            env=env, limits=cfg.limits)
         self.running = cfg.executor.start(spec)

@@ -44,6 +44,10 @@ class RunnerSettings(BaseSettings):
         default=[], description="Host folders a GPU sandbox also sees, read-only, at the same "
                                 "path (a CUDA toolkit outside /usr, e.g. /opt/cuda)")
     docker_url: str | None = Field(default=None, description="Docker API URL (podman's works)")
+    standin_nodes: int = Field(
+        default=0, ge=0, le=16, description="Hold this many stand-in nodes for multi-node MPI "
+        "runs: network namespaces of this host joined by a bridge, this runner's cores split "
+        "between them (runners/overlay.py); 0: multi-node packages are not served here")
 
     def gpu_environment(self) -> dict[str, str]:
         """The runner's values of the `gpu_env` variables (those it has)."""

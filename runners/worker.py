@@ -37,7 +37,7 @@ import httpx
 import threadpoolctl
 from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
 
-from runners import grader, package, similarity, slurm, validate
+from runners import gang, grader, overlay, package, similarity, slurm, validate
 from runners.broker import consumer_app
 from runners.protocol import (
     PROTOCOL_VERSION,
@@ -47,6 +47,7 @@ from runners.protocol import (
     JobOutcome,
     Queue,
     RunnerHello,
+    Verdict,
 )
 from runners.sandbox import Executor, cgroups
 from runners.settings import RunnerSettings, get_settings
@@ -81,6 +82,10 @@ class BundleCache:
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
         return target
+
+
+class NoGang(RuntimeError):
+    """The runner was asked to serve multi-node jobs but holds no gang of nodes."""
 
 
 class NoGpu(RuntimeError):
@@ -172,11 +177,13 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
             slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag)
             if on_slurm else grader.grade(a, files, settings=settings,
                                           reference_speedup=offer.job.reference_speedup))
+        if report.verdict is Verdict.PLATFORM_ERROR:  # ours: the server grades it again
+            return JobOutcome(platform_error=report.summary)
         return JobOutcome(report=report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")
     except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError,
-            slurm.SlurmError) as exc:
+            slurm.SlurmError, overlay.OverlayError) as exc:
         log.exception("job %s failed on the platform side", offer.job_id)
         return JobOutcome(platform_error=f"{type(exc).__name__}: {exc}"[:2000])
 
@@ -317,7 +324,11 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
                            cores=slurm.cores_per_node(settings), memory_mb=0,
                            mpi="mpich" if mpiexec.exists() else None,
                            image=settings.slurm_partition)
-    return RunnerHello(name=name, queues=queues, backend=executor.name,
+    nodes = len(gang.held_nodes(settings, grader.host_cpus())) if "mpinodes" in queues else 0
+    if "mpinodes" in queues and nodes < 2:
+        raise NoGang("the mpinodes queue needs a runner that holds two nodes or more (set "
+                     "PARAGRADE_STANDIN_NODES for stand-in nodes on this host)")
+    return RunnerHello(name=name, queues=queues, backend=executor.name, nodes=max(1, nodes),
                        cores=len(grader.host_cpus()),
                        memory_mb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
                        gpus=grader.gpu_count() if model else 0, gpu_model=model,
@@ -362,6 +373,8 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     hello = capabilities(settings, name, queues, executor)
     if executor is not None and (left := executor.sweep()):
         log.info("removed %d stopped sandboxes an earlier runner left", left)
+    if os.geteuid() == 0 and (left := overlay.sweep()):
+        log.info("removed %d run networks an earlier runner left", left)
     app = consumer_app(broker_url, settings.broker_key_prefix)
     # The server unreachable at the claim: try again later (the job stays queued meanwhile).
     app.task(name=TASK_NAME, ignore_result=True, autoretry_for=(httpx.TransportError,),

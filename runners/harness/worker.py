@@ -247,10 +247,17 @@ def serve(socket_path: str, module_path: str, inbox: str | None, result: str | N
         if request.get("op") == "stage":
             # Arguments arrive (and are decoded, files mapped, on every rank) before the timed call.
             mapped = None
-            if request.get("file") and inbox:
+            # Ranks on other nodes than the grader's have no inbox: rank 0 sends them its copy.
+            if request.get("file") and inbox and os.path.isdir(inbox):
                 mapped = map_array_file(os.path.join(inbox, os.path.basename(request["file"])))
-            staged = (decode(request["args"], mapped), decode(request["kwargs"], mapped))
-            if comm is not None and mapped is not None:
+            remote = bool(request.get("file")) and comm is not None and not all(
+                comm.allgather(mapped is not None))
+            if not remote or rank == 0:
+                staged = (decode(request["args"], mapped), decode(request["kwargs"], mapped))
+            if remote:
+                assert comm is not None
+                staged = comm.bcast(staged if rank == 0 else None, root=0)
+            if comm is not None and request.get("file"):
                 comm.barrier()  # every rank has the file mapped before the grader removes its name
             reply["ok"] = True
             if sock is not None:

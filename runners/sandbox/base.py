@@ -53,6 +53,10 @@ class SandboxSpec:
     workdir: Mount
     env: dict[str, str]
     limits: Limits
+    netns: str | None = None
+    """A named network namespace to run in with its network shared: one node of a multi-node
+    run on its per-run overlay (runners/overlay.py). None: no network at all."""
+    hostname: str | None = None
 
 
 @dataclass
@@ -70,6 +74,8 @@ class ExitInfo:
     cpu_s: float | None = None
     """CPU time of the whole run (every process), read from outside at its end; None where the
     backend cannot tell."""
+    node_lost: str | None = None
+    """A multi-node run: which node's host went away under it (the platform's fault)."""
 
 
 class OutputCollector:
@@ -231,6 +237,9 @@ class Executor(abc.ABC):
     sandboxed: bool = True
     pid_namespace: bool = True
     """Its runs have a PID namespace of their own (a zygote may kill every other process in it)."""
+    joins_netns: bool = False
+    """It can run a sandbox inside a given network namespace (`SandboxSpec.netns`): one node of
+    a multi-node run."""
 
     def path(self, mount: Mount) -> str:
         """Where the program sees a mount (namespaced backends: `inside`)."""
@@ -261,8 +270,10 @@ class Executor(abc.ABC):
         return cgroups.probe()[0]
 
 
-def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | None) -> list[str]:
-    """Commands that confine a host process before it execs the sandbox: cgroup, rlimits, user."""
+def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | None,
+                netns: str | None = None) -> list[str]:
+    """Commands that confine a host process before it execs the sandbox: network namespace,
+    cgroup, rlimits, user."""
     prefix: list[str] = []
     if cg.procs_files:
         attach = " && ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cg.procs_files)
@@ -281,6 +292,11 @@ def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | Non
     prefix += ["prlimit", *rl, "--"]
     if not any("cpuset" in e for e in cg.enforced):  # joining a cpuset cgroup sets the affinity
         prefix += ["taskset", "-c", ",".join(map(str, limits.cpus))]
+    if netns is not None:
+        # Entered while still root (the namespace is the runner's), after the cgroup is joined:
+        # `ip netns exec` mounts that namespace's own /sys (where MPI's transports look for the
+        # network devices) over the host's, cgroup files included.
+        prefix += ["ip", "netns", "exec", netns]
     if drop_to_uid is not None:
         prefix += ["setpriv", f"--reuid={drop_to_uid}", f"--regid={drop_to_uid}",
                    "--clear-groups", "--no-new-privs"]

@@ -31,6 +31,7 @@ class BwrapExecutor(Executor):
     """The default on Linux: runs as an unprivileged user inside fresh namespaces."""
 
     name = "bwrap"
+    joins_netns = True
 
     def __init__(self, *, runtime_dir: Path, sandbox_uid: int = 65534) -> None:
         self.runtime_dir = runtime_dir
@@ -48,6 +49,10 @@ class BwrapExecutor(Executor):
     def command(self, spec: SandboxSpec) -> list[str]:
         """The bwrap command line, without the host prefix (cgroup, rlimits, user)."""
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        if spec.netns is not None:  # the run's overlay namespace, entered by the host prefix
+            args.append("--share-net")
+        if spec.hostname is not None:
+            args += ["--hostname", spec.hostname]
         if os.getuid() == 0 and self.sandbox_uid == 0:
             args += ["--cap-drop", "ALL"]
         args += system_binds()
@@ -69,6 +74,6 @@ class BwrapExecutor(Executor):
         cg = cgroups.create(memory_bytes=limits.memory_mb * 1024 * 1024,
                             pids_max=limits.pids, cpus=list(limits.cpus))
         drop = self.sandbox_uid if os.getuid() == 0 else None
-        argv = host_prefix(limits, cg, drop_to_uid=drop) + self.command(spec)
+        argv = host_prefix(limits, cg, drop_to_uid=drop, netns=spec.netns) + self.command(spec)
         return HostRunning(argv, env=None, cwd=spec.workdir.host, limits=limits, cg=cg,
                            watch_dir=spec.workdir.host)

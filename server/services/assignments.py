@@ -193,7 +193,7 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
                                 bundle_sha256=sha)
     session.add(version)
     session.flush()
-    jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.kind)
+    jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.queue)
     if current is None or current.status != "ready":
         # A ready version keeps serving students until its successor validates (jobs.record).
         assignment.title = manifest.title

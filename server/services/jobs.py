@@ -86,7 +86,7 @@ def enqueue(*, session: Session, submission: Submission, priority: int | None = 
     manifest = manifest or Manifest.model_validate(submission.version.manifest)
     if priority is None:
         priority = fair_priority(session=session, user_id=submission.user_id)
-    job = Job(submission_id=submission.id, queue=manifest.resources.kind, priority=priority,
+    job = Job(submission_id=submission.id, queue=manifest.resources.queue, priority=priority,
               time_limit_s=manifest.resources.wall_seconds * 40, published_at=now())
     session.add(job)
     session.flush()
@@ -120,7 +120,7 @@ def grade_job(submission: Submission, job: Job) -> GradeJob:
     return GradeJob(submission_id=submission.id, assignment=f"{a.course.slug}/{a.slug}",
                     assignment_version=submission.version.version,
                     bundle_sha256=submission.version.bundle_sha256,
-                    submission_sha256=submission.archive_sha256, queue=manifest.resources.kind,
+                    submission_sha256=submission.archive_sha256, queue=manifest.resources.queue,
                     time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
                     reference_speedup=reference_speedup(submission.version))
 

@@ -1,0 +1,213 @@
+"""Runs whose MPI ranks span several nodes: one sandbox per node, joined by a per-run overlay.
+
+The leader node's sandbox runs `mpiexec` with MPICH's manual launcher (runners/harness/mpilaunch.py)
+and rank 0, next to the grader's control socket; every other node's sandbox runs one MPI proxy,
+built here from `PROXY_TEMPLATE` (never from anything a sandbox printed). The sandboxes share
+nothing but the overlay (runners/overlay.py): separate pid, ipc and mount namespaces, so ranks on
+different nodes talk over the network, as on a cluster. The run as a whole (`GangRunning`) is
+timed, frozen and killed together, and its CPU time is the sum of every node's cgroup.
+
+Whose fault an ending is: a node's sandbox that ends (a rank crashed, a limit hit) is the
+submission's; a node whose host went away under the run (`Node.healthy`) is the platform's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runners import overlay
+from runners.overlay import Node
+from runners.sandbox.base import ExitInfo, Limits, Mount, Running, SandboxSpec, WallClock
+
+if TYPE_CHECKING:
+    from runners.session import _Run
+    from runners.settings import RunnerSettings
+
+PROXY_TEMPLATE = (
+    "{bin}/hydra_pmi_proxy --control-port {leader}:{port} --rmk user --launcher manual "
+    "--demux poll --pgid 0 --retries 10 --usize -1 --pmi-port 0 --gpus-per-proc -2 "
+    "--gpu-subdevs-per-proc -2 --proxy-id {k}"
+)
+"""What MPICH's manual launcher asks to run on node k (MPICH 5.0.2, runners/runtime-lock.txt; a
+test compares it with what that mpiexec prints, so an upgrade that changes it fails there)."""
+INSIDE_LAUNCHER = "mpilaunch.py"
+
+
+def held_nodes(settings: RunnerSettings, cpus: list[int]) -> list[Node]:
+    """The nodes this runner holds for multi-node runs, the leader first ([] : none)."""
+    if settings.standin_nodes >= 2:
+        return overlay.standin_nodes(settings.standin_nodes, cpus)
+    return []
+
+
+def placement(ranks: int, cores_per_node: int) -> list[int]:
+    """Ranks on each node used: as few nodes as the ranks need, the ranks spread evenly."""
+    return spread(ranks, max(1, math.ceil(ranks / cores_per_node)))
+
+
+def spread(ranks: int, nodes: int) -> list[int]:
+    return [ranks // nodes + (1 if k < ranks % nodes else 0) for k in range(nodes)]
+
+
+def layout_text(per_node: list[int]) -> str:
+    """'2 nodes × 1 rank' as a report says it."""
+    if len(set(per_node)) == 1:
+        r = per_node[0]
+        return f"{len(per_node)} node{'s' * (len(per_node) > 1)} × {r} rank{'s' * (r > 1)}"
+    return " + ".join(f"{r}" for r in per_node) + f" ranks on {len(per_node)} nodes"
+
+
+def proxy_argv(runtime_bin: str, leader: str, k: int) -> list[str]:
+    return PROXY_TEMPLATE.format(bin=runtime_bin, leader=leader, port=overlay.CONTROL_PORT,
+                                 k=k).split()
+
+
+def network_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment every node's sandbox gets: MPICH and UCX on the overlay's ports only."""
+    return {**env, "HYDRA_LAUNCHER": "manual",
+            "MPIEXEC_PORTRANGE": f"{overlay.CONTROL_PORT}:{overlay.CONTROL_PORT}",
+            "UCX_TCP_PORT_RANGE": f"{overlay.RANK_PORTS[0]}-{overlay.RANK_PORTS[1]}",
+            }
+
+
+class GangRunning(Running):
+    """One run over several nodes' sandboxes, seen as one: it is alive while every node's
+    sandbox is, and its limits, freezing, killing and CPU time cover them all."""
+
+    def __init__(self, nodes: list[Node], runs: list[Running], ov: overlay.Overlay) -> None:
+        self.nodes = nodes
+        self.runs = runs
+        self.overlay: overlay.Overlay | None = ov
+        self.info = runs[0].info  # the leader's: what Session marks (timed_out) is merged in
+        self.clock: WallClock = runs[0].clock
+
+    def alive(self) -> bool:
+        return all(r.alive() for r in self.runs)
+
+    def cpu_seconds(self) -> float | None:
+        total = 0.0
+        for r in self.runs:
+            s = r.cpu_seconds()
+            if s is None:
+                return None
+            total += s
+        return total
+
+    def freeze(self, frozen: bool) -> bool:
+        done: list[Running] = []
+        for r in self.runs:
+            if not r.freeze(frozen):
+                for d in done:  # all or nothing
+                    d.freeze(not frozen)
+                return False
+            done.append(r)
+        return True
+
+    def kill(self) -> None:
+        for r in self.runs:
+            r.kill()
+
+    def wait(self, timeout: float | None = None) -> ExitInfo | None:
+        lead = self.runs[0].wait(timeout)
+        if lead is None:
+            return None
+        lost = [n.name for n in self.nodes if not n.healthy()]
+        infos = [lead]
+        for r in self.runs[1:]:  # the leader ended: nothing on the other nodes has work left
+            r.kill()
+            info = r.wait(10)
+            infos.append(info if info is not None else ExitInfo(returncode=None))
+        if self.overlay is not None:
+            overlay.destroy(self.overlay)
+            self.overlay = None
+        merged = self.info
+        for node, info in zip(self.nodes[1:], infos[1:], strict=True):
+            merged.timed_out |= info.timed_out
+            merged.output_exceeded |= info.output_exceeded
+            merged.disk_exceeded |= info.disk_exceeded
+            merged.oom_killed |= info.oom_killed
+            merged.output_bytes += info.output_bytes
+            if info.output_excerpt:
+                merged.output_excerpt += f"\n[node {node.name}]\n{info.output_excerpt}"
+        cpu = [i.cpu_s for i in infos]
+        merged.cpu_s = None if any(c is None for c in cpu) else sum(c or 0.0 for c in cpu)
+        if lost:
+            merged.node_lost = ", ".join(lost)
+        return merged
+
+
+def start(run: _Run, program: list[str], extra_mounts: list[Mount], env: dict[str, str]) -> Running:
+    """Start `program` under MPI with its ranks on `run.cfg.nodes`: one sandbox per node."""
+    cfg = run.cfg
+    nodes = list(cfg.nodes)
+    per_node = spread(cfg.ranks, len(nodes))
+    ex = cfg.executor
+    ov = overlay.create(nodes)
+    runs: list[Running] = []
+    try:
+        hosts = run.dir / "hosts"
+        hosts.write_text(ov.hosts_file())
+        os.chmod(hosts, 0o644)
+        shared = [*run.mounts, Mount(hosts, "/etc/hosts")]
+        env = network_env(env)
+        runtime_bin = f"{cfg.runtime_dir}/bin"
+        hosts_arg = ",".join(f"{n.name}:{r}" for n, r in zip(nodes, per_node, strict=True))
+        for k, (node, ranks) in enumerate(zip(nodes, per_node, strict=True)):
+            limits: Limits = replace(cfg.limits, cpus=tuple(node.cpus[:ranks]) or node.cpus)
+            if k == 0:
+                argv = [run.python, "-I", "-B", f"{ex.path(run.m_harness)}/{INSIDE_LAUNCHER}",
+                        "--hosts", hosts_arg, "--ranks", str(cfg.ranks), "--", *program]
+                workdir, mounts = run.m_work, shared + extra_mounts
+            else:
+                argv = proxy_argv(runtime_bin, nodes[0].name, k)
+                workdir, mounts = _follower_workdir(run, k), shared
+            spec = SandboxSpec(argv=argv, mounts=mounts, workdir=workdir, env=env, limits=limits,
+                               netns=ov.netns[k], hostname=node.name)
+            runs.append(ex.start(spec))
+            if k == 0:
+                _await_control_port(runs[0], ov.path(0))
+    except BaseException:
+        for r in runs:
+            r.kill()
+            with contextlib.suppress(Exception):
+                r.wait(10)
+        overlay.destroy(ov)
+        raise
+    return GangRunning(nodes, runs, ov)
+
+
+def _listening(netns: str, port: int) -> bool:
+    """Whether something listens on TCP `port` in the namespace (read by the trusted side from
+    the kernel's table, never from the sandbox's output)."""
+    proc = subprocess.run(["nsenter", f"--net={netns}", "--", "cat", "/proc/net/tcp"],
+                          capture_output=True, text=True, timeout=10)
+    want = f":{port:04X}"
+    for line in proc.stdout.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 3 and fields[1].endswith(want) and fields[3] == "0A":  # LISTEN
+            return True
+    return False
+
+
+def _await_control_port(leader: Running, netns: str) -> None:
+    """Wait until the leader's mpiexec accepts its proxies: MPICH's proxies give up on a port
+    that is not open yet. A leader that ends first is left for the caller to find."""
+    while leader.alive() and leader.clock.left() > 0:
+        if _listening(netns, overlay.CONTROL_PORT):
+            return
+        time.sleep(0.02)
+
+
+def _follower_workdir(run: _Run, k: int) -> Mount:
+    work: Path = run.dir / f"work-node{k + 1}"
+    work.mkdir(mode=0o700)
+    if os.getuid() == 0:
+        os.chown(work, run.cfg.sandbox_uid, run.cfg.sandbox_uid)
+    return Mount(work, run.m_work.inside, writable=True)
