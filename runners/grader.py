@@ -667,10 +667,11 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 for p in scaling]
             across = [p.workers for p in scaling if p.nodes > 1]
             if across:
+                layouts = "; ".join(
+                    f"{p.workers} rank{'s' * (p.workers > 1)}: " + gang.layout_text(
+                        gang.placement(p.workers, m.resources.cores_per_node)) for p in scaling)
                 notes.append(f"from {across[0]} ranks on, the ranks spanned several nodes and "
-                             "talked over the network: " + "; ".join(
-                                 f"{p.workers} rank{'s' * (p.workers > 1)}: " + gang.layout_text(gang.placement(
-                                     p.workers, m.resources.cores_per_node)) for p in scaling))
+                             f"talked over the network: {layouts}")
         top = scaling[-1]
         judged = credit.decide(
             policy=m.scoring.credit, figure=figure, point=top,
