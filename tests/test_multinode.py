@@ -1,0 +1,406 @@
+"""MPI runs whose ranks span two stand-in nodes (network namespaces of this host, each node's
+sandbox on a per-run VXLAN overlay), built with the project's own code: runners/overlay.py and
+runners/gang.py through grader.make_config, Session and grade."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runners import gang, grader, overlay, package
+from runners.protocol import Verdict
+from runners.sandbox import cgroups, create_executor
+from runners.session import RunConfig, Session, Stage, SubmissionFailure
+from runners.settings import REPO_ROOT, RunnerSettings, get_settings
+from tests.conftest import COURSE
+
+pytestmark = [pytest.mark.multinode, pytest.mark.mpi]
+
+
+def two_node_package(root: Path) -> Path:
+    """t2 (mpi4py reduce and Scatter) as a package whose two ranks span two nodes."""
+    dest = root / "t2-two-nodes"
+    shutil.copytree(COURSE / "t2-mpi", dest)
+    manifest = dest / "assignment.toml"
+    text = manifest.read_text().replace('slug = "t2-mpi"', 'slug = "t2-two-nodes"')
+    manifest.write_text(text.replace("ranks = 2\n", "ranks = 2\nnodes = 2\n"))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def nodes() -> Iterator[list[overlay.Node]]:
+    why = overlay.available()
+    if why:
+        pytest.skip(why)
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two stand-in nodes need two cores")
+    yield overlay.standin_nodes(2, sorted(os.sched_getaffinity(0)))
+    assert overlay.leftovers() == [], "a run left its namespaces behind"
+
+
+@pytest.fixture(scope="module")
+def two_nodes(nodes: list[overlay.Node], tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[tuple[package.Assignment, RunnerSettings]]:
+    a = package.load(two_node_package(tmp_path_factory.mktemp("pkg")))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PARAGRADE_STANDIN_NODES", "2")  # the grader's test process holds them too
+        get_settings.cache_clear()
+        yield a, get_settings()
+    get_settings.cache_clear()
+
+
+def _cfg(a: package.Assignment, settings: RunnerSettings, stage: Stage, source: str,
+         workers: int = 2, name: str = "submission") -> RunConfig:
+    code = stage.add_code(name, {"solution.py": textwrap.dedent(source).encode()})
+    return grader.make_config(a, executor=create_executor(settings, "bwrap"), stage=stage,
+                              code_dir=code, cpus=grader.host_cpus(), workers=workers,
+                              gpu_mode="none", settings=settings)
+
+
+PROBE = """
+import errno, os, socket
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+
+
+def where(size):
+    me = {"rank": comm.rank, "host": socket.gethostname(),
+          **{ns: os.readlink(f"/proc/self/ns/{ns}") for ns in ("net", "ipc", "pid", "mnt")}}
+    payload = comm.bcast(bytes(size) if comm.rank == 0 else None, root=0)
+    total = comm.allreduce(len(payload) + comm.rank)
+    ranks = comm.gather(me, root=0)
+    if comm.rank:
+        return None
+    return {"ranks": ranks, "total": total, "tcp": open("/proc/net/tcp").read()}
+
+
+def reach(targets, listen, linger=0.0):
+    server = None
+    if comm.rank == 1:
+        server = []
+        for port in listen:
+            s = socket.socket()
+            s.bind(("0.0.0.0", port))
+            s.listen()
+            server.append(s)
+    comm.barrier()
+    out = {}
+    if comm.rank == 0:
+        for host, port in targets:
+            s = socket.socket()
+            s.settimeout(1.5)
+            try:
+                s.connect((host, port))
+                out[f"{host}:{port}"] = "connected"
+            except TimeoutError:
+                out[f"{host}:{port}"] = "timeout"
+            except OSError as exc:
+                out[f"{host}:{port}"] = errno.errorcode.get(exc.errno, str(exc))
+            finally:
+                s.close()
+    if comm.rank == 1:
+        import time
+        time.sleep(linger)
+    comm.barrier()
+    return out if comm.rank == 0 else None
+
+
+def burn(cpu_s, wall_s):
+    import time
+    if comm.rank == 1:  # node 2 works while the leader's rank sleeps
+        t = time.process_time()
+        while time.process_time() - t < cpu_s:
+            pass
+    else:
+        time.sleep(wall_s)
+    comm.barrier()
+    return comm.rank
+
+
+def hold(seconds):
+    if comm.rank == 1:
+        import time
+        time.sleep(seconds)
+    comm.barrier()
+    return comm.rank
+"""
+
+
+def _established(tcp: str, local: str, remote: str) -> list[str]:
+    """Lines of /proc/net/tcp for established connections between two IPv4 addresses."""
+    def hexed(ip: str) -> str:
+        return socket.inet_aton(ip)[::-1].hex().upper()
+    found = []
+    for line in tcp.splitlines()[1:]:
+        f = line.split()
+        if f[3] == "01" and f[1].startswith(hexed(local)) and f[2].startswith(hexed(remote)):
+            found.append(line)
+    return found
+
+
+def test_ranks_on_two_nodes_talk_over_the_overlay(two_nodes: tuple, stage: Stage) -> None:
+    a, settings = two_nodes
+    cfg = _cfg(a, settings, stage, PROBE)
+    assert [n.name for n in cfg.nodes] == ["n1", "n2"]
+    with Session(cfg) as s:
+        out, _ = s.call("where", 4 << 20)
+    ranks = {r["rank"]: r for r in out["ranks"]}
+    assert sorted(ranks) == [0, 1]
+    assert ranks[0]["host"] == "n1" and ranks[1]["host"] == "n2"
+    for ns in ("net", "ipc", "pid", "mnt"):  # nothing shared but the overlay
+        assert ranks[0][ns] != ranks[1][ns], ns
+    assert out["total"] == 2 * (4 << 20) + 1
+    # The 4 MiB went over TCP between the nodes' overlay addresses, not through shared memory.
+    assert _established(out["tcp"], f"{overlay.SUBNET}.1", f"{overlay.SUBNET}.2"), out["tcp"]
+
+
+def test_cpu_time_is_every_nodes(two_nodes: tuple, stage: Stage) -> None:
+    a, settings = two_nodes
+    with Session(_cfg(a, settings, stage, PROBE)) as s:
+        running = s._run.proc
+        assert isinstance(running, gang.GangRunning)
+        before = [r.cpu_seconds() for r in running.runs]
+        s.call("burn", 0.4, 2.5)
+        after = [r.cpu_seconds() for r in running.runs]
+        total = s.last_cpu_s
+    used = [b - a for a, b in zip(before, after, strict=True)]  # type: ignore[operator]
+    assert used[1] >= 0.4  # node 2's sandbox, where the work was
+    assert used[0] < 0.3  # the leader's rank slept
+    assert total is not None and abs(total - sum(used)) < 0.05
+
+
+def _listen_in(netns: str | None, port: int) -> subprocess.Popen[bytes]:
+    code = (f"import socket,time;s=socket.socket();s.bind(('0.0.0.0',{port}));s.listen();"
+            "print('up',flush=True);time.sleep(120)")
+    argv = [sys.executable, "-c", code]
+    if netns:
+        argv = ["ip", "netns", "exec", netns, *argv]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    assert p.stdout is not None and p.stdout.readline() == b"up\n"
+    return p
+
+
+def _host_address() -> str:
+    out = subprocess.run(["ip", "-4", "-o", "route", "get", "192.0.2.1"], capture_output=True,
+                         text=True).stdout.split()
+    return out[out.index("src") + 1] if "src" in out else "127.0.0.1"
+
+
+def test_nothing_else_is_reachable_from_a_rank(two_nodes: tuple, nodes: list[overlay.Node],
+                                                stage: Stage) -> None:
+    a, settings = two_nodes
+    host = _host_address()
+    listeners = [_listen_in(None, 47011), _listen_in(nodes[1].host_netns, 47012)]
+    try:
+        inside, outside = overlay.RANK_PORTS[0] + 7, 40007
+        targets = [
+            (f"{overlay.SUBNET}.2", inside),   # the job's own other node, in its port range
+            (f"{overlay.SUBNET}.2", outside),  # … outside it
+            ("127.0.0.1", 47011),              # this host's loopback (the runner, broker, DB)
+            ("127.0.0.1", 5432), ("127.0.0.1", 6379),
+            (host, 47011),                     # this host's own address
+            (nodes[1].underlay, 47012),        # the other node's host, on the cluster network
+            (nodes[0].underlay, overlay.VXLAN_PORT),
+            ("192.0.2.1", 80),                 # anywhere else
+        ]
+        with Session(_cfg(a, settings, stage, PROBE)) as s:
+            got, _ = s.call("reach", targets, [inside, outside])
+    finally:
+        for p in listeners:
+            p.kill()
+            p.wait()
+    at = {f"{h}:{p}": got[f"{h}:{p}"] for h, p in targets}
+    assert at[f"{overlay.SUBNET}.2:{inside}"] == "connected"  # the probe can see what is there
+    assert at[f"{overlay.SUBNET}.2:{outside}"] == "timeout"  # the node's firewall
+    for h, p in targets[2:5]:
+        assert at[f"{h}:{p}"] == "ECONNREFUSED", (h, p, at)  # the namespace's own loopback
+    for h, p in targets[5:]:
+        assert at[f"{h}:{p}"] in ("ENETUNREACH", "EPERM"), (h, p, at)
+
+
+def test_a_second_run_cannot_reach_the_first(two_nodes: tuple, stage: Stage) -> None:
+    a, settings = two_nodes
+    port = overlay.RANK_PORTS[0] + 9
+    first = Session(_cfg(a, settings, stage, PROBE))
+    second = Session(_cfg(a, settings, stage, PROBE, name="second"))
+    first.start()
+    try:
+        second.start()
+        try:
+            # The first run's node 2 listens for the whole call; the second run's rank 0 tries
+            # the very same overlay address meanwhile, and meets only its own node 2.
+            done: dict[str, object] = {}
+            t = threading.Thread(target=lambda: done.update(
+                first=first.call("reach", [(f"{overlay.SUBNET}.2", port)], [port], 4.0)[0]))
+            t.start()
+            time.sleep(1.0)
+            got, _ = second.call("reach", [(f"{overlay.SUBNET}.2", port)], [])
+            t.join(30)
+        finally:
+            second.close()
+    finally:
+        first.close()
+    assert got == {f"{overlay.SUBNET}.2:{port}": "ECONNREFUSED"}
+    assert done["first"] == {f"{overlay.SUBNET}.2:{port}": "connected"}
+
+
+def test_a_lost_node_is_the_platforms_fault(two_nodes: tuple, nodes: list[overlay.Node],
+                                            stage: Stage) -> None:
+    a, settings = two_nodes
+    s = Session(_cfg(a, settings, stage, PROBE))
+    s.start()
+    running = s._run.proc
+    assert isinstance(running, gang.GangRunning)
+
+    def lose_node_2() -> None:
+        time.sleep(1.0)
+        # The node's machine goes down: its network, and every process on it.
+        subprocess.run(["ip", "netns", "delete", str(nodes[1].host_netns)], check=True)
+        running.runs[1].kill()
+
+    threading.Thread(target=lose_node_2).start()
+    try:
+        with pytest.raises(SubmissionFailure) as failure:
+            s.call("hold", 30)
+    finally:
+        s.close()
+        overlay.standin_nodes(2, sorted(os.sched_getaffinity(0)))  # the node comes back
+    assert failure.value.verdict == Verdict.PLATFORM_ERROR
+    assert "n2" in failure.value.message
+    assert overlay.leftovers() == []
+
+
+def test_the_proxy_template_is_what_mpiexec_asks_for(two_nodes: tuple, stage: Stage) -> None:
+    """MPICH's manual launcher prints the proxy commands it waits for: the runner builds the
+    followers' from a template, which must be the same command."""
+    _, settings = two_nodes
+    mpiexec = settings.runtime_dir / "bin" / "mpiexec"
+    env = {**gang.network_env({"PATH": "/usr/bin:/bin"})}
+    proc = subprocess.Popen([str(mpiexec), "-launcher", "manual", "-hosts", "n1:1,n2:1", "-n",
+                             "2", "true"], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        if line.strip() == "HYDRA_LAUNCH_END":
+            break
+        lines.append(line.split(":", 1)[1].split() if line.startswith("HYDRA_LAUNCH:") else [])
+    proc.kill()
+    proc.wait()
+    bin_dir = str(settings.runtime_dir / "bin")
+    leader = socket.gethostname()  # in a run's sandbox: n1
+    assert lines == [gang.proxy_argv(bin_dir, leader, 0), gang.proxy_argv(bin_dir, leader, 1)]
+
+
+def _bad(source: str, old: str, new: str) -> str:
+    assert old in source
+    return source.replace(old, new)
+
+
+@pytest.mark.slow
+def test_two_node_package_graded(two_nodes: tuple) -> None:
+    a, settings = two_nodes
+    reference = grader.code_of(a, "reference")
+    r = grader.grade(a, reference, settings=settings)
+    assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
+    assert [p.nodes for p in r.scaling] == [1, 2]
+    top = r.scaling[-1]
+    assert top.cpu is not None  # read from outside, every node's cgroup
+    # Each rank does half the baseline's work (waiting ranks spin on top: no upper bound).
+    assert top.cpu.work_ratio > 0.75, top.cpu
+    assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
+    assert r.environment.network and "VXLAN" in r.environment.network
+    assert any("spanned several nodes" in n for n in r.notes)
+    assert "parallelism not measured" not in " ".join(r.notes)
+
+    src = reference["solution.py"].decode()
+    wrong = _bad(src, "total = comm.reduce(local,", "total = comm.reduce(local * 2,")
+    r = grader.grade(a, {"solution.py": wrong.encode()}, settings=settings, with_timing=False)
+    assert r.verdict == Verdict.FAILED
+
+    crash = _bad(src, "    local = partial_sum(", "    if rank == 1:\n        import os\n"
+                 "        os._exit(3)\n    local = partial_sum(")
+    r = grader.grade(a, {"solution.py": crash.encode()}, settings=settings, with_timing=False)
+    assert r.verdict == Verdict.CRASHED, r.summary
+    assert overlay.leftovers() == []
+
+
+def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
+    a = package.load(two_node_package(tmp_path))
+    settings = get_settings().model_copy(update={"standin_nodes": 0})
+    r = grader.grade(a, grader.code_of(a, "reference"), settings=settings)
+    assert r.verdict == Verdict.PLATFORM_ERROR
+    assert "2 nodes" in r.summary and not r.tests
+
+
+KILLED_RUNNER = """
+import sys
+from pathlib import Path
+from runners import grader, package
+from runners.session import Session, Stage
+from runners.settings import get_settings
+a = package.load(Path(sys.argv[1]))
+settings = get_settings()
+stage = Stage(scratch=settings.scratch_dir)
+code = stage.add_code("submission", {"solution.py": sys.argv[2].encode()})
+cfg = grader.make_config(a, executor=grader.create_executor(settings, "bwrap"), stage=stage,
+                         code_dir=code, cpus=grader.host_cpus(), workers=2, gpu_mode="none",
+                         settings=settings)
+s = Session(cfg)
+s.start()
+print("started", flush=True)
+s.call("hold", 600)
+"""
+
+
+def _ours(marker: str) -> list[int]:
+    """Processes whose command line mentions `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+def test_a_killed_runner_leaves_nothing_after_the_sweep(two_nodes: tuple) -> None:
+    a, _ = two_nodes
+    scratch = Path(tempfile.mkdtemp(prefix="paragrade-killed-"))
+    scratch.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PARAGRADE_STANDIN_NODES": "2",
+           "PARAGRADE_SCRATCH_DIR": str(scratch)}
+    runner = subprocess.Popen([sys.executable, "-c", KILLED_RUNNER, str(a.root), PROBE],
+                              stdout=subprocess.PIPE, env=env)
+    assert runner.stdout is not None and runner.stdout.readline() == b"started\n"
+    time.sleep(0.5)
+    mine = f"{overlay.RUN_PREFIX}{runner.pid}-"
+    assert len([e for e in overlay.NETNS_DIR.iterdir() if e.name.startswith(mine)]) == 2
+    assert _ours(str(scratch))  # its sandboxes run
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    deadline = time.monotonic() + 10
+    while _ours(str(scratch)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _ours(str(scratch)) == []  # every node's sandbox died with its runner
+    # What a runner's start removes: the run's namespaces (their devices and firewall with
+    # them) and both nodes' empty run cgroups.
+    assert overlay.sweep() >= 2
+    assert not [e for e in overlay.NETNS_DIR.iterdir() if e.name.startswith(mine)]
+    assert cgroups.sweep(older_than_s=0) >= 2
+    shutil.rmtree(scratch, ignore_errors=True)
