@@ -404,3 +404,40 @@ def test_a_killed_runner_leaves_nothing_after_the_sweep(two_nodes: tuple) -> Non
     assert not [e for e in overlay.NETNS_DIR.iterdir() if e.name.startswith(mine)]
     assert cgroups.sweep(older_than_s=0) >= 2
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_through_the_server_on_a_gang_of_stand_in_nodes(nodes: list[overlay.Node],
+                                                        tmp_path: Path) -> None:
+    """Upload → the mpinodes queue → a runner holding two stand-in nodes → report → board."""
+    from tests.server.live import Platform, wait_until
+
+    course = tmp_path / "assignments" / "mn"
+    course.mkdir(parents=True)
+    two_node_package(course)
+    reference = (COURSE / "t2-mpi" / "reference" / "solution.py").read_bytes()
+    p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}",
+                 assignments_dir=tmp_path / "assignments")
+    try:
+        code = p.course("mn/t2-two-nodes")
+        ada = p.student("ada", code)
+        p.start_runner("gang-1", "mpinodes", env={"PARAGRADE_STANDIN_NODES": "2"})
+        wait_until("the two-node package to validate", lambda: p.get(
+            p.prof, "/api/courses/c/assignments/t2-two-nodes")["validation"] == "ready", 300)
+        [runner] = p.get(p.prof, "/api/fleet")["runners"]
+        assert runner["queues"] == ["mpinodes"]
+        sid = p.submit(ada, "t2-two-nodes", reference)
+
+        def graded() -> dict | None:  # type: ignore[type-arg]
+            s = p.get(ada, f"/api/submissions/{sid}")
+            return s if s["status"] not in ("queued", "running") else None
+
+        g = wait_until("the two-node grade", graded, 300)
+        assert (g["status"], g["verdict"], g["queue"]) == ("graded", "passed", "mpinodes"), g
+        env = g["report"]["environment"]
+        assert [n.split(":")[0] for n in env["nodes"]] == ["n1", "n2"]
+        assert [s["nodes"] for s in g["report"]["scaling"]] == [1, 2]
+        board = p.get(ada, "/api/courses/c/assignments/t2-two-nodes/leaderboard")
+        assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [("ada", 1, sid)]
+    finally:
+        p.close()
