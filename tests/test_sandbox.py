@@ -192,10 +192,12 @@ def test_docker_kwargs_are_locked_down(tmp_path: Path) -> None:
 
 def test_apptainer_command(tmp_path: Path) -> None:
     cmd = ApptainerExecutor(image="runner.sif").command(spec(tmp_path, gpus=1))
-    assert cmd[:3] == ["apptainer", "exec", "--containall"]
+    assert cmd[:3] == ["apptainer", "--quiet", "exec"] and {"--containall", "--userns"} <= set(cmd)
     assert cmd[cmd.index("--network") + 1] == "none" and "--net" in cmd and "--nv" in cmd
     assert f"{tmp_path}/sub:/sub:ro" in cmd and f"{tmp_path}/work:/tmp/work:rw" in cmd
-    assert cmd[-4:] == ["runner.sif", "python", "-c", "pass"]
+    # The program runs with the session's environment only (not apptainer's or the image's).
+    after = cmd[cmd.index("runner.sif") + 1:]
+    assert after[:2] == ["/usr/bin/env", "-i"] and after[-3:] == ["python", "-c", "pass"]
 
 
 @pytest.mark.skipif(not ApptainerExecutor.available(), reason="no apptainer binary here")
