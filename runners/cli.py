@@ -212,6 +212,46 @@ def runner(
         _fail(str(exc))
 
 
+@app.command("node-sandbox", hidden=True)
+def node_sandbox(backend: Annotated[str, typer.Option(help="this node's sandbox backend")] = "bwrap"
+                 ) -> None:
+    """One node's sandbox of a multi-node run, driven by the leader over stdin/stdout."""
+    from runners import nodeagent
+
+    raise typer.Exit(nodeagent.serve(backend, sys.stdin, sys.stdout))
+
+
+@app.command("node-network")
+def node_network(action: Annotated[str, typer.Argument(help="up (SLURM prolog) or down (epilog)")]
+                 ) -> None:
+    """A SLURM prolog's or epilog's work for a multi-node job on this node: its network
+    namespace and its end of the job's overlay (containers/slurm/). Reads SLURM_JOB_ID,
+    SLURM_JOB_NODELIST (a prolog's SLURM_NODELIST) and SLURMD_NODENAME; jobs on one node get
+    nothing."""
+    import os
+
+    from runners import gang, overlay
+
+    job, me = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURMD_NODENAME")
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    if not (job and nodelist and me) or action not in ("up", "down"):
+        _fail("node-network up|down runs as a SLURM prolog/epilog (SLURM_JOB_ID, "
+              "SLURM_JOB_NODELIST and SLURMD_NODENAME unset)")
+        return
+    try:
+        if action == "down":
+            overlay.job_down(job, me)
+            return
+        names = gang.slurm_hostnames(nodelist)
+        if len(names) < 2:
+            return
+        settings = get_settings().model_copy(update={"slurmd_nodename": None})
+        nodes = gang.slurm_nodes(settings, job, names, sorted(os.sched_getaffinity(0)))
+        overlay.job_up(job, nodes, me)
+    except overlay.OverlayError as exc:
+        _fail(str(exc), code=1)
+
+
 @app.command()
 def demo(backend: Backend = None) -> None:
     """Grade the shipped t1 reference and a wrong solution, to see the engine at work."""

@@ -16,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import socket
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runners import overlay
+from runners.nodeagent import RemoteRunning
 from runners.overlay import Node
 from runners.sandbox.base import ExitInfo, Limits, Mount, Running, SandboxSpec, WallClock
 
@@ -41,10 +44,65 @@ INSIDE_LAUNCHER = "mpilaunch.py"
 
 
 def held_nodes(settings: RunnerSettings, cpus: list[int]) -> list[Node]:
-    """The nodes this runner holds for multi-node runs, the leader first ([] : none)."""
+    """The nodes this runner holds for multi-node runs, the leader first ([] : none): a SLURM
+    allocation's nodes when the engine runs in one of several nodes, else stand-in nodes."""
+    if settings.slurm_job_id and settings.slurm_job_nodelist:
+        names = slurm_hostnames(settings.slurm_job_nodelist)
+        if len(names) > 1:
+            return slurm_nodes(settings, settings.slurm_job_id, names, cpus)
     if settings.standin_nodes >= 2:
         return overlay.standin_nodes(settings.standin_nodes, cpus)
     return []
+
+
+def slurm_hostnames(nodelist: str) -> list[str]:
+    """A SLURM node list (`n[1-2]`) as names, in SLURM's order."""
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise overlay.OverlayError(f"scontrol could not expand the node list: {exc}") from exc
+    return out.split()
+
+
+def slurm_nodes(settings: RunnerSettings, job_id: str, names: list[str], cpus: list[int]
+                ) -> list[Node]:
+    """The nodes of a SLURM job, in the order its prolog numbered them (the engine runs on the
+    first). Each node's underlay is its NodeAddr; with stand-in nodes configured (a test cluster
+    whose slurmd all run on one host) node `nK` stands on stand-in host K instead."""
+    # Stand-in hosts stand for whole machines: the host's cores are split between them, whatever
+    # this step of the job is bound to.
+    every = list(range(os.cpu_count() or 1))
+    standins = ({n.name: n for n in overlay.standin_nodes(settings.standin_nodes, every)}
+                if settings.standin_nodes >= 2 else {})
+    me = settings.slurmd_nodename
+    if me is not None and me != names[0]:
+        raise overlay.OverlayError(f"the engine runs on {me}, not on the job's first node "
+                                   f"{names[0]}")
+    nodes = []
+    for name in names:
+        if name in standins:
+            base = standins[name]
+        else:
+            base = Node(name=name, underlay=slurm_node_address(name), cpus=tuple(cpus),
+                        hardware=f"SLURM node {name}")
+        nodes.append(replace(base, netns=overlay.job_netns(job_id, name), slurm_job=job_id,
+                             hardware=f"{base.hardware} (SLURM job {job_id})"))
+    return nodes
+
+
+def slurm_node_address(name: str) -> str:
+    """A SLURM node's address on the cluster network (its NodeAddr, resolved)."""
+    try:
+        out = subprocess.run(["scontrol", "show", "node", "--oneliner", name],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise overlay.OverlayError(f"scontrol show node {name}: {exc}") from exc
+    addr = next((f.split("=", 1)[1] for f in out.split() if f.startswith("NodeAddr=")), name)
+    try:
+        return socket.gethostbyname(addr)
+    except OSError as exc:
+        raise overlay.OverlayError(f"node {name}'s address {addr} does not resolve") from exc
 
 
 def placement(ranks: int, cores_per_node: int) -> list[int]:
@@ -81,7 +139,8 @@ class GangRunning(Running):
     """One run over several nodes' sandboxes, seen as one: it is alive while every node's
     sandbox is, and its limits, freezing, killing and CPU time cover them all."""
 
-    def __init__(self, nodes: list[Node], runs: list[Running], ov: overlay.Overlay) -> None:
+    def __init__(self, nodes: list[Node], runs: list[Running], ov: overlay.Overlay | None
+                 ) -> None:
         self.nodes = nodes
         self.runs = runs
         self.overlay: overlay.Overlay | None = ov
@@ -138,6 +197,7 @@ class GangRunning(Running):
                 merged.output_excerpt += f"\n[node {node.name}]\n{info.output_excerpt}"
         cpu = [i.cpu_s for i in infos]
         merged.cpu_s = None if any(c is None for c in cpu) else sum(c or 0.0 for c in cpu)
+        lost += [n.name for n, i in zip(self.nodes[1:], infos[1:], strict=True) if i.node_lost]
         if lost:
             merged.node_lost = ", ".join(lost)
         return merged
@@ -149,7 +209,8 @@ def start(run: _Run, program: list[str], extra_mounts: list[Mount], env: dict[st
     nodes = list(cfg.nodes)
     per_node = spread(cfg.ranks, len(nodes))
     ex = cfg.executor
-    ov = overlay.create(nodes)
+    adopted = all(n.netns for n in nodes)  # a SLURM job's, made by its prolog
+    ov = overlay.adopt(nodes) if adopted else overlay.create(nodes)
     runs: list[Running] = []
     try:
         hosts = run.dir / "hosts"
@@ -170,23 +231,35 @@ def start(run: _Run, program: list[str], extra_mounts: list[Mount], env: dict[st
                 workdir, mounts = _follower_workdir(run, k), shared
             spec = SandboxSpec(argv=argv, mounts=mounts, workdir=workdir, env=env, limits=limits,
                                netns=ov.netns[k], hostname=node.name)
-            runs.append(ex.start(spec))
+            if k > 0 and node.slurm_job is not None:
+                runs.append(RemoteRunning(slurm_step(node, ex.name), spec))
+            else:
+                runs.append(ex.start(spec))
             if k == 0:
-                _await_control_port(runs[0], ov.path(0))
+                _await_control_port(runs[0], ov.netns[0])
     except BaseException:
         for r in runs:
             r.kill()
             with contextlib.suppress(Exception):
                 r.wait(10)
-        overlay.destroy(ov)
+        if not adopted:
+            overlay.destroy(ov)
         raise
-    return GangRunning(nodes, runs, ov)
+    return GangRunning(nodes, runs, None if adopted else ov)
+
+
+def slurm_step(node: Node, backend: str) -> list[str]:
+    """The command that runs a node's agent as a step of the node's SLURM job, on that node."""
+    return ["srun", f"--jobid={node.slurm_job}", "--overlap", "--nodes=1", "--ntasks=1",
+            f"--nodelist={node.name}", "--quiet", "--input=all", "--unbuffered",
+            sys.executable, "-m", "paragrade.cli", "node-sandbox", "--backend", backend]
 
 
 def _listening(netns: str, port: int) -> bool:
     """Whether something listens on TCP `port` in the namespace (read by the trusted side from
     the kernel's table, never from the sandbox's output)."""
-    proc = subprocess.run(["nsenter", f"--net={netns}", "--", "cat", "/proc/net/tcp"],
+    proc = subprocess.run(["nsenter", f"--net={overlay.NETNS_DIR / netns}", "--", "cat",
+                           "/proc/net/tcp"],
                           capture_output=True, text=True, timeout=10)
     want = f":{port:04X}"
     for line in proc.stdout.splitlines()[1:]:

@@ -61,6 +61,10 @@ class Node:
     """Stand-in nodes: the namespace standing for the node's host (None: this host itself)."""
     hardware: str = ""
     """What the report says of the node (CPU model, cores, memory)."""
+    netns: str | None = None
+    """The namespace a SLURM prolog made for the job on this node (None: one is made per run)."""
+    slurm_job: str | None = None
+    """The SLURM job this node is allocated to: its sandbox starts as a step of that job."""
 
     def healthy(self) -> bool:
         """Whether the node's host is still there (a stand-in node's namespace exists)."""
@@ -155,29 +159,33 @@ def create(nodes: list[Node]) -> Overlay:
     mtu = min(_underlay_mtu(n) for n in nodes) - VXLAN_OVERHEAD
     ov = Overlay(run=run, vni=vni, nodes=list(nodes), netns=[], mtu=mtu)
     try:
-        for k, node in enumerate(nodes):
-            ns = names[k]
-            _run(["ip", "netns", "add", ns])
-            ov.netns.append(ns)
-            # Made from the node's host namespace straight into the run's: its UDP socket stays
-            # on the host side, and no half-made device is ever left on the host.
-            _ip(node.host_netns, "link", "add", DEVICE, "netns", ns, "type", "vxlan",
-                "id", str(vni), "local", node.underlay, "dstport", str(VXLAN_PORT),
-                "nolearning")
-            for j, peer in enumerate(nodes):
-                if j != k:
-                    _run(["bridge", "-n", ns, "fdb", "append", "00:00:00:00:00:00",
-                          "dev", DEVICE, "dst", peer.underlay])
-            _in(ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1")
-            _ip(ns, "addr", "add", f"{ov.address(k)}/24", "dev", DEVICE)
-            _ip(ns, "link", "set", DEVICE, "mtu", str(mtu), "up")
-            _ip(ns, "link", "set", "lo", "up")
-            _in(ns, "nft", "-f", "-", stdin=_firewall(len(nodes)))
+        for k in range(len(nodes)):
+            _run(["ip", "netns", "add", names[k]])
+            ov.netns.append(names[k])
+            _configure(ov, names[k], k)
     except OverlayError:
         destroy(ov)
         raise
     return ov
+
+
+def _configure(ov: Overlay, ns: str, k: int) -> None:
+    """Node k's end of the overlay, in the (new, empty) namespace `ns`."""
+    node = ov.nodes[k]
+    # Made from the node's host namespace straight into the run's: its UDP socket stays on the
+    # host side, and no half-made device is ever left on the host.
+    _ip(node.host_netns, "link", "add", DEVICE, "netns", ns, "type", "vxlan", "id", str(ov.vni),
+        "local", node.underlay, "dstport", str(VXLAN_PORT), "nolearning")
+    for j, peer in enumerate(ov.nodes):
+        if j != k:
+            _run(["bridge", "-n", ns, "fdb", "append", "00:00:00:00:00:00", "dev", DEVICE,
+                  "dst", peer.underlay])
+    _in(ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1")
+    _ip(ns, "addr", "add", f"{ov.address(k)}/24", "dev", DEVICE)
+    _ip(ns, "link", "set", DEVICE, "mtu", str(ov.mtu), "up")
+    _ip(ns, "link", "set", "lo", "up")
+    _in(ns, "nft", "-f", "-", stdin=_firewall(len(ov.nodes)))
 
 
 def destroy(ov: Overlay) -> None:
@@ -272,3 +280,51 @@ def remove_standins() -> None:
                     _run(["ip", "netns", "delete", entry.name])
     with contextlib.suppress(OverlayError):
         _ip(None, "link", "del", STANDIN_BRIDGE)
+
+
+def adopt(nodes: list[Node]) -> Overlay:
+    """The overlay a SLURM prolog made for the job (`job_up` on every node), as a run uses it."""
+    return Overlay(run="", vni=0, nodes=list(nodes), netns=[str(n.netns) for n in nodes], mtu=0)
+
+
+def job_netns(job_id: str, node: str) -> str:
+    """The namespace of SLURM job `job_id` on node `node` (the node's name keeps the names of
+    several slurmd on one host apart)."""
+    return f"{JOB_PREFIX}{job_id}-{node}"
+
+
+JOB_PREFIX = "pg-s"
+
+
+def _job_vni(job_id: str) -> int:
+    """Every node of a job derives the same VNI from the job id, without talking to the others."""
+    return 1 + int(job_id) % ((1 << 24) - 2)
+
+
+def job_up(job_id: str, nodes: list[Node], me: str) -> str:
+    """A SLURM prolog's work on node `me`: the job's namespace and this node's end of its
+    overlay (node k of the allocation at `SUBNET`.k+1). Returns the namespace's name."""
+    names = [n.name for n in nodes]
+    if me not in names:
+        raise OverlayError(f"node {me} is not in the job's node list {names}")
+    k = names.index(me)
+    node = nodes[k]
+    ns = job_netns(job_id, me)
+    if (NETNS_DIR / ns).exists():
+        _delete(ns)  # a requeued job's leftovers
+    mtu = _underlay_mtu(node) - VXLAN_OVERHEAD
+    ov = Overlay(run=job_id, vni=_job_vni(job_id), nodes=nodes, netns=[ns], mtu=mtu)
+    try:
+        _run(["ip", "netns", "add", ns])
+        _configure(ov, ns, k)
+    except OverlayError:
+        _delete(ns)
+        raise
+    return ns
+
+
+def job_down(job_id: str, me: str) -> None:
+    """A SLURM epilog's work on node `me`: the job's namespace goes."""
+    ns = job_netns(job_id, me)
+    if (NETNS_DIR / ns).exists():
+        _delete(ns)

@@ -73,6 +73,12 @@ class RunnerSettings(BaseSettings):
     slurm_array_task_id: int | None = Field(default=None,
                                             validation_alias="SLURM_ARRAY_TASK_ID",
                                             description="Set by SLURM in an array task")
+    slurm_job_id: str | None = Field(default=None, validation_alias="SLURM_JOB_ID",
+                                     description="Set by SLURM where the engine runs in a job")
+    slurm_job_nodelist: str | None = Field(default=None, validation_alias="SLURM_JOB_NODELIST",
+                                           description="The job's nodes (set by SLURM)")
+    slurmd_nodename: str | None = Field(default=None, validation_alias="SLURMD_NODENAME",
+                                        description="The node this runs on (set by SLURM)")
     slurm_partition: str | None = Field(default=None, description="Partition jobs go to")
     slurm_exclusive: bool = Field(default=True, description="Whole node per job (timed cores "
                                   "are never shared)")

@@ -11,8 +11,11 @@ token. The JSON the engine prints is validated like any other message.
 An [array] package's engine job takes one core and submits the tasks as an `sbatch --array`
 from its node (runners/array.py); each task gets an allocation of its own.
 
-A sandbox has no network, so MPI ranks run inside one node's allocation; an MPI job across nodes
-would need the ranks' sandboxes to talk to each other, which this backend does not allow.
+A package whose ranks span nodes (`resources.nodes` > 1) gets one allocation of that many whole
+nodes (`salloc --nodes=N --exclusive`); the engine runs on its first node and starts the other
+nodes' sandboxes as steps of the same job (`srun --overlap`, runners/nodeagent.py). Their
+network is the job's overlay, made on every node by the prolog in containers/slurm/ (root's work:
+a namespace and a VXLAN device per job) and removed by the epilog.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ def export(settings: RunnerSettings) -> str:
         env["PARAGRADE_SLURM_PARTITION"] = settings.slurm_partition
     if settings.slurm_conf is not None:
         env["SLURM_CONF"] = str(settings.slurm_conf)
+    if settings.standin_nodes:
+        env["PARAGRADE_STANDIN_NODES"] = str(settings.standin_nodes)
     if any("," in v for v in env.values()):
         raise SlurmError("an exported setting contains a comma, which --export cannot carry")
     return "--export=" + ",".join(f"{k}={v}" for k, v in env.items())
@@ -99,7 +104,16 @@ def _srun(settings: RunnerSettings, assignment: package.Assignment, name: str,
     if res.kind == "gpu" and res.gpus:
         argv.append(f"--gres=gpu:{res.gpus}")
     python = settings.slurm_python or sys.executable
-    return [*argv, *settings.slurm_args, python, "-m", "paragrade.cli", *engine_args]
+    engine = [*settings.slurm_args, python, "-m", "paragrade.cli", *engine_args]
+    if res.nodes > 1:
+        # One allocation of every node, the engine as a step on its first: the other nodes'
+        # sandboxes become steps of the same job (the engine's srun --overlap).
+        alloc = ["salloc", f"--job-name={name}", f"--nodes={res.nodes}", "--exclusive",
+                 "--mem=0", f"--time={math.ceil(time_limit_s / 60) + 1}", "--quiet"]
+        if settings.slurm_partition:
+            alloc.append(f"--partition={settings.slurm_partition}")
+        return [*alloc, "srun", "--nodes=1", "--ntasks=1", export(settings), "--quiet", *engine]
+    return [*argv, *engine]
 
 
 def _run(argv: list[str], name: str, timeout_s: float) -> str:

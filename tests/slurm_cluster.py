@@ -10,8 +10,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+from runners.settings import REPO_ROOT
 
 
 def _free_port() -> int:
@@ -31,10 +34,15 @@ def missing() -> str | None:
 
 
 class SlurmCluster:
-    """munged + slurmctld + slurmd on this host, one partition `debug` of all its cores."""
+    """munged + slurmctld + slurmd on this host, one partition `debug` of all its cores.
 
-    def __init__(self, root: Path) -> None:
+    With `nodes` > 1: that many slurmd (`slurmd -N nK`), the host's cores split between them,
+    each node standing on the stand-in host of the same name (runners/overlay.py), and the
+    shipped prolog/epilog (containers/slurm/) making every multi-node job's overlay."""
+
+    def __init__(self, root: Path, nodes: int = 1) -> None:
         self.root = root
+        self.nodes = nodes
         self.procs: list[subprocess.Popen[bytes]] = []
         self.host = socket.gethostname().split(".")[0]
         self.conf = root / "slurm.conf"
@@ -57,10 +65,35 @@ class SlurmCluster:
                      f"--log-file={munge_dir}/munged.log", f"--seed-file={munge_dir}/munged.seed"],
                     "munged")
         self._wait(lambda: sock.exists(), "munged", 15)
-        for d in ("state", "spool"):
-            (root / d).mkdir()
+        (root / "state").mkdir()
         cpus = os.cpu_count() or 1
         mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 // 2
+        if self.nodes == 1:
+            node_lines = (f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={cpus} "
+                          f"RealMemory={mem_mb} State=UNKNOWN\n"
+                          f"PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE "
+                          "State=UP\n")
+            extra = ""
+        else:
+            names = [f"n{k + 1}" for k in range(self.nodes)]
+            node_lines = "".join(
+                f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={_free_port()} "
+                f"CPUs={max(1, cpus // self.nodes)} RealMemory={mem_mb // self.nodes} "
+                "State=UNKNOWN\n" for n in names)
+            node_lines += (f"PartitionName=debug Nodes={','.join(names)} Default=YES "
+                           "MaxTime=INFINITE State=UP\n")
+            hooks = {}
+            for hook in ("prolog", "epilog"):  # the shipped scripts, told where paragrade is
+                wrapper = root / f"{hook}.sh"
+                wrapper.write_text(
+                    f"#!/bin/sh\nexport PARAGRADE_PYTHON={sys.executable} "
+                    f"PYTHONPATH={REPO_ROOT} PARAGRADE_STANDIN_NODES={self.nodes} "
+                    f"PATH=/usr/sbin:/usr/bin:/sbin:/bin\n"
+                    f"exec sh {REPO_ROOT / 'containers' / 'slurm' / f'{hook}.sh'} "
+                    f">>{root}/{hook}.log 2>&1\n")
+                wrapper.chmod(0o755)
+                hooks[hook] = wrapper
+            extra = (f"Prolog={hooks['prolog']}\nEpilog={hooks['epilog']}\nPrologFlags=Alloc\n")
         self.conf.write_text(f"""\
 ClusterName=paragrade-test
 SlurmctldHost={self.host}(127.0.0.1)
@@ -72,11 +105,11 @@ CredType=cred/munge
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/slurmctld.log
-SlurmdLogFile={root}/slurmd.log
+SlurmdLogFile={root}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 JobAcctGatherType=jobacct_gather/none
@@ -86,11 +119,14 @@ SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
 MpiDefault=none
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=100000
-NodeName={self.host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN
-PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
-""")
+{extra}{node_lines}""")
         self._spawn(["slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
-        self._spawn(["slurmd", "-D", "-f", str(self.conf)], "slurmd")
+        if self.nodes == 1:
+            self._spawn(["slurmd", "-D", "-f", str(self.conf)], "slurmd")
+        else:
+            for k in range(self.nodes):
+                self._spawn(["slurmd", "-D", "-N", f"n{k + 1}", "-f", str(self.conf)],
+                            f"slurmd-n{k + 1}")
         self._wait(self._idle, "the node to be idle", timeout)
         return self
 
@@ -102,7 +138,7 @@ PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
     def _idle(self) -> bool:
         r = subprocess.run(["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True,
                            text=True)
-        return r.returncode == 0 and r.stdout.strip() == "idle"
+        return r.returncode == 0 and r.stdout.split() == ["idle"]
 
     def _wait(self, ready: object, what: str, timeout: float) -> None:
         end = time.monotonic() + timeout
