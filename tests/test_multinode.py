@@ -441,3 +441,51 @@ def test_through_the_server_on_a_gang_of_stand_in_nodes(nodes: list[overlay.Node
         assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [("ada", 1, sid)]
     finally:
         p.close()
+
+
+@pytest.fixture(scope="module")
+def slurm_two_nodes(nodes: list[overlay.Node]) -> Iterator[Path]:
+    """A SLURM cluster of two nodes on this host (one slurmd each, standing on the stand-in
+    hosts), with the shipped prolog and epilog; the folder it and the tests share."""
+    from tests.slurm_cluster import SlurmCluster, missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    shared = Path(tempfile.mkdtemp(prefix="paragrade-slurm2-"))
+    shared.chmod(0o755)
+    cluster = SlurmCluster(shared / "cluster", nodes=2).start()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", str(cluster.conf))
+        yield shared
+    cluster.stop()
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def _job_networks() -> list[str]:
+    return sorted(e.name for e in overlay.NETNS_DIR.iterdir()
+                  if e.name.startswith(overlay.JOB_PREFIX))
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
+    from runners import slurm
+
+    pkg = slurm_two_nodes / "pkg"
+    pkg.mkdir()
+    a = package.load(two_node_package(pkg))
+    scratch = slurm_two_nodes / "scratch"
+    scratch.mkdir()
+    settings = RunnerSettings(backend="slurm", scratch_dir=scratch, standin_nodes=2)
+    r = slurm.grade(a, grader.code_of(a, "reference"), settings=settings, time_limit_s=600)
+    assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
+    assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
+    assert all("SLURM job" in n for n in r.environment.nodes)
+    assert [p.nodes for p in r.scaling] == [1, 2]
+    top = r.scaling[-1].cpu
+    assert top is not None and top.work_ratio > 0.75  # node 2's CPU time came over its step
+    deadline = time.monotonic() + 20  # the epilog runs once the job has ended
+    while _job_networks() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _job_networks() == []
