@@ -1,11 +1,14 @@
 """Red team: hostile submissions, each with the outcome the grader promises (DESIGN.md trust model).
 
 Whole gradings run against a one-core fixture package (tests/fixtures/redteam/sum1); probes that
-only need one sandbox run call tests/hostile/probe.py through a session.
+only need one sandbox run call tests/hostile/probe.py through a session. The containment cases
+run on every sandboxing backend the suite can start here (`sandbox`): bwrap, and apptainer where
+its image builds (tests/apptainer.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -17,12 +20,21 @@ import pytest
 from runners import grader, package
 from runners.protocol import GradeReport, TestOutcome, Verdict
 from runners.session import Session, SubmissionFailure, SubmissionRaised
+from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import FIXTURES, SessionFactory
 
 HOSTILE = Path(__file__).parent / "hostile"
 PROBE = (HOSTILE / "probe.py").read_text()
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=["bwrap", pytest.param("apptainer", marks=pytest.mark.apptainer)])
+def sandbox(request: pytest.FixtureRequest, make_session: SessionFactory) -> SessionFactory:
+    """`make_session` on one of the backends whose containment is promised alike."""
+    if request.param == "apptainer":
+        request.getfixturevalue("apptainer_backend")
+    return functools.partial(make_session, backend=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +84,19 @@ def test_printed_fake_report_is_ignored(sum1: package.Assignment) -> None:
 
 
 # 4. hidden tests and reference on disk -----------------------------------------------------
-def test_hidden_tests_and_host_secrets_are_not_on_disk(make_session: SessionFactory) -> None:
-    found = make_session(PROBE, wall_s=30).call("find_secrets_on_disk")[0]
+def test_hidden_tests_and_host_secrets_are_not_on_disk(sandbox: SessionFactory) -> None:
+    found = sandbox(PROBE, wall_s=30).call("find_secrets_on_disk")[0]
     assert found == []
 
 
 # 5. local services -------------------------------------------------------------------------
-def test_no_network_not_even_loopback(make_session: SessionFactory) -> None:
+def test_no_network_not_even_loopback(sandbox: SessionFactory) -> None:
     ports = [6379, 5432, 5672, 8000, 22]
     # The services are really up on the host (else this test proves nothing).
     import socket
 
     socket.create_connection(("127.0.0.1", 6379), timeout=2).close()
-    assert make_session(PROBE).call("connect_local_services", ports)[0] == []
+    assert sandbox(PROBE).call("connect_local_services", ports)[0] == []
 
 
 # 6. fork bomb ------------------------------------------------------------------------------
@@ -100,8 +112,8 @@ def live_in_namespace(ns: str) -> list[int]:
     return found
 
 
-def test_fork_bomb_is_contained(make_session: SessionFactory) -> None:
-    s = make_session(PROBE, wall_s=4, pids=64)
+def test_fork_bomb_is_contained(sandbox: SessionFactory) -> None:
+    s = sandbox(PROBE, wall_s=4, pids=64)
     ns = s.call("pid_namespace")[0]
     started = time.monotonic()
     with pytest.raises(SubmissionFailure) as err:
@@ -113,8 +125,8 @@ def test_fork_bomb_is_contained(make_session: SessionFactory) -> None:
 
 
 # 7. memory bomb ----------------------------------------------------------------------------
-def test_memory_bomb_is_memory_exceeded(make_session: SessionFactory) -> None:
-    s = make_session(PROBE, memory_mb=256, wall_s=20)
+def test_memory_bomb_is_memory_exceeded(sandbox: SessionFactory) -> None:
+    s = sandbox(PROBE, memory_mb=256, wall_s=20)
     with pytest.raises(SubmissionFailure) as err:
         s.call("memory_bomb")
     assert err.value.verdict is Verdict.MEMORY_EXCEEDED
@@ -132,8 +144,8 @@ def test_infinite_loop_times_out_in_a_grading(sum1: package.Assignment, tmp_path
 
 
 # 9. 10 GB of output ------------------------------------------------------------------------
-def test_output_flood_is_cut(make_session: SessionFactory) -> None:
-    s = make_session(PROBE, wall_s=60, output_bytes=4 << 20)
+def test_output_flood_is_cut(sandbox: SessionFactory) -> None:
+    s = sandbox(PROBE, wall_s=60, output_bytes=4 << 20)
     started = time.monotonic()
     with pytest.raises(SubmissionFailure) as err:
         s.call("output_flood")
@@ -206,11 +218,11 @@ def test_timed_sandboxes_overlap_only_when_the_idle_one_is_frozen(
 
 
 # 11. caching across runs -------------------------------------------------------------------
-def test_nothing_survives_between_runs(make_session: SessionFactory) -> None:
-    first = make_session(PROBE)
+def test_nothing_survives_between_runs(sandbox: SessionFactory) -> None:
+    first = sandbox(PROBE)
     assert first.call("plant", "answer=42")[0]  # it could write in its own run
     first.close()
-    assert make_session(PROBE).call("harvest")[0] == []
+    assert sandbox(PROBE).call("harvest")[0] == []
 
 
 # 12. lazy result ---------------------------------------------------------------------------
@@ -237,11 +249,11 @@ def test_constant_answer_in_timed_runs_fails(sum1: package.Assignment) -> None:
 
 
 # 15. secrets in the environment ------------------------------------------------------------
-def test_environment_holds_no_secrets(make_session: SessionFactory,
+def test_environment_holds_no_secrets(sandbox: SessionFactory,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARAGRADE_SECRET_KEY", "s3cret-value")
     monkeypatch.setenv("DATABASE_URL", "postgresql://u:pw@db/x")
-    env = make_session(PROBE).call("environment")[0]
+    env = sandbox(PROBE).call("environment")[0]
     assert "s3cret-value" not in json.dumps(env) and "pw@db" not in json.dumps(env)
     assert not any(k.startswith(("PARAGRADE_", "AWS_", "DATABASE")) for k in env)
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE",
@@ -252,12 +264,12 @@ def test_environment_holds_no_secrets(make_session: SessionFactory,
 
 
 # 16. writing outside the work dir ----------------------------------------------------------
-def test_system_runtime_and_submission_are_read_only(make_session: SessionFactory) -> None:
-    assert make_session(PROBE).call("write_outside")[0] == []
+def test_system_runtime_and_submission_are_read_only(sandbox: SessionFactory) -> None:
+    assert sandbox(PROBE).call("write_outside")[0] == []
 
 
 # 17. other processes -----------------------------------------------------------------------
-def test_host_processes_are_invisible(make_session: SessionFactory) -> None:
-    cmdlines = make_session(PROBE).call("other_processes")[0]
+def test_host_processes_are_invisible(sandbox: SessionFactory) -> None:
+    cmdlines = sandbox(PROBE).call("other_processes")[0]
     assert not any("pytest" in c or "postgres" in c or "redis" in c for c in cmdlines)
-    assert len(cmdlines) <= 4  # bwrap's init, the harness, the probe itself
+    assert len(cmdlines) <= 4  # the sandbox's init (bwrap's, apptainer's), the harness, the probe

@@ -9,10 +9,24 @@ import pytest
 
 from runners import grader, package
 from runners.protocol import GradeReport, Verdict
+from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import COURSE, FIXTURES
 
 pytestmark = pytest.mark.slow
 CHEATS = FIXTURES / "cheats"
+# A case runs under apptainer too, where its image builds: the CPU time the rule reads comes from
+# the run's cgroup there as well. One serial cheat (gradings are long); the honest side under
+# apptainer: tests/test_apptainer_backend.py's references.
+ON_APPTAINER = pytest.mark.apptainer
+
+
+@pytest.fixture
+def grading_backend(request: pytest.FixtureRequest) -> str:
+    """The backend the gradings of a case run on: bwrap (the default) or apptainer."""
+    name = str(getattr(request, "param", "bwrap"))
+    if name == "apptainer":
+        request.getfixturevalue("apptainer_backend")
+    return name
 
 
 def graded(slug: str, fixture: str | None) -> GradeReport:
@@ -25,16 +39,18 @@ def graded(slug: str, fixture: str | None) -> GradeReport:
     return r
 
 
-@pytest.mark.parametrize(("slug", "fixture"), [
-    ("t1-multiprocessing", "t1_closed_form.py"),
-    ("t1-multiprocessing", "t1_pool_dressing.py"),
-    ("t1-multiprocessing", "t1_numpy_serial.py"),
-    ("t1-multiprocessing", "t1_burner.py"),
-    pytest.param("t2-mpi", "t2_idle_ranks.py", marks=pytest.mark.mpi),
-])
+@pytest.mark.parametrize(("slug", "fixture", "grading_backend"), [
+    ("t1-multiprocessing", "t1_closed_form.py", "bwrap"),
+    ("t1-multiprocessing", "t1_pool_dressing.py", "bwrap"),
+    ("t1-multiprocessing", "t1_numpy_serial.py", "bwrap"),
+    ("t1-multiprocessing", "t1_burner.py", "bwrap"),
+    pytest.param("t2-mpi", "t2_idle_ranks.py", "bwrap", marks=pytest.mark.mpi),
+    pytest.param("t1-multiprocessing", "t1_closed_form.py", "apptainer", marks=ON_APPTAINER),
+], indirect=["grading_backend"])
 def test_a_right_answer_without_parallel_work_earns_no_performance_points(
-        slug: str, fixture: str) -> None:
+        slug: str, fixture: str, grading_backend: str) -> None:
     r = graded(slug, fixture)
+    assert r.environment.backend == grading_backend
     assert r.performance_points == 0 and r.score == r.test_points == 60, r.summary
     assert r.credit is not None and r.credit.status in ("refused", "held"), r.credit
     cpu = r.scaling[-1].cpu

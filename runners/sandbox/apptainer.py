@@ -42,6 +42,7 @@ class ApptainerExecutor(Executor):
 
     def isolation(self) -> list[str]:
         return ["container: --containall, user namespace, network namespace with no interfaces",
+                "read-only image",
                 "cgroup memory pids cpuset (from outside)", "rlimits", "wall-clock limit",
                 "output cap"]
 
@@ -49,9 +50,11 @@ class ApptainerExecutor(Executor):
         """The apptainer command line, without the host prefix (cgroup, rlimits, user)."""
         # --userns: unprivileged mode whatever the site's install (a setuid starter could not
         # work under our no-new-privileges anyway); --network none: an empty network namespace.
-        # --quiet: apptainer's notices would land in the submission's output.
+        # --quiet: apptainer's notices would land in the submission's output. No
+        # --writable-tmpfs: the image stays read-only, as the other backends' systems; /tmp and
+        # the work dir are the places to write.
         args = [self.binary, "--quiet", "exec", "--userns", "--containall", "--cleanenv",
-                "--no-home", "--net", "--network", "none", "--writable-tmpfs"]
+                "--no-home", "--net", "--network", "none"]
         if spec.limits.gpus:
             args.append("--nv")
         for m in [*spec.mounts, spec.workdir]:

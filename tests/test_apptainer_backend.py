@@ -1,0 +1,135 @@
+"""The apptainer backend for real: the shipped CPU and MPI packages graded in the runner's image.
+
+The image is the CPU/MPI runner's (containers/runner-cpu.Dockerfile, converted to an apptainer
+sandbox folder), built once and cached outside the checkout; on hosts without an apptainer
+package, apptainer runs from containers/apptainer-host. The red-team containment and credit
+cases run under apptainer too (tests/test_redteam.py, tests/test_redteam_credit.py, parametrised
+by backend); here: whole gradings, and what the host side must see and clean up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from runners import grader, package
+from runners.protocol import GradeReport, Verdict
+from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
+from tests.conftest import COURSE, SessionFactory
+from tests.test_grading import WRONG_T1
+from tests.test_redteam import live_in_namespace
+
+pytestmark = [pytest.mark.apptainer, pytest.mark.slow, pytest.mark.usefixtures("apptainer_backend")]
+
+MOUNT_SOURCE = "paragrade-apptainer"  # the tmpfs each run's private layer is made of
+
+
+def host_mounts() -> list[str]:
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if MOUNT_SOURCE in line or "/var/cache/paragrade/apptainer" in line]
+
+
+def graded_reference(slug: str) -> GradeReport:
+    a = package.load(COURSE / slug)
+    r = grader.grade(a, grader.code_of(a, "reference"))
+    assert r.environment.backend == "apptainer" and r.environment.sandboxed
+    assert r.environment.image_digest and "sandbox" in r.environment.image_digest
+    assert r.verdict is Verdict.PASSED, r.summary
+    assert r.speedup is not None, r.summary
+    # The credit rule reads CPU time from outside (the run's cgroup): measured, never
+    # "parallelism not measured".
+    cpu = r.scaling[-1].cpu
+    assert cpu is not None, [s.model_dump() for s in r.scaling]
+    assert r.credit is not None and "not measured" not in r.credit.reason, r.credit
+    assert cpu.parallelism > 1.0 and cpu.work_ratio > 0.5, cpu
+    assert r.credit.status in ("credited", "capped"), r.credit
+    return r
+
+
+def test_t1_reference_passes_with_its_cpu_time_measured() -> None:
+    graded_reference("t1-multiprocessing")
+
+
+@pytest.mark.mpi
+def test_t2_mpi_reference_passes_with_its_cpu_time_measured() -> None:
+    graded_reference("t2-mpi")
+
+
+def test_a_wrong_solution_fails(t1: package.Assignment) -> None:
+    r = grader.grade(t1, {"solution.py": WRONG_T1.encode()}, seed=12345)
+    assert r.environment.backend == "apptainer"
+    assert r.verdict is Verdict.FAILED and r.performance_points == 0 and r.speedup is None
+
+
+SOURCE = """
+import os, time
+
+def ids():
+    return [os.getuid(), os.geteuid(), os.getgid(), os.getcwd(), os.environ["PATH"]]
+
+def namespace():
+    return os.readlink("/proc/self/ns/pid")
+
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+"""
+
+
+def descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        found += map(int, kids)
+        todo += map(int, kids)
+    return found
+
+
+def test_a_session_runs_as_nobody_its_cpu_time_read_outside(make_session: SessionFactory) -> None:
+    before = host_mounts()
+    s = make_session(SOURCE, backend="apptainer")
+    ns = s.call("namespace")[0]
+    uid, euid, gid, cwd, path = s.call("ids")[0]
+    assert (uid, euid, gid, cwd) == (65534, 65534, 65534, "/tmp/work")
+    assert path.startswith(str(s.cfg.runtime_dir))  # the session's PATH, not the image's
+    s.call("spin", 0.5)
+    info = s.close()
+    assert info.returncode == 0, info.output_excerpt
+    assert info.cpu_s is not None and info.cpu_s >= 0.5  # from the run's cgroup, outside it
+    assert live_in_namespace(ns) == []
+    # Every mount of the run lived in its own namespace: the host's table is as it was.
+    assert host_mounts() == before
+
+
+def test_a_killed_wrapper_takes_its_run_with_it(make_session: SessionFactory) -> None:
+    s = make_session(SOURCE, backend="apptainer")
+    ns = s.call("namespace")[0]
+    running = s._run.running
+    assert running is not None
+    root = running._proc.pid  # type: ignore[attr-defined]
+    outer = [p for p in [root, *descendants(root)]
+             if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"unshare\0")]
+    assert len(outer) == 1
+    os.kill(outer[0], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while live_in_namespace(ns) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert live_in_namespace(ns) == []
+    s.close()
+
+
+def test_the_image_is_root_owned_and_holds_no_runner_source() -> None:
+    img = Path(os.environ["PARAGRADE_APPTAINER_IMAGE"])
+    assert not (img / "src").exists() and not (img / "opt/paragrade/app").exists()
+    assert (img / "opt/paragrade/runtime/bin/python").exists()
+    st = img.stat()
+    assert st.st_uid == 0 and not st.st_mode & 0o022
