@@ -156,7 +156,8 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     try:
         if workers == 1:
             # The app is built here, over the settings with this installation's secrets.
-            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning",
+                        proxy_headers=False)  # the app trusts the proxies settings name
         else:
             serve_processes(host, port, workers)
     finally:
@@ -210,7 +211,7 @@ def serve_processes(host: str, port: int, workers: int) -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)  # the processes inherit it
     sock = _listening_socket(host, port)
     config = uvicorn.Config("server.main:served_app", factory=True, workers=workers,
-                            log_level="warning")
+                            log_level="warning", proxy_headers=False)
     try:
         Multiprocess(config, sockets=[sock]).run()
     finally:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import os
+import re
 import signal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
@@ -15,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from server.api import (
     auth,
@@ -32,6 +34,7 @@ from server.api import (
 from server.dispatch import publishing_sessions
 from server.metrics import REQUESTS
 from server.schemas import ErrorPublic
+from server.services import courses as course_service
 from server.services import leaderboard
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
@@ -92,6 +95,78 @@ class CountAndSecure:
             raise
 
 
+JSON_BODY_BYTES = 1 << 20
+"""Every body but an upload's: forms, JSON (the largest, a course's settings, is a few KiB)."""
+RUNNER_BODY_BYTES = 16 << 20
+"""A runner's result: a grade report with its output excerpts, a similarity run's pairs."""
+
+
+def body_limits(settings: ServerSettings) -> list[tuple[re.Pattern[str], int]]:
+    """The largest body each kind of route takes, read before anyone is authenticated: an
+    upload route twice its own limit (multipart framing, several files) plus 1 MiB, runner
+    routes `RUNNER_BODY_BYTES`, every other route `JSON_BODY_BYTES`."""
+    def upload(limit: int) -> int:
+        return 2 * limit + (1 << 20)
+
+    return [(re.compile(r"^/api/runner/"), RUNNER_BODY_BYTES),
+            (re.compile(r"/(submissions|submit)$"), upload(settings.max_upload_bytes)),
+            (re.compile(r"/roster$"), upload(course_service.MAX_ROSTER_BYTES)),
+            (re.compile(r"/(assignments/upload|import)$"), upload(settings.max_package_bytes)),
+            (re.compile(r""), JSON_BODY_BYTES)]
+
+
+class BodyLimit:
+    """Refuses a body larger than its route's kind takes (413) before the route, its
+    authentication or its parser reads it: by Content-Length when sent, else as it streams in."""
+
+    def __init__(self, app: ASGIApp, limits: list[tuple[re.Pattern[str], int]]) -> None:
+        self.app, self.limits = app, limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = next(n for pattern, n in self.limits if pattern.search(scope["path"]))
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await _too_large(scope, send, limit)
+            return
+        seen = 0
+
+        async def counting() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge(limit)
+            return message
+
+        try:
+            await self.app(scope, counting, send)
+        except _BodyTooLarge:
+            await _too_large(scope, send, limit)
+
+
+class _BodyTooLarge(HTTPException):
+    """An HTTPException, so that the body parsers let it through (they turn any other failure
+    into a 400) and it is answered as a 413."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than this route takes ({limit} bytes)")
+
+
+async def _too_large(scope: Scope, send: Send, limit: int) -> None:
+    response = JSONResponse({"detail": f"the request body is larger than this route takes "
+                                       f"({limit} bytes)"}, status_code=413,
+                            headers={"Connection": "close"})
+    await response(scope, _nothing, send)
+
+
+async def _nothing() -> Message:
+    return {"type": "http.disconnect"}
+
+
 def create_app(settings: ServerSettings | None = None, engine: Engine | None = None) -> FastAPI:
     """An app over `settings` (and an engine, for tests); the schema must be migrated."""
     settings = settings or get_settings()
@@ -140,7 +215,13 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
         return JSONResponse({"detail": "internal error: the server failed; it was logged"},
                             status_code=500, headers=security_headers(request.url.path))
 
+    app.add_middleware(BodyLimit, limits=body_limits(settings))
     app.add_middleware(CountAndSecure)
+    if settings.trusted_proxies:
+        # Only the operator's own proxies may say who the client is: anyone else could name a
+        # new address with every guess and never meet the login throttle. `serve` starts
+        # uvicorn without its own proxy handling, which trusts 127.0.0.1: every local user.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     return app
 
 

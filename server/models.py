@@ -18,6 +18,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     text,
+    true,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -73,6 +74,10 @@ class LoginFailure(Base):
     email: Mapped[str] = mapped_column(String(320), index=True)
     address: Mapped[str] = mapped_column(String(64), index=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, index=True)
+    # Whether the password was checked (False: the throttle refused the attempt first). The
+    # account-wide delay counts checked guesses only, so a guesser who keeps knocking while
+    # refused does not keep the account's owner waiting.
+    checked: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class Course(Base):

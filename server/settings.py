@@ -59,6 +59,13 @@ class ServerSettings(BaseSettings):
         default=100, ge=1, description="Failed logins one address may make for all accounts "
                                        "within the window (loose: a lab's NAT is one address)")
 
+    login_account_free_failures: int = Field(
+        default=10, ge=1, description="Checked wrong passwords one account may get from all "
+                                      "addresses within the window before each further guess "
+                                      "waits (1 s, doubling)")
+    login_account_delay_max_s: int = Field(
+        default=60, ge=1, description="The longest such wait: the owner of an account under "
+                                      "attack waits at most this long to log in")
     outbound_budget_s: float = Field(
         default=10, gt=0, le=120, description="The whole time a request the server makes on "
                                               "someone's behalf (an LMS's key set, token, scores) "

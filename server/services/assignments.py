@@ -77,6 +77,8 @@ def safe_members(data: bytes, *, max_total: int) -> dict[str, bytes]:
         path = PurePosixPath(name)
         if name.startswith("/") or ".." in path.parts or "\\" in name or ":" in name:
             raise Invalid(f"unsafe path in the archive: {name!r}")
+        if not name.isprintable():  # a newline or an escape sequence in a listing or a log
+            raise Invalid(f"control characters are not allowed in file names: {name!r}")
         if (info.external_attr >> 16) & 0o170000 == 0o120000:
             raise Invalid(f"symbolic links are not allowed: {name!r}")
         if info.is_dir():

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from runners.protocol import SLUG_RE
-from server import security
+from server import aliases, security
 from server.models import AuditLog, Course, Enrollment, RosterEntry, User
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
@@ -63,12 +63,19 @@ def join(*, session: Session, user: User, join_code: str, alias: str | None = No
                                                        Enrollment.course_id == course.id))
     if existing is not None:
         return existing
+    if alias is not None and alias_taken(session=session, course=course, alias=alias,
+                                         user=user):
+        raise Conflict(f"the alias {alias!r} is taken in this course (or one that looks like "
+                       "it): choose another")
     if alias is None:  # the roster's, else the one this student shows on other leaderboards
         alias = roster_alias(session=session, user=user, course=course)
     if alias is None:
         alias = session.scalar(select(Enrollment.alias).where(
             Enrollment.user_id == user.id, Enrollment.alias.is_not(None))
             .order_by(Enrollment.id).limit(1))
+        if alias is not None and alias_taken(session=session, course=course, alias=alias,
+                                             user=user):
+            alias = None
     enrollment = Enrollment(user_id=user.id, course_id=course.id, role="student", alias=alias)
     session.add(enrollment)
     session.flush()
@@ -173,10 +180,14 @@ def _rows(data: bytes) -> tuple[list[str], list[list[str]]]:
     if not lines or not lines[0].strip():
         raise Invalid("the roster is empty: a CSV with a header line (email, name, alias)")
     try:
-        dialect: Any = csv.Sniffer().sniff(lines[0], delimiters=",;\t")
+        dialect: Any = csv.Sniffer().sniff(lines[0][:4096], delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
-    rows = list(csv.reader(io.StringIO(text), dialect))
+    try:
+        rows = list(csv.reader(io.StringIO(text), dialect))
+    except csv.Error as exc:  # a cell over the csv module's limit (128 KiB), a stray NUL
+        raise Invalid(f"the roster is not a CSV file this server reads ({exc}); export it from "
+                      "the LMS again") from exc
     if len(rows) - 1 > MAX_ROSTER_ROWS:
         raise Invalid(f"the roster has {len(rows) - 1} rows; at most {MAX_ROSTER_ROWS} at once")
     return [h.strip().lower() for h in rows[0]], rows[1:]
@@ -207,6 +218,7 @@ def import_roster(*, session: Session, actor: User, course: Course, role: str | 
         select(RosterEntry).where(RosterEntry.course_id == course.id))}
     report: list[RosterRow] = []
     seen: set[str] = set()
+    owners = alias_owners(session=session, course=course)
     for n, row in enumerate(rows, start=2):
         if not any(cell.strip() for cell in row):
             continue
@@ -228,6 +240,13 @@ def import_roster(*, session: Session, actor: User, course: Course, role: str | 
             report.append(RosterRow(n, email, "refused", "alias: use at most 64 letters, digits, "
                                                          "spaces, '.', '_' or '-'"))
             continue
+        if alias is not None and _taken(owners, alias, email):
+            report.append(RosterRow(n, email, "refused", f"alias {alias!r} is taken in this "
+                                    "course (or one that looks like it)"))
+            continue
+        if alias is not None:
+            for key in aliases.keys(alias):
+                owners.setdefault(key, set()).add(email)
         name = (name or email.split("@")[0])[:200]
         entry = roster.get(email)
         changed = entry is None or (entry.name, entry.alias) != (name, alias)
@@ -269,6 +288,37 @@ def tally(report: list[RosterRow]) -> dict[str, int]:
 
 
 def roster_alias(*, session: Session, user: User, course: Course) -> str | None:
-    """The alias the course's roster gives this account's email, if any."""
-    return session.scalar(select(RosterEntry.alias).where(RosterEntry.course_id == course.id,
-                                                          RosterEntry.email == user.email))
+    """The alias the course's roster gives this account's email, if any (and no one else in the
+    course shows it or one like it)."""
+    alias = session.scalar(select(RosterEntry.alias).where(RosterEntry.course_id == course.id,
+                                                           RosterEntry.email == user.email))
+    if alias is None or alias_taken(session=session, course=course, alias=alias, user=user):
+        return None
+    return alias
+
+
+def alias_owners(*, session: Session, course: Course) -> dict[str, set[str]]:
+    """Each look-alike key (server.aliases) of the course's aliases, members' and roster
+    rows', and the emails showing it."""
+    owners: dict[str, set[str]] = {}
+    shown = list(session.execute(select(Enrollment.alias, User.email).join(
+        User, User.id == Enrollment.user_id).where(Enrollment.course_id == course.id,
+                                                   Enrollment.alias.is_not(None))).all())
+    shown += session.execute(select(RosterEntry.alias, RosterEntry.email).where(
+        RosterEntry.course_id == course.id, RosterEntry.alias.is_not(None))).all()
+    for alias, email in shown:
+        for key in aliases.keys(alias or ""):
+            owners.setdefault(key, set()).add(email)
+    return owners
+
+
+def _taken(owners: dict[str, set[str]], alias: str, email: str | None) -> bool:
+    return any(owners.get(key, set()) - {email} for key in aliases.keys(alias))
+
+
+def alias_taken(*, session: Session, course: Course, alias: str, user: User | None = None
+                ) -> bool:
+    """Whether someone else in the course (a member, or a roster row) shows this alias or one
+    that looks like it: a leaderboard never shows two look-alike names."""
+    return _taken(alias_owners(session=session, course=course), alias,
+                  user.email if user is not None else None)

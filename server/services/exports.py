@@ -12,16 +12,25 @@ from sqlalchemy.orm import Session
 from runners.protocol import Manifest
 from server.models import Assignment, Enrollment, GradeReportRow, Submission, User
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_START = ("=", "+", "-", "@", "＝", "＋", "－", "＠")
+"""What starts a formula in Excel, LibreOffice or Google Sheets; the
+fullwidth forms count too (some locales evaluate them)."""
+_IGNORED = "\ufeff\u200b\u200c\u200d\u2060\u00a0 ;,"
+"""What a spreadsheet skips, or splits a cell at, before it looks for a formula: a byte-order
+mark, zero-width and non-breaking spaces, spaces, and the separators of other locales (`;=…`
+opened where `;` separates cells is a formula in the next one)."""
 
 
 def csv_cell(value: object) -> object:
-    """A cell a spreadsheet shows as text: a leading = + - @ tab or CR would start a formula.
-
-    OWASP's advice: prefix such text with a single quote. Numbers are left alone (a negative
-    number is data, and spreadsheets read it as a number either way).
+    """A cell a spreadsheet shows as text: one whose first meaningful character would start a
+    formula, or that starts with a tab, CR, LF or other control character, gets a leading single
+    quote (OWASP's advice). Every text cell is also written quoted (`QUOTE_NONNUMERIC`), so a
+    separator inside it never splits it. Numbers are left alone (a negative number is data, and
+    spreadsheets read it as a number either way).
     """
-    if isinstance(value, str) and value.startswith(FORMULA_START):
+    if not isinstance(value, str) or not value:
+        return value
+    if not value[0].isprintable() or value.lstrip(_IGNORED).startswith(FORMULA_START):
         return "'" + value
     return value
 
@@ -54,7 +63,7 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
     out = io.StringIO()
     fields = ["email", "name", "alias", "best_score", "verdict", "speedup", "late", "attempts",
               "submission_id", "submitted_at"]
-    writer = csv.DictWriter(out, fieldnames=fields)
+    writer = csv.DictWriter(out, fieldnames=fields, quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
     for email in sorted(best):
         writer.writerow({k: csv_cell(v) for k, v in best[email].items()})

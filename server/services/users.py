@@ -4,14 +4,16 @@ Answers never tell whether an account exists: registration checks the join code 
 email, a login for an unknown email spends the time of a real password check, and the throttle
 counts failures by the email as typed, account or not.
 
-The throttle (decided in issue 17): failures are counted per (email, client address) and, more
-loosely, per address. An address that failed `per_account` times for one email within the window
-waits (429 with Retry-After), even with the right password; the same account from another
-address is not affected, so a stranger cannot lock its owner out. The per-address limit slows one
-address trying many accounts, and is loose because a lab behind NAT is one address. A slow
-attack spread over many addresses against one account is not throttled: argon2 and the refusal of
-common passwords are what stand against it (an account-wide lockout would hand strangers a way to
-lock students out before a deadline).
+The throttle: failures are counted per (email, client address) and, more loosely, per
+address. An address that failed `per_account` times for one email within the window waits (429
+with Retry-After), even with the right password; the same account from another address is not
+affected, so a stranger cannot lock its owner out. The per-address limit slows one address
+trying many accounts, and is loose because a lab behind NAT is one address. Guesses spread over
+many addresses meet the account-wide delay: after `account_free` checked guesses at one account
+within the window, each further guess waits 1 s, 2 s, 4 s … up to `account_delay_max_s` after the
+last one, from any address. It slows a guesser to about a guess a minute without locking the
+owner out (they wait at most that long, are told so, and their successful login clears it);
+argon2 and the password rules do the rest.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import ColumnElement, delete, or_, select
+from sqlalchemy import ColumnElement, delete, or_, select, update
 from sqlalchemy.orm import Session, joinedload
 
 from server import security
@@ -39,9 +41,9 @@ def _email(email: str) -> str:
 
 
 def create(*, session: Session, email: str, name: str, password: str,
-           is_instructor: bool = False) -> User:
-    """A new account (email unique, case-insensitive; not a common password)."""
-    if (problem := security.password_problem(password)) is not None:
+           is_instructor: bool = False, alias: str | None = None) -> User:
+    """A new account (email unique, case-insensitive; a password not easy to guess)."""
+    if (problem := security.password_problem(password, (email, name, alias or ""))) is not None:
         raise Invalid(problem)
     email = _email(email)
     hashed = security.hash_password(password)  # first: a taken email answers no sooner
@@ -60,11 +62,11 @@ def register(*, session: Session, email: str, name: str, password: str, join_cod
     The join code is checked before the email: a wrong code gets the same 404 for a known and an
     unknown email (only holders of a course's code learn that an email is taken).
     """
-    if (problem := security.password_problem(password)) is not None:
+    if (problem := security.password_problem(password, (email, name, alias or ""))) is not None:
         raise Invalid(problem)
     if session.scalar(select(Course.id).where(Course.join_code == join_code.strip())) is None:
         raise NotFound("no course has this join code")
-    user = create(session=session, email=email, name=name, password=password)
+    user = create(session=session, email=email, name=name, password=password, alias=alias)
     course_service.join(session=session, user=user, join_code=join_code, alias=alias)
     return user
 
@@ -76,12 +78,24 @@ class LoginLimits:
     window_s: int = 900
     per_account: int = 5
     per_address: int = 100
+    account_free: int = 10
+    account_delay_max_s: int = 60
 
     @classmethod
     def of(cls, settings: ServerSettings) -> LoginLimits:
         return cls(window_s=settings.login_window_s,
                    per_account=settings.login_failures_per_account,
-                   per_address=settings.login_failures_per_address)
+                   per_address=settings.login_failures_per_address,
+                   account_free=settings.login_account_free_failures,
+                   account_delay_max_s=settings.login_account_delay_max_s)
+
+    def account_delay_s(self, failures: int) -> float:
+        """How long after the last checked guess the next one waits, once the account has had
+        `failures` of them in the window: none for the first `account_free`, then 1 s, doubling
+        with each further guess up to `account_delay_max_s`."""
+        if failures < self.account_free:
+            return 0.0
+        return float(min(self.account_delay_max_s, 2 ** min(failures - self.account_free, 30)))
 
 
 class TooManyAttempts(QuotaExceeded):
@@ -113,21 +127,41 @@ def authenticate(*, session: Session, email: str, password: str, address: str,
     between a count and its record, and a refused request's rollback erases nothing.
     """
     email, address = _email(email)[:320], _network(address)
-    session.add(LoginFailure(email=email, address=address))
+    attempt = LoginFailure(email=email, address=address)
+    session.add(attempt)
     session.commit()
     pair = (LoginFailure.email == email) & (LoginFailure.address == address)
     wait = max(_wait_s(session, pair, limits.per_account + 1, limits.window_s),
                _wait_s(session, LoginFailure.address == address, limits.per_address + 1,
-                       limits.window_s))
+                       limits.window_s),
+               _account_wait_s(session, email, attempt.id, limits))
     if wait > 0:
+        attempt.checked = False
+        session.commit()
         raise TooManyAttempts(math.ceil(wait))
     user = session.scalar(select(User).where(User.email == email))
     if user is None:
         security.burn_verify(password)  # as long as a wrong password for a real account
     elif security.verify_password(password, user.password_hash):
+        # The owner is in: this address's failures are forgotten, and the account-wide delay
+        # starts again (other addresses' failures still count against those addresses).
         session.execute(delete(LoginFailure).where(pair))
+        session.execute(update(LoginFailure).where(LoginFailure.email == email)
+                        .values(checked=False))
         return user
     raise Forbidden("wrong email or password")
+
+
+def _account_wait_s(session: Session, email: str, attempt_id: int, limits: LoginLimits) -> float:
+    """Seconds until this account takes its next guess, from any address (0: now)."""
+    window = now() - timedelta(seconds=limits.window_s)
+    checked = session.scalars(select(LoginFailure.at).where(
+        LoginFailure.email == email, LoginFailure.checked, LoginFailure.id != attempt_id,
+        LoginFailure.at > window).order_by(LoginFailure.at.desc())).all()
+    if not checked:
+        return 0.0
+    delay = limits.account_delay_s(len(checked))
+    return max(0.0, (aware(checked[0]) + timedelta(seconds=delay) - now()).total_seconds())
 
 
 def _network(address: str) -> str:

@@ -117,9 +117,9 @@ def world(client: TestClient, engine: Engine) -> World:
     from server.services import users
 
     with session_factory(engine)() as s, s.begin():
-        users.create(session=s, email="prof@uni.edu", name="Prof", password="profpass123",
+        users.create(session=s, email="prof@uni.edu", name="Prof", password="prof-pass-4821",
                      is_instructor=True)
-    prof = login(client, "prof@uni.edu", "profpass123")
+    prof = login(client, "prof@uni.edu", "prof-pass-4821")
     r = client.post("/api/courses", json={"slug": "th", "title": "Treasure hunt"}, headers=prof)
     assert r.status_code == 201, r.text
     code = r.json()["join_code"]

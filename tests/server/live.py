@@ -88,7 +88,7 @@ class Platform:
         self.engine = make_engine(url)
         self.sessions, self.dispatcher = publishing_sessions(self.settings, self.engine)
         with self.sessions() as s, s.begin():
-            users.create(session=s, email="prof@uni.edu", name="Prof", password="profpass123",
+            users.create(session=s, email="prof@uni.edu", name="Prof", password="prof-pass-4821",
                          is_instructor=True)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -100,7 +100,7 @@ class Platform:
         self.stop_reaper = reaper.start(self.sessions, self.dispatcher, lease_s=lease_s,
                                         max_attempts=3, every_s=1)
         self.http = httpx.Client(base_url=self.base, timeout=60)
-        self.prof = self.login("prof@uni.edu", "profpass123")
+        self.prof = self.login("prof@uni.edu", "prof-pass-4821")
         self.runners: list[subprocess.Popen[bytes]] = []
 
     def login(self, email: str, password: str) -> dict[str, str]:

@@ -36,10 +36,10 @@ def test_bad_credentials_and_duplicates(world: World) -> None:
     r = c.post("/api/auth/token", json={"email": "ada@uni.edu", "password": "wrong-password"})
     assert r.status_code == 403 and r.json()["detail"] == "wrong email or password"
     r = c.post("/api/auth/register", json={"email": "ADA@uni.edu", "name": "x",
-                                           "password": "whatever12", "join_code": world.join_code})
+                                           "password": "whatever-1234", "join_code": world.join_code})
     assert r.status_code == 409
     r = c.post("/api/auth/register", json={"email": "eve@uni.edu", "name": "eve",
-                                           "password": "whatever12", "join_code": "nope-nope"})
+                                           "password": "whatever-1234", "join_code": "nope-nope"})
     assert r.status_code == 404 and "join code" in r.json()["detail"]
     r = c.post("/api/auth/register", json={"email": "not-an-email", "name": "x",
                                            "password": "short", "join_code": world.join_code})
@@ -241,9 +241,9 @@ def test_students_cannot_read_each_other(world: World) -> None:
 def test_outsiders_see_no_course(world: World) -> None:
     c = world.client
     c.post("/api/auth/register", json={"email": "eve@x.org", "name": "eve",
-                                       "password": "evepass123", "join_code": world.join_code})
+                                       "password": "eve-pass-6620", "join_code": world.join_code})
     # eve is enrolled; a stranger course is not visible to her
-    eve = login(c, "eve@x.org", "evepass123")
+    eve = login(c, "eve@x.org", "eve-pass-6620")
     assert c.get("/api/courses/other/assignments", headers=eve).status_code == 404
 
 

@@ -21,7 +21,7 @@ T1 = "/api/courses/th/assignments/t1-multiprocessing"
 
 def _account(engine: Engine, email: str, *, instructor: bool = False) -> None:
     with session_factory(engine)() as s, s.begin():
-        users.create(session=s, email=email, name=email.split("@")[0], password="tapassword1",
+        users.create(session=s, email=email, name=email.split("@")[0], password="ta-pass-5930",
                      is_instructor=instructor)
 
 
@@ -30,7 +30,7 @@ def _ta(world: World, engine: Engine) -> dict[str, str]:
     r = world.client.put("/api/courses/th/members/tia@uni.edu", json={"role": "ta"},
                          headers=world.prof)
     assert r.status_code == 200 and r.json()["role"] == "ta", r.text
-    return login(world.client, "tia@uni.edu", "tapassword1")
+    return login(world.client, "tia@uni.edu", "ta-pass-5930")
 
 
 def test_a_ta_sees_and_regrades_but_changes_no_policy(world: World, engine: Engine) -> None:
@@ -65,7 +65,7 @@ def test_a_ta_sees_and_regrades_but_changes_no_policy(world: World, engine: Engi
     ]
     assert [r.status_code for r in refused] == [403] * len(refused), [r.text for r in refused]
     # Pages: the TA's manage page has submissions and regrade, no policy form.
-    b = browser(world, "tia@uni.edu", "tapassword1")
+    b = browser(world, "tia@uni.edu", "ta-pass-5930")
     page = b.get("/c/th/t1-multiprocessing/manage")
     assert page.status_code == 200 and "Regrade all" in page.text
     assert "manage/policy" not in page.text and "Grant the extension" not in page.text
@@ -235,7 +235,7 @@ def test_a_roster_that_is_no_roster_is_refused_and_stores_nothing(world: World, 
 
 
 def test_the_roster_page_shows_each_row(world: World) -> None:
-    b = browser(world, "prof@uni.edu", "profpass123")
+    b = browser(world, "prof@uni.edu", "prof-pass-4821")
     course = b.get("/c/th").text
     assert "<title>Treasure hunt · paragrade</title>" in course and course.count('id="lms"') == 1
     page = b.get("/c/th/-/members")
@@ -317,7 +317,7 @@ def test_the_course_board_page_is_live_and_for_the_course_only(world: World,
     assert 'data-events="/c/th/-/board/events"' in page.text and "ada (you)" in page.text
     assert "Course board" in b.get("/").text
     _account(engine, "out@uni.edu")
-    outsider = login(world.client, "out@uni.edu", "tapassword1")
+    outsider = login(world.client, "out@uni.edu", "ta-pass-5930")
     assert world.get(outsider, "/api/courses/th/leaderboard").status_code == 403
 
 

@@ -83,7 +83,7 @@ def test_a_credited_speedup_cannot_be_reviewed(world: World, engine: Engine) -> 
 
 def test_the_review_page_grants_for_instructors_only(world: World, engine: Engine) -> None:
     held = graded(world, engine, world.bob, median=14.0, lo=13.0, hi=15.0, credit="held")
-    prof = browser(world, "prof@uni.edu", "profpass123")
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
     page = prof.get("/c/th/t1-multiprocessing/reviews")
     assert page.status_code == 200 and f'href="/s/{held}"' in page.text
     assert "1/100 of the baseline" in page.text and 'value="grant"' in page.text

@@ -50,13 +50,13 @@ def test_pages_need_a_login_and_a_bad_password_is_said(world: World) -> None:
 
 def test_register_then_see_the_course(world: World) -> None:
     b = TestClient(world.client.app, follow_redirects=False)
-    r = b.post("/register", data={"email": "cy@uni.edu", "name": "Cy", "password": "cypass1234",
+    r = b.post("/register", data={"email": "cy@uni.edu", "name": "Cy", "password": "cypass-8812",
                                    "join_code": world.join_code, "alias": "cy",
                                    "csrf_token": csrf(b.get("/register").text)})
     assert r.status_code == 303
     home = b.get("/").text
     assert "Treasure hunt" in home and 'href="/c/th/t1-multiprocessing"' in home
-    r = b.post("/register", data={"email": "dee@uni.edu", "name": "Dee", "password": "deepass123",
+    r = b.post("/register", data={"email": "dee@uni.edu", "name": "Dee", "password": "deepass-7719",
                                    "join_code": "wrong-code", "csrf_token": csrf(b.get("/").text)})
     assert r.status_code == 404 and "join code" in r.text
     r = b.post("/register", data={"email": "eve@uni.edu", "name": XSS, "password": "evepass123",
@@ -131,7 +131,7 @@ def test_a_student_cannot_open_another_students_submission(world: World) -> None
     bob = browser(world, "bob@uni.edu")
     assert bob.get(f"/s/{sid}").status_code == 404
     assert bob.get(f"/s/{sid}/events").status_code == 404
-    prof = browser(world, "prof@uni.edu", "profpass123")
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
     assert prof.get(f"/s/{sid}").status_code == 200
 
 
@@ -179,7 +179,7 @@ def _t1_zip(version: bytes = b'"1.0.0"') -> bytes:
 
 
 def test_an_instructor_creates_a_course_and_imports_packages(world: World) -> None:
-    prof = browser(world, "prof@uni.edu", "profpass123")
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
     token = csrf(prof.get("/").text)
     r = prof.post("/courses", data={"csrf_token": token, "slug": "hpc", "title": "HPC <b>101</b>"})
     assert r.status_code == 303 and r.headers["location"] == "/c/hpc"
@@ -207,7 +207,7 @@ def test_an_instructor_creates_a_course_and_imports_packages(world: World) -> No
 def test_an_instructor_sets_the_policy_filters_and_regrades(world: World) -> None:
     sid = world.submit(world.ada, REFERENCE).json()["id"]
     world.submit(world.bob, REFERENCE)
-    prof = browser(world, "prof@uni.edu", "profpass123")
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
     manage = f"{T1}/manage"
     assert f'href="{manage}"' in prof.get(T1).text
     assert f'href="{manage}"' not in browser(world).get(T1).text  # not for students

@@ -102,7 +102,7 @@ def test_a_broken_package_zip_is_refused_and_the_course_keeps_its_version(
                    files={"package": ("t1.zip", data)})
     assert r.status_code == 422, r.text
     assert "assignment.toml" in r.json()["detail"] and REASON[kind] in r.json()["detail"]
-    prof = browser(world, "prof@uni.edu", "profpass123")
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
     r = prof.post("/c/th/import", data={"csrf_token": csrf(prof.get("/c/th").text)},
                   files={"package": ("t1.zip", data)})
     assert r.status_code == 422 and REASON[kind] in r.text
@@ -130,7 +130,7 @@ def test_a_deadline_beyond_the_calendar_is_refused(world: World, deadline: str) 
                               headers=world.prof).status_code == 200
     r = world.client.patch(API_T1, json={"deadline": deadline}, headers=world.prof)
     assert r.status_code == 422 and "out of range" in r.json()["detail"], r.text
-    prof = browser(world, "prof@uni.edu", "profpass123")
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
     form = {"csrf_token": csrf(prof.get(f"{T1}/manage").text), "late_policy": "accept",
             "late_penalty": "0", "quota_count": "5", "quota_window_min": "60",
             "speedup_min": "1", "speedup_full": "1.7", "deadline": deadline}

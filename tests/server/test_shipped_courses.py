@@ -35,7 +35,7 @@ def test_the_first_instructor_gets_every_shipped_course(tmp_path: Path) -> None:
            "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
            "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
     r = subprocess.run([sys.executable, "-m", "paragrade.cli", "admin", "create-instructor",
-                        "prof@uni.edu", "--password", "profpass123"], env=env,
+                        "prof@uni.edu", "--password", "prof-pass-4821"], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     for slug in COURSES:

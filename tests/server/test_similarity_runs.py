@@ -77,7 +77,7 @@ def test_a_near_copy_among_fifty_is_flagged_and_the_honest_rest_is_not(
     listed = world.get(world.prof, f"{T1}/similarity").json()
     assert [(x["id"], x["status"], x["pairs"]) for x in listed] == [(run["id"], "done", None)]
     # The pages: the run's ranked pairs, then the pair side by side with its lines marked.
-    b = browser(world, "prof@uni.edu", "profpass123")
+    b = browser(world, "prof@uni.edu", "prof-pass-4821")
     page = b.get(f"/c/th/t1-multiprocessing/similarity/{run['id']}")
     assert page.status_code == 200 and "Side by side" in page.text and "s47@uni.edu" in page.text
     side = b.get(f"/c/th/t1-multiprocessing/similarity/{run['id']}/1")
@@ -105,7 +105,7 @@ def test_a_run_needs_two_students_and_a_sane_threshold(world: World) -> None:
     assert world.submit(world.ada, honest(1)[0].encode()).status_code == 201
     for body in ({"threshold": 0}, {"threshold": 1.5}, {"basis": "worst"}):
         assert world.post(world.prof, f"{T1}/similarity", json=body).status_code == 422
-    b = browser(world, "prof@uni.edu", "profpass123")
+    b = browser(world, "prof@uni.edu", "prof-pass-4821")
     page = b.get("/c/th/t1-multiprocessing/similarity")
     assert page.status_code == 200 and "Start a run" in page.text
     r = b.post("/c/th/t1-multiprocessing/similarity",

@@ -50,7 +50,7 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     page.fill("input[name=email]", "ada@uni.edu")
     page.fill("input[name=name]", "Ada")
     page.fill("input[name=alias]", "ada")
-    page.fill("input[name=password]", "adapass123")
+    page.fill("input[name=password]", "adapass-4417")
     page.click("button[type=submit]")
     page.click("text=Treasure hunt 1")
     page.screenshot(path=SHOTS / "assignment.png", full_page=True)
@@ -155,6 +155,6 @@ def _instructor(page, base: str):  # type: ignore[no-untyped-def]
     prof = page.context.browser.new_context().new_page()
     prof.goto(f"{base}/login")
     prof.fill("input[name=email]", "prof@uni.edu")
-    prof.fill("input[name=password]", "profpass123")
+    prof.fill("input[name=password]", "prof-pass-4821")
     prof.click("button[type=submit]")
     return prof
