@@ -19,6 +19,9 @@ command -v podman >/dev/null || need_apt+=(podman runc)
 # The compose stack in the images test reaches the host's PostgreSQL and Redis through slirp4netns.
 command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)
 # The images test makes the images' Debian base from the package archive where no registry answers.
+# The apptainer tests make with it a root file system holding Debian unstable's apptainer (this
+# release has none; containers/apptainer-host), and their image from the podman-built runner image:
+# both once, by the tests, cached in /var/cache/paragrade/apptainer.
 command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
 # docker-compose 1.29 validates docker-compose.yml without an engine; the queue's fault tests
 # start a Redis of their own (the platform itself needs none: its default broker is embedded).

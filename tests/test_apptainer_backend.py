@@ -82,7 +82,8 @@ def spin(seconds):
 
 
 def descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
+    found: list[int] = []
+    todo = [pid]
     while todo:
         p = todo.pop()
         try:
