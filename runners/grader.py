@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from runners import array, credit, gang, overlay, package, service, timing
+from runners import array, batchscript, credit, gang, overlay, package, service, timing
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
@@ -108,19 +108,22 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     m = assignment.manifest
     launcher = m.launcher.kind
     ranks = workers if launcher != "python" else 1
+    entry_file, entry_args = m.entry.file, tuple[str, ...]()
+    spans = len(gang.placement(ranks, m.resources.cores_per_node))
+    if launcher == "sbatch":  # the script says what runs, on how many nodes (checked)
+        job = batch_job(assignment, code_dir)
+        entry_file, entry_args = job.program, tuple(job.args)
+        launcher, ranks, spans = "mpirun", job.tasks, job.nodes
     if serial and launcher in ("mpirun", "torchrun"):  # the baseline: one plain process
-        launcher, ranks = "python", 1
-    use = cpus[: max(1, min(workers, len(cpus)))]
+        launcher, ranks, spans = "python", 1, 1
+    use = cpus[: max(1, min(ranks if m.launcher.kind == "sbatch" else workers, len(cpus)))]
     nodes: tuple[overlay.Node, ...] = ()
-    if m.resources.nodes > 1 and launcher == "mpirun":
-        per_node = gang.placement(ranks, m.resources.cores_per_node)
-        if len(per_node) > 1:
-            held = gang.held_nodes(settings, host_cpus())
-            if len(held) < len(per_node):
-                raise overlay.OverlayError(f"{len(per_node)} nodes are needed; this runner "
-                                           f"holds {len(held)}")
-            nodes = tuple(held[: len(per_node)])
-            use = list(nodes[0].cpus[: per_node[0]])
+    if spans > 1 and launcher == "mpirun":
+        held = gang.held_nodes(settings, host_cpus())
+        if len(held) < spans:
+            raise overlay.OverlayError(f"{spans} nodes are needed; this runner holds {len(held)}")
+        nodes = tuple(held[:spans])
+        use = list(nodes[0].cpus[: gang.spread(ranks, spans)[0]])
     env: dict[str, str] = {}
     mounts: tuple[Mount, ...] = ()
     if gpu_mode == "simulated":
@@ -142,9 +145,19 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
         gpus=m.resources.gpus if gpu_mode == "real" else 0,
     )
     return RunConfig(executor=executor, runtime_dir=settings.runtime_dir, stage=stage,
-                     code_dir=code_dir, entry_file=m.entry.file, launcher=launcher, ranks=ranks,
+                     code_dir=code_dir, entry_file=entry_file, launcher=launcher, ranks=ranks,
                      limits=limits, sandbox_uid=settings.sandbox_uid, extra_env=env,
-                     extra_mounts=mounts, nodes=nodes)
+                     extra_mounts=mounts, nodes=nodes, entry_args=entry_args)
+
+
+def batch_job(assignment: Assignment, code_dir: Path) -> batchscript.BatchJob:
+    """What the batch script in `code_dir` runs (ScriptRefused when it may not)."""
+    m = assignment.manifest
+    script = code_dir / m.entry.file
+    if not script.is_file():
+        raise batchscript.ScriptRefused(f"no batch script {m.entry.file} was handed in")
+    files = {p.name for p in code_dir.iterdir() if p.is_file()}
+    return batchscript.parse(script.read_text(errors="replace"), m.resources, files)
 
 
 def gang_problem(assignment: Assignment, executor: Executor, settings: RunnerSettings
@@ -395,12 +408,18 @@ def _version() -> str:
 
 
 def _startups(assignment: Assignment, samples: list[timing.Samples], *, executor: Executor,
-              stage: Stage, cpus: list[int], gpu_mode: str, settings: RunnerSettings
+              stage: Stage, cpus: list[int], gpu_mode: str, settings: RunnerSettings,
+              script: bytes | None = None, program: str = ""
               ) -> tuple[timing.Startup, dict[int, timing.Startup]]:
     """Script entries: the baseline's start-up and the submission's at each worker count."""
     # MPI's initialisation belongs to its launcher's start-up (it costs 2 ranks ≈ 0.4 s here).
-    probe = b"from mpi4py import MPI\n" if assignment.manifest.launcher.kind == "mpirun" else b""
-    empty = stage.add_code("empty", {assignment.manifest.entry.file: probe})
+    m = assignment.manifest
+    probe = b"from mpi4py import MPI\n" if m.launcher.kind in ("mpirun", "sbatch") else b""
+    files = {m.entry.file: probe}
+    if script is not None:  # the submission's own launch line, an empty program
+        job = batchscript.parse(script.decode(errors="replace"), m.resources, {program})
+        files = {m.entry.file: script, job.program: probe}
+    empty = stage.add_code("empty", files)
 
     def startup(workers: int, serial: bool) -> timing.Startup:
         return timing.startup(make_config(
@@ -548,6 +567,13 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     stage = Stage(scratch=settings.scratch_dir)
     try:
         code_dir = stage.add_code("submission", files)
+        if m.launcher.kind == "sbatch":
+            try:
+                job = batch_job(assignment, code_dir)
+            except batchscript.ScriptRefused as exc:
+                return report(Verdict.FAILED, f"your batch script was not run: {exc}", [])
+            notes.append(f"your batch script ran {job.program} as {job.tasks} MPI rank"
+                         f"{'s' * (job.tasks > 1)} on {job.nodes} node{'s' * (job.nodes > 1)}")
         laps.start("tests")
         progress("running tests in the sandbox")
         tests, output = run_tests(assignment, code_dir, backend=executor.name, seed=seed,
@@ -647,8 +673,11 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         if script:
             progress("timing an empty script under each side's launcher (start-up)")
             laps.start("start-up runs")
+            sbatch = m.launcher.kind == "sbatch"
             base_up, sub_up = _startups(assignment, all_samples, executor=executor, stage=stage,
-                                        cpus=cpus, gpu_mode=gpu_mode, settings=settings)
+                                        cpus=cpus, gpu_mode=gpu_mode, settings=settings,
+                                        script=files[m.entry.file] if sbatch else None,
+                                        program=job.program if sbatch else "")
             laps.start("report")
             top_up = sub_up[scaling[-1].workers]
             figure = figure.model_copy(update={"startup_baseline_s": round(base_up.wall_s, 4),
@@ -662,9 +691,10 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
                          "frozen (no CPU while the other side is timed)")
         if m.resources.nodes > 1:
-            scaling = [p.model_copy(update={"nodes": len(gang.placement(
-                p.workers if m.launcher.kind == "mpirun" else 1, m.resources.cores_per_node))})
-                for p in scaling]
+            scaling = [p.model_copy(update={"nodes": job.nodes if m.launcher.kind == "sbatch"
+                                            else len(gang.placement(p.workers,
+                                                                    m.resources.cores_per_node))})
+                       for p in scaling]
             across = [p.workers for p in scaling if p.nodes > 1]
             if across:
                 layouts = "; ".join(

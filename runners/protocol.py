@@ -428,7 +428,8 @@ class Entry(Frozen):
     """How the grader reaches the student's code."""
 
     style: Literal["function", "script"]
-    file: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
+    file: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\.(py|sh|sbatch)$",
+                      description="A Python file; a batch script for launcher 'sbatch'")
     function: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     workers_arg: str | None = Field(
         default=None, description="Keyword the grader passes the worker count as"
@@ -506,7 +507,9 @@ class Resources(Frozen):
 
 
 class Launcher(Frozen):
-    kind: Literal["python", "mpirun", "torchrun"] = "python"
+    kind: Literal["python", "mpirun", "torchrun", "sbatch"] = Field(
+        default="python", description="sbatch: the entry is a SLURM batch script that starts "
+        "the program (runners/batchscript.py says what it may say); it runs under MPI")
 
 
 class Scoring(Frozen):
@@ -618,8 +621,18 @@ class Manifest(Frozen):
             raise ValueError("script entries are timed as whole programs: no weak scaling")
         if self.scoring.weak_share and not self.timing.weak_scaling:
             raise ValueError("scoring.weak_share needs timing.weak_scaling = true")
-        if self.resources.nodes > 1 and self.launcher.kind != "mpirun":
-            raise ValueError("resources.nodes > 1 needs launcher 'mpirun'")
+        if self.resources.nodes > 1 and self.launcher.kind not in ("mpirun", "sbatch"):
+            raise ValueError("resources.nodes > 1 needs launcher 'mpirun' or 'sbatch'")
+        script = self.entry.file.endswith((".sh", ".sbatch"))
+        if (self.launcher.kind == "sbatch") != script:
+            raise ValueError("launcher 'sbatch' goes with a batch script entry (.sh, .sbatch), "
+                             "and a batch script entry with launcher 'sbatch'")
+        if script and (self.entry.style != "script" or self.resources.kind != "mpi"):
+            raise ValueError("a batch script entry needs entry.style 'script' and "
+                             "resources.kind 'mpi'")
+        if script and self.scoring.scaling_workers not in ([], [self.resources.ranks]):
+            raise ValueError("a batch script fixes its task count: scoring.scaling_workers "
+                             f"may only be [{self.resources.ranks}] (resources.ranks)")
         if self.array is not None:
             if self.entry.style != "function" or self.launcher.kind != "python":
                 raise ValueError("an [array] package needs a function entry and launcher 'python'")

@@ -151,6 +151,8 @@ class RunConfig:
     sandbox_uid: int = 65534
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_mounts: tuple[Mount, ...] = ()
+    entry_args: tuple[str, ...] = ()
+    """Arguments the program always gets first (those of a batch script's launch line)."""
     nodes: tuple[Node, ...] = ()
     """Several: an MPI run with its ranks spread over these nodes, one sandbox each
     (runners/gang.py); none or one: one sandbox on this node."""
@@ -693,7 +695,7 @@ def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 2
         if os.getuid() == 0:
             os.chown(out, cfg.sandbox_uid, cfg.sandbox_uid)
         t0 = time.perf_counter_ns()
-        run.launch([run.python, run.entry, *args], [])
+        run.launch([run.python, run.entry, *cfg.entry_args, *args], [])
         info = run.finish(grace=cfg.limits.wall_s + 5)
         elapsed = (time.perf_counter_ns() - t0) / 1e9
         if info.timed_out or info.output_exceeded or info.disk_exceeded or info.oom_killed:

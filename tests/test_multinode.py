@@ -337,6 +337,33 @@ def test_two_node_package_graded(two_nodes: tuple) -> None:
     assert overlay.leftovers() == []
 
 
+SEED_FORM = Path(__file__).parent / "fixtures" / "sbatch-two-nodes"
+
+
+def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) -> None:
+    _, settings = two_nodes
+    a = package.load(SEED_FORM)
+    reference = grader.code_of(a, "reference")
+    r = grader.grade(a, reference, settings=settings, with_timing=False)
+    assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
+    assert "ran task2.py as 2 MPI ranks on 2 nodes" in " ".join(r.notes)
+    assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
+
+    script = reference["job.sh"].decode()
+    one_node = script.replace("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1",
+                              "#SBATCH --nodes=1\n#SBATCH --ntasks=2")
+    for bad, why in [
+        (script.replace("--time=00:05:00", "--partition=gpu"), "#SBATCH --partition is not allowed"),
+        (script.replace("task2.py", "task2.py > /tmp/x"), "shell syntax"),
+        (script + "curl http://example.org\n", "'curl' may not"),
+        (one_node, "more than the 1 cores of a node"),
+    ]:
+        assert bad != script
+        r = grader.grade(a, {**reference, "job.sh": bad.encode()}, settings=settings)
+        assert r.verdict == Verdict.FAILED and why in r.summary, (bad, r.summary)
+        assert not r.tests  # nothing of it ran
+
+
 def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
     a = package.load(two_node_package(tmp_path))
     settings = get_settings().model_copy(update={"standin_nodes": 0})
@@ -485,6 +512,12 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
     assert [p.nodes for p in r.scaling] == [1, 2]
     top = r.scaling[-1].cpu
     assert top is not None and top.work_ratio > 0.75  # node 2's CPU time came over its step
+    # The seed's own form: its batch script's ranks on both nodes of the allocation.
+    seed = package.load(SEED_FORM)
+    r = slurm.grade(seed, grader.code_of(seed, "reference"), settings=settings,
+                    time_limit_s=600, with_timing=False)
+    assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
+    assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
     deadline = time.monotonic() + 20  # the epilog runs once the job has ended
     while _job_networks() and time.monotonic() < deadline:
         time.sleep(0.2)
