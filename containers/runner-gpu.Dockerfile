@@ -19,7 +19,7 @@ FROM nvidia/cuda:${CUDA}-devel-ubuntu22.04
 LABEL org.opencontainers.image.title="paragrade runner (gpu)" \
       io.paragrade.role="runner" \
       io.paragrade.queues="gpu" \
-      io.paragrade.protocol="3" \
+      io.paragrade.protocol="4" \
       io.paragrade.runtime="/opt/paragrade/runtime" \
       io.paragrade.mpi="openmpi (CUDA-aware)"
 COPY --from=mpi /opt/openmpi /opt/openmpi

@@ -232,8 +232,9 @@ def node_network(action: Annotated[str, typer.Argument(help="up (SLURM prolog) o
 
     from runners import gang, overlay
 
-    job, me = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURMD_NODENAME")
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    settings = get_settings()
+    job, me = settings.slurm_job_id, settings.slurmd_nodename
+    nodelist = settings.slurm_job_nodelist or settings.slurm_nodelist
     if not (job and nodelist and me) or action not in ("up", "down"):
         _fail("node-network up|down runs as a SLURM prolog/epilog (SLURM_JOB_ID, "
               "SLURM_JOB_NODELIST and SLURMD_NODENAME unset)")
@@ -245,8 +246,8 @@ def node_network(action: Annotated[str, typer.Argument(help="up (SLURM prolog) o
         names = gang.slurm_hostnames(nodelist)
         if len(names) < 2:
             return
-        settings = get_settings().model_copy(update={"slurmd_nodename": None})
-        nodes = gang.slurm_nodes(settings, job, names, sorted(os.sched_getaffinity(0)))
+        nodes = gang.slurm_nodes(settings.model_copy(update={"slurmd_nodename": None}), job,
+                                 names, sorted(os.sched_getaffinity(0)))
         overlay.job_up(job, nodes, me)
     except overlay.OverlayError as exc:
         _fail(str(exc), code=1)

@@ -77,6 +77,8 @@ class RunnerSettings(BaseSettings):
                                      description="Set by SLURM where the engine runs in a job")
     slurm_job_nodelist: str | None = Field(default=None, validation_alias="SLURM_JOB_NODELIST",
                                            description="The job's nodes (set by SLURM)")
+    slurm_nodelist: str | None = Field(default=None, validation_alias="SLURM_NODELIST",
+                                       description="The job's nodes, as a prolog is told them")
     slurmd_nodename: str | None = Field(default=None, validation_alias="SLURMD_NODENAME",
                                         description="The node this runs on (set by SLURM)")
     slurm_partition: str | None = Field(default=None, description="Partition jobs go to")
