@@ -37,6 +37,7 @@ log = logging.getLogger("paragrade.outbound")
 
 BUDGET_S = 10.0
 """The whole exchange, first byte to last: an LMS answers its key set in well under a second."""
+USER_AGENT = "paragrade (LTI tool)"
 MAX_BYTES = 1 << 20
 """A key set, token or score answer is a few KiB; a MiB leaves room for a large key set."""
 
@@ -125,14 +126,20 @@ class _Backend(httpcore.NetworkBackend):
         if refused and not self.policy.allow_private:
             raise _Refused(f"{host} resolves to {', '.join(refused)}: a loopback, private or "
                            "reserved address, and the platform does not allow those")
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise httpcore.ConnectTimeout("the time budget is spent")
-        stream = self.inner.connect_tcp(str(addresses[0]), port,
-                                        timeout=left if timeout is None else min(timeout, left),
-                                        local_address=local_address,
-                                        socket_options=socket_options)
-        return _Stream(stream, self.deadline)
+        failure: Exception = httpcore.ConnectError(f"{host}: no address answered")
+        for address in dict.fromkeys(addresses):  # each checked one in turn (IPv6, then IPv4)
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise httpcore.ConnectTimeout("the time budget is spent")
+            try:
+                stream = self.inner.connect_tcp(
+                    str(address), port, timeout=left if timeout is None else min(timeout, left),
+                    local_address=local_address, socket_options=socket_options)
+            except httpcore.ConnectError as exc:
+                failure = exc
+                continue
+            return _Stream(stream, self.deadline)
+        raise failure
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
@@ -165,7 +172,9 @@ def request(method: str, url: str, *, policy: Policy, what: str,
     try:
         with httpcore.ConnectionPool(ssl_context=_tls(), max_connections=1, retries=0,
                                      network_backend=_Backend(policy, deadline)) as pool, \
-                pool.stream(method, url, headers=list((headers or {}).items()), content=content,
+                pool.stream(method, url, headers=list({"User-Agent": USER_AGENT,
+                                                       **(headers or {})}.items()),
+                            content=content,
                             extensions={"timeout": timeout}) as response:
             for chunk in response.iter_stream():
                 body += chunk
