@@ -83,7 +83,8 @@ def course_page(course: str, request: Request, session: SessionDep,
 def register_lms(course: str, request: Request, session: SessionDep, user: PageUser,
                  issuer: Annotated[str, Form()], client_id: Annotated[str, Form()],
                  auth_login_url: Annotated[str, Form()], auth_token_url: Annotated[str, Form()],
-                 key_set_url: Annotated[str, Form()], deployment_ids: Annotated[str, Form()]
+                 key_set_url: Annotated[str, Form()], deployment_ids: Annotated[str, Form()],
+                 settings: SettingsDep, allow_private_network: Annotated[str, Form()] = ""
                  ) -> Response:
     """Register an LMS (LTI 1.3) for the course; deployment ids separated by commas."""
     c, role = _course(session, user, course)
@@ -93,10 +94,12 @@ def register_lms(course: str, request: Request, session: SessionDep, user: PageU
                                  auth_token_url=auth_token_url.strip(),
                                  key_set_url=key_set_url.strip(),
                                  deployment_ids=[d.strip() for d in deployment_ids.split(",")
-                                                 if d.strip()])
+                                                 if d.strip()],
+                                 allow_private_network=allow_private_network == "on")
         with committing(session):
             lti_service.register(session=session, actor=user, course=c, role=role,
-                                 **body.model_dump())
+                                 **body.model_dump(),
+                                 development=settings.environment == "development")
     except ValidationError as exc:
         return _course_page(request, session, user, c, role, error=reasons(exc),
                             status_code=422)

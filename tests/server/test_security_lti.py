@@ -33,7 +33,7 @@ from server.settings import REPO_ROOT, ServerSettings
 from tests.server.conftest import REFERENCE, World
 from tests.server.lms import AGS, LTI, SCORE, StandInLms
 from tests.server.reports import sample_report, store
-from tests.server.test_pages import csrf
+from tests.server.test_pages import browser, csrf
 
 TARGET = "http://testserver/c/th/t1-multiprocessing"
 SECRET = "INTERNAL-ONLY: the admin password is hunter2"
@@ -317,3 +317,22 @@ def test_a_launch_token_of_the_wrong_shape_is_refused_not_a_crash(world: World,
     r = b.post("/lti/launch", data={"id_token": _sign(lms, good), "state": auth["state"]})
     assert r.status_code == 303, r.text
     lms.close()
+
+
+def test_the_course_page_shows_and_sets_whether_private_addresses_are_allowed(
+        world: World) -> None:
+    b = browser(world, "prof@uni.edu", "prof-pass-4821")
+    for client_id, private in (("open", True), ("closed", False)):
+        lms = StandInLms(client_id=client_id)
+        form = {k: v for k, v in lms.registration().items() if k != "allow_private_network"}
+        form["deployment_ids"] = lms.deployment_id
+        if private:
+            form["allow_private_network"] = "on"
+        r = b.post("/c/th/-/lti", data={**form, "csrf_token": csrf(b.get("/c/th").text)})
+        assert r.status_code == 303, r.text
+        lms.close()
+    shown = {p["client_id"]: p["allow_private_network"]
+             for p in world.get(world.prof, "/api/courses/th/lti/platforms").json()}
+    assert shown == {"open": True, "closed": False}
+    page = b.get("/c/th").text
+    assert "private addresses" in page and "allowed" in page and "refused" in page
