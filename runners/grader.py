@@ -109,7 +109,7 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
     launcher = m.launcher.kind
     ranks = workers if launcher != "python" else 1
     entry_file, entry_args = m.entry.file, tuple[str, ...]()
-    spans = len(gang.placement(ranks, m.resources.cores_per_node))
+    spans = len(gang.placement(ranks, m.resources.cores_per_node)) if m.resources.nodes > 1 else 1
     if launcher == "sbatch":  # the script says what runs, on how many nodes (checked)
         job = batch_job(assignment, code_dir)
         entry_file, entry_args = job.program, tuple(job.args)
