@@ -4,12 +4,12 @@
 # SIF extracted at every run, --unsquash), with the executor's flags. Run as root, after
 # build-image.sh --sif. Prints one line per form.
 #
-# Usage: containers/apptainer-host/exec-cost.sh [N]   (default 5)
+# Usage: containers/apptainer-host/exec-cost.sh [N]   (default 5; PARAGRADE_APPTAINER_IMAGE: another folder)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN=${PARAGRADE_APPTAINER_BIN:-$HERE/apptainer}
 N=${1:-5}
-folder=$("$HERE/build-image.sh" --path)
+folder=${PARAGRADE_APPTAINER_IMAGE:-$("$HERE/build-image.sh" --path)}
 sif="$(dirname "$folder")/runner-cpu.sif"
 py=/opt/paragrade/runtime/bin/python
 flags=(exec --userns --containall --cleanenv --no-home --net --network none)

@@ -60,7 +60,10 @@ def writable_mounts() -> list[str]:
         for line in fh:
             fields = line.split()
             sep = fields.index("-")
-            if "rw" in fields[5].split(",") and fields[sep + 1] not in NOT_STATE:
+            # Read-write as a mount and as a file system: apptainer's root is an overlay mounted
+            # rw whose file system is read-only (walking its whole image would take seconds).
+            writable = "rw" in fields[5].split(",") and "rw" in fields[sep + 3].split(",")
+            if writable and fields[sep + 1] not in NOT_STATE:
                 points.append(fields[4].encode().decode("unicode_escape"))
     return sorted(set(points), key=len)
 
