@@ -80,6 +80,9 @@ LAUNCH_LIFETIME_S = 600
 RETRY_MAX_S = 3600
 KEY_SET_TTL_S = 300
 """A platform's key set is fetched again after this long (an LMS rotates its keys in days)."""
+KEY_SET_REFETCH_S = 10
+"""A token signed with a key the cached set lacks fetches the set again, at most this often (a
+stream of tokens with made-up key ids does not turn into a stream of fetches)."""
 UNUSABLE_PASSWORD = "!lti"  # no password hash starts so: an LTI account logs in from its LMS
 
 log = logging.getLogger("paragrade.lti")
@@ -136,7 +139,7 @@ _key_sets_lock = threading.Lock()
 def _key_set(platform: _Registration) -> t.Any:
     """The platform's key set, fetched through the outbound client and kept for a while: one
     fetch per platform, not one per launch."""
-    key = (platform.platform_id, platform.get_key_set_url() or "", platform.kid)
+    key = _key_set_key(platform)
     with _key_sets_lock:
         cached = _key_sets.get(key)
     if cached is not None and cached[0] > time.monotonic():
@@ -152,7 +155,7 @@ def _key_set(platform: _Registration) -> t.Any:
     except outbound.OutboundFailed as exc:
         raise LaunchRefused(f"LTI launch refused: {exc.public} (the server's log has the "
                             "details)") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         log.warning("key set of %s at %s is not a key set: %s", platform.get_issuer(), key[1],
                     exc)
         raise LaunchRefused("LTI launch refused: the LMS's key set is not a JSON key set (the "
@@ -160,6 +163,21 @@ def _key_set(platform: _Registration) -> t.Any:
     with _key_sets_lock:
         _key_sets[key] = (time.monotonic() + KEY_SET_TTL_S, keys)
     return keys
+
+
+def _key_set_key(platform: _Registration) -> tuple[int, str, str]:
+    return (platform.platform_id, platform.get_key_set_url() or "", platform.kid)
+
+
+def _forget_key_set(platform: _Registration) -> bool:
+    """Drop a cached key set fetched more than a few seconds ago (True), so that the next
+    launch fetches it again; a fresh one stays (an unknown key is then the token's fault)."""
+    with _key_sets_lock:
+        cached = _key_sets.get(_key_set_key(platform))
+        if cached is None or cached[0] - KEY_SET_TTL_S > time.monotonic() - KEY_SET_REFETCH_S:
+            return False
+        del _key_sets[_key_set_key(platform)]
+        return True
 
 
 # --- platforms (registrations) ------------------------------------------------------------------
@@ -430,6 +448,17 @@ class _Launch(MessageLaunch[_Request, _ToolConf, t.Any, _Cookies]):
         assert isinstance(self._registration, _Registration)
         return _key_set(self._registration)
 
+    def get_public_key(self) -> tuple[str, str]:
+        try:
+            return super().get_public_key()
+        except LtiException:
+            # A key the cached set lacks: the LMS may have rotated its keys. Fetch once more.
+            assert isinstance(self._registration, _Registration)
+            if not _forget_key_set(self._registration):
+                raise
+            self._registration.set_key_set(None)
+            return super().get_public_key()
+
 
 def _parts(request: _Request, session: Session, sessions: sessionmaker[Session],
            settings: ServerSettings) -> tuple[_ToolConf, _Cookies, _Storage]:
@@ -661,7 +690,7 @@ def send_pending(*, sessions: sessionmaker[Session], settings: ServerSettings | 
             try:
                 _post(post, _Http(policy(settings, post.platform)), settings)
             except (outbound.OutboundFailed, LtiException, requests.RequestException, KeyError,
-                    ValueError, TypeError) as exc:
+                    ValueError, TypeError, RecursionError) as exc:
                 log.warning("grade post %d to %s failed: %s: %s", post.id, post.lineitem_url,
                             type(exc).__name__, exc)
                 post.attempts += 1

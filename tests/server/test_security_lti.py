@@ -336,3 +336,30 @@ def test_the_course_page_shows_and_sets_whether_private_addresses_are_allowed(
     assert shown == {"open": True, "closed": False}
     page = b.get("/c/th").text
     assert "private addresses" in page and "allowed" in page and "refused" in page
+
+
+def test_a_key_set_is_fetched_once_per_platform_and_again_when_the_lms_rotates_keys(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    lms = StandInLms()
+    _register(world, lms)
+    fetches = []
+    served = lms.jwks
+    monkeypatch.setattr(lms, "jwks", lambda: fetches.append(1) or served())
+
+    def launch() -> int:
+        b = _browser(world)
+        auth = _start(b, lms)
+        return b.post("/lti/launch", data={"id_token": lms.id_token(
+            nonce=auth["nonce"], target=TARGET), "state": auth["state"]}).status_code
+
+    assert [launch(), launch(), launch()] == [303] * 3
+    assert len(fetches) == 1  # cached for the platform
+    monkeypatch.setattr(lti, "KEY_SET_REFETCH_S", 0)
+    lms.key, lms.kid = rsa.generate_private_key(public_exponent=65537, key_size=2048), "key-2"
+    served_new = StandInLms.jwks.__get__(lms)
+    monkeypatch.setattr(lms, "jwks", lambda: fetches.append(1) or served_new())
+    assert [launch(), launch()] == [303] * 2
+    assert len(fetches) == 2  # fetched once more, for the new key
+    lms.close()
