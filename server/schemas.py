@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from runners.protocol import SimilarPair
+from server.security import MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS
 
 
 def _utc(value: datetime) -> datetime:
@@ -44,14 +45,16 @@ class ErrorPublic(BaseModel):
 class UserCreate(Input):
     email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)
     name: str = Field(min_length=1, max_length=200)
-    password: str = Field(min_length=8, max_length=200)
+    password: str = Field(min_length=MIN_PASSWORD_CHARS, max_length=MAX_PASSWORD_CHARS,
+                          description="Not easy to guess (see docs/security.md); a passphrase "
+                                      "of a few words is good")
     join_code: str = Field(min_length=4, max_length=32)
     alias: str | None = Field(default=None, max_length=64, pattern=r"^[\w .-]+$")
 
 
 class TokenCreate(Input):
     email: str = Field(max_length=320)
-    password: str = Field(max_length=200)
+    password: str = Field(max_length=MAX_PASSWORD_CHARS)
 
 
 class TokenPublic(BaseModel):
