@@ -311,19 +311,13 @@ def _bad(source: str, old: str, new: str) -> str:
 
 @pytest.mark.slow
 def test_two_node_package_graded(two_nodes: tuple) -> None:
+    """Passed, failed and crashed on two nodes (the timed path: through the server, below)."""
     a, settings = two_nodes
     reference = grader.code_of(a, "reference")
-    r = grader.grade(a, reference, settings=settings)
+    r = grader.grade(a, reference, settings=settings, with_timing=False)
     assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
-    assert [p.nodes for p in r.scaling] == [1, 2]
-    top = r.scaling[-1]
-    assert top.cpu is not None  # read from outside, every node's cgroup
-    # Each rank does half the baseline's work (waiting ranks spin on top: no upper bound).
-    assert top.cpu.work_ratio > 0.75, top.cpu
     assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
     assert r.environment.network and "VXLAN" in r.environment.network
-    assert any("spanned several nodes" in n for n in r.notes)
-    assert "parallelism not measured" not in " ".join(r.notes)
 
     src = reference["solution.py"].decode()
     wrong = _bad(src, "total = comm.reduce(local,", "total = comm.reduce(local * 2,")
@@ -463,7 +457,14 @@ def test_through_the_server_on_a_gang_of_stand_in_nodes(nodes: list[overlay.Node
         assert (g["status"], g["verdict"], g["queue"]) == ("graded", "passed", "mpinodes"), g
         env = g["report"]["environment"]
         assert [n.split(":")[0] for n in env["nodes"]] == ["n1", "n2"]
-        assert [s["nodes"] for s in g["report"]["scaling"]] == [1, 2]
+        report = g["report"]
+        assert [s["nodes"] for s in report["scaling"]] == [1, 2]
+        # Each rank does half the baseline's work: the work ratio counts both nodes' CPU time
+        # (waiting ranks spin on top of it: no upper bound).
+        cpu = report["scaling"][-1]["cpu"]
+        assert cpu is not None and cpu["work_ratio"] > 0.75, cpu
+        assert any("spanned several nodes" in n for n in report["notes"])
+        assert "parallelism not measured" not in " ".join(report["notes"])
         board = p.get(ada, "/api/courses/c/assignments/t2-two-nodes/leaderboard")
         assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [("ada", 1, sid)]
     finally:
