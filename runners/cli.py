@@ -226,8 +226,8 @@ def node_network(action: Annotated[str, typer.Argument(help="up (SLURM prolog) o
                  ) -> None:
     """A SLURM prolog's or epilog's work for a multi-node job on this node: its network
     namespace and its end of the job's overlay (containers/slurm/). Reads SLURM_JOB_ID,
-    SLURM_JOB_NODELIST (a prolog's SLURM_NODELIST) and SLURMD_NODENAME; jobs on one node get
-    nothing."""
+    SLURM_JOB_NODELIST (a prolog's SLURM_NODELIST) and SLURMD_NODENAME; other users' jobs and
+    jobs on one node get nothing."""
     import os
 
     from runners import gang, overlay
@@ -244,7 +244,7 @@ def node_network(action: Annotated[str, typer.Argument(help="up (SLURM prolog) o
             overlay.job_down(job, me)
             return
         names = gang.slurm_hostnames(nodelist)
-        if len(names) < 2:
+        if len(names) < 2 or not gang.slurm_job_is_ours(job):
             return
         nodes = gang.slurm_nodes(settings.model_copy(update={"slurmd_nodename": None}), job,
                                  names, sorted(os.sched_getaffinity(0)))

@@ -91,6 +91,20 @@ def slurm_nodes(settings: RunnerSettings, job_id: str, names: list[str], cpus: l
     return nodes
 
 
+JOB_NAME_PREFIX = "paragrade-"
+"""The SLURM backend names its jobs so (runners/slurm.py): the prolog acts on those only."""
+
+
+def slurm_job_is_ours(job_id: str) -> bool:
+    """Whether SLURM job `job_id` is a paragrade grading (a prolog leaves every other job alone)."""
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "--oneliner", job_id],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise overlay.OverlayError(f"scontrol show job {job_id}: {exc}") from exc
+    return any(f.startswith(f"JobName={JOB_NAME_PREFIX}") for f in out.split())
+
+
 def slurm_node_address(name: str) -> str:
     """A SLURM node's address on the cluster network (its NodeAddr, resolved)."""
     try:

@@ -32,6 +32,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from runners import package
+from runners.gang import JOB_NAME_PREFIX
 from runners.protocol import GradeReport, ValidationCheck
 from runners.settings import RunnerSettings
 
@@ -146,7 +147,7 @@ def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: 
             (sub / fname).write_bytes(content)
             paths.append(str(sub / fname))
         work.chmod(0o755)
-        name = f"paragrade-{tag or work.name[:8]}"
+        name = f"{JOB_NAME_PREFIX}{tag or work.name[:8]}"
         argv = _srun(settings, assignment, name, time_limit_s,
                      ["grade", str(assignment.root), *paths, "--json",
                       *([] if with_timing else ["--no-timing"])])
@@ -162,7 +163,7 @@ def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: 
 def validate(assignment: package.Assignment, *, settings: RunnerSettings, time_limit_s: int,
              tag: str = "") -> list[ValidationCheck]:
     """Validate a package on a compute node."""
-    name = f"paragrade-{tag or 'validate'}"
+    name = f"{JOB_NAME_PREFIX}{tag or 'validate'}"
     argv = _srun(settings, assignment, name, time_limit_s,
                  ["assignments", "validate", str(assignment.root), "--json"])
     out = _run(argv, name, time_limit_s + 120)

@@ -519,6 +519,11 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
                     time_limit_s=600, with_timing=False)
     assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
     assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
+    # Anyone else's job on two nodes gets no overlay from the prolog.
+    other = subprocess.run(["salloc", "--nodes=2", "--job-name=someone-else", "--quiet", "srun",
+                            "--nodes=2", "--ntasks=2", "ip", "netns", "list"],
+                           capture_output=True, text=True, timeout=120)
+    assert other.returncode == 0 and overlay.JOB_PREFIX not in other.stdout, other
     deadline = time.monotonic() + 20  # the epilog runs once the job has ended
     while _job_networks() and time.monotonic() < deadline:
         time.sleep(0.2)
