@@ -177,15 +177,22 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
             slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag)
             if on_slurm else grader.grade(a, files, settings=settings,
                                           reference_speedup=offer.job.reference_speedup))
-        if report.verdict is Verdict.PLATFORM_ERROR:  # ours: the server grades it again
-            return JobOutcome(platform_error=report.summary)
-        return JobOutcome(report=report)
+        return outcome_of(report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")
     except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError,
             slurm.SlurmError, overlay.OverlayError) as exc:
         log.exception("job %s failed on the platform side", offer.job_id)
         return JobOutcome(platform_error=f"{type(exc).__name__}: {exc}"[:2000])
+
+
+def outcome_of(report: GradeReport) -> JobOutcome:
+    """A grading's outcome as the server takes it: a report, or, where the platform failed it
+    (a lost node, a runner without the nodes or GPU it needs), a platform failure, which the
+    server grades again and never charges to the student."""
+    if report.verdict is Verdict.PLATFORM_ERROR:
+        return JobOutcome(platform_error=report.summary)
+    return JobOutcome(report=report)
 
 
 @contextmanager
