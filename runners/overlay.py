@@ -18,6 +18,7 @@ Only the runner (root) calls this module; nothing here runs inside a sandbox.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -41,6 +42,7 @@ RANK_PORTS = (50000, 50099)
 STANDIN_BRIDGE = "pgstandin0"
 STANDIN_HOST = "pg-h"
 STANDIN_UNDERLAY = "192.168.77"
+STANDIN_LOCK = "/run/paragrade-standin.lock"
 
 
 class OverlayError(RuntimeError):
@@ -247,6 +249,14 @@ def standin_nodes(count: int, cpus: list[int]) -> list[Node]:
     if count < 1 or len(cpus) < count:
         raise OverlayError(f"{count} stand-in nodes need at least {count} cores; "
                            f"this runner has {len(cpus)}")
+    # Several processes may ask at once (a runner and its test process, the prologs of a job's
+    # nodes): one makes them, under a lock, the others find them made.
+    with open(STANDIN_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _standins(count, cpus)
+
+
+def _standins(count: int, cpus: list[int]) -> list[Node]:
     if not (Path("/sys/class/net") / STANDIN_BRIDGE).exists():
         _ip(None, "link", "add", STANDIN_BRIDGE, "type", "bridge")
         _ip(None, "link", "set", STANDIN_BRIDGE, "up")
