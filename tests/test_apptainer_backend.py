@@ -45,7 +45,10 @@ def graded_reference(slug: str) -> GradeReport:
     cpu = r.scaling[-1].cpu
     assert cpu is not None, [s.model_dump() for s in r.scaling]
     assert r.credit is not None and "not measured" not in r.credit.reason, r.credit
-    assert cpu.parallelism > 1.0 and cpu.work_ratio > 0.5, cpu
+    assert cpu.work_ratio > 0.5, cpu
+    # More than one busy core, unless this (shared) machine did not even give the serial
+    # baseline a whole core: then no figure could show two.
+    assert cpu.parallelism > 1.0 or cpu.baseline_parallelism < 0.9, cpu
     assert r.credit.status in ("credited", "capped"), r.credit
     return r
 

@@ -2,7 +2,8 @@
 # Builds (once) the CPU/MPI runner's apptainer image from the runner-cpu OCI image (the same
 # recipe as the Docker runner: containers/runner-cpu.Dockerfile, built by scripts/build-images.sh
 # with podman), as a sandbox folder, and prints that folder on stdout: the value of
-# PARAGRADE_APPTAINER_IMAGE. --sif also makes runner-cpu.sif beside it.
+# PARAGRADE_APPTAINER_IMAGE. --sif also makes runner-cpu.sif beside it (to measure, or to copy
+# to nodes; while it builds the folder belongs to the sandbox user: not while grading).
 #
 # A sandbox folder, not a SIF, by default: without a setuid install or a usable squashfuse, every
 # run of a SIF first extracts the whole image (2.5 GB here) to a temporary folder.
@@ -70,8 +71,9 @@ if [ ! -f "$DEST/.complete" ]; then
   # apptainer runs as the sandbox user: the archive readable, the destination its own until done.
   podman save --quiet --format oci-archive -o "$DEST/runner-cpu.tar" localhost/paragrade/runner-cpu:latest
   chmod 644 "$DEST/runner-cpu.tar"
-  chown 65534:65534 "$DEST/out"
-  "$BIN" "${wrap[@]}" --quiet build --sandbox "$DEST/out/sandbox" \
+  mkdir "$DEST/out/tmp"
+  chown -R 65534:65534 "$DEST/out"
+  APPTAINER_TMPDIR="$DEST/out/tmp" "$BIN" "${wrap[@]}" --quiet build --sandbox "$DEST/out/sandbox" \
     "oci-archive://$DEST/runner-cpu.tar" 2>&1 | grep -v 'warn rootless' >&2 || true
   rm -f "$DEST/runner-cpu.tar"
   [ -x "$DEST/out/sandbox/opt/paragrade/runtime/bin/python" ] || { log "apptainer build failed"; exit 1; }
@@ -88,14 +90,16 @@ if [ ! -f "$DEST/.complete" ]; then
 fi
 if [ "$SIF" = 1 ] && [ ! -f "$DEST/runner-cpu.sif" ]; then
   # mksquashfs reads every file, as the sandbox user: the folder is its own meanwhile.
-  mkdir -p "$DEST/out"
+  mkdir -p "$DEST/out/tmp"
   chown -R 65534:65534 "$DEST/out" "$DEST/sandbox"
-  "$BIN" "${wrap[@]}" --quiet build "$DEST/out/runner-cpu.sif" "$DEST/sandbox" >&2 || true
+  APPTAINER_TMPDIR="$DEST/out/tmp" "$BIN" "${wrap[@]}" --quiet build "$DEST/out/runner-cpu.sif" \
+    "$DEST/sandbox" >&2 || true
   chown -R 0:0 "$DEST/sandbox"
   [ -f "$DEST/out/runner-cpu.sif" ] || { log "apptainer build of the SIF failed"; exit 1; }
   mv "$DEST/out/runner-cpu.sif" "$DEST/runner-cpu.sif"
   chown 0:0 "$DEST/runner-cpu.sif"
 fi
+rm -rf "$DEST/out/tmp"
 rmdir "$DEST/out" 2>/dev/null || true
 for old in "$CACHE"/runner-cpu-*; do
   [ "$old" = "$DEST" ] || [ ! -f "$old/.complete" ] || rm -rf "$old"
