@@ -9,10 +9,12 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from runners.settings import REPO_ROOT, get_settings
+from tests import podman
 
 HOST = REPO_ROOT / "containers" / "apptainer-host"
 
@@ -25,7 +27,12 @@ def _built() -> tuple[str, str] | str:
     if os.getuid() != 0:
         return "the apptainer tests build their image and drop to the sandbox user (run as root)"
     # From nothing: the root file system (30 s), the runner image (minutes) and its conversion
-    # (2 min); a cached image answers at once.
+    # (2 min); a cached image answers at once. The images' tests may be building the runner
+    # image in the background already: their build is waited for, not repeated alongside.
+    folder = subprocess.run(["bash", str(HOST / "build-image.sh"), "--path"], env=env,
+                            capture_output=True, text=True, check=False).stdout.strip()
+    if not (Path(folder).parent / ".complete").is_file():
+        podman.wait_for_early_build(600)
     build = subprocess.run(["bash", str(HOST / "build-image.sh")], env=env, capture_output=True,
                            text=True, timeout=1200, check=False)
     if build.returncode == 2:  # a prerequisite is missing, not a failure of the build
