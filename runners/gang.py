@@ -41,6 +41,8 @@ PROXY_TEMPLATE = (
 """What MPICH's manual launcher asks to run on node k (MPICH 5.0.2, runners/runtime-lock.txt; a
 test compares it with what that mpiexec prints, so an upgrade that changes it fails there)."""
 INSIDE_LAUNCHER = "mpilaunch.py"
+POLL_S = 0.05
+LEADER_GRACE_S = 1.0
 
 
 def held_nodes(settings: RunnerSettings, cpus: list[int]) -> list[Node]:
@@ -160,6 +162,7 @@ class GangRunning(Running):
         self.overlay: overlay.Overlay | None = ov
         self.info = runs[0].info  # the leader's: what Session marks (timed_out) is merged in
         self.clock: WallClock = runs[0].clock
+        self.stopped_by: list[str] = []
 
     def alive(self) -> bool:
         return all(r.alive() for r in self.runs)
@@ -187,8 +190,31 @@ class GangRunning(Running):
         for r in self.runs:
             r.kill()
 
+    def _leader_end(self, timeout: float | None) -> ExitInfo | None:
+        """The leader's ending. A node whose sandbox ended ends the run: at once when it failed,
+        after LEADER_GRACE_S when it ended well (the leader's mpiexec has the last word on a run
+        that went well; after a rank died it may wait on the others for a long time)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        followers_done: float | None = None
+        while True:
+            lead = self.runs[0].wait(POLL_S)
+            if lead is not None:
+                return lead
+            ended = [i for r in self.runs[1:] if (i := r.wait(0)) is not None]
+            now = time.monotonic()
+            if ended and followers_done is None:
+                followers_done = now
+            if any(i.returncode != 0 for i in ended) or (
+                    followers_done is not None and now - followers_done > LEADER_GRACE_S):
+                self.stopped_by = [n.name for n, r in zip(self.nodes[1:], self.runs[1:],
+                                                          strict=True) if not r.alive()]
+                self.runs[0].kill()
+                return self.runs[0].wait(10)
+            if end is not None and now >= end:
+                return None
+
     def wait(self, timeout: float | None = None) -> ExitInfo | None:
-        lead = self.runs[0].wait(timeout)
+        lead = self._leader_end(timeout)
         if lead is None:
             return None
         lost = [n.name for n in self.nodes if not n.healthy()]
@@ -214,6 +240,9 @@ class GangRunning(Running):
         lost += [n.name for n, i in zip(self.nodes[1:], infos[1:], strict=True) if i.node_lost]
         if lost:
             merged.node_lost = ", ".join(lost)
+        elif self.stopped_by:
+            merged.output_excerpt += (f"\n[the MPI processes on node {', '.join(self.stopped_by)}"
+                                      " ended before the run did: it was stopped]\n")
         return merged
 
 

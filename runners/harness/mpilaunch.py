@@ -51,11 +51,11 @@ def main(argv: list[str]) -> int:
     while chunk := os.read(out, 65536):
         os.write(1, chunk)
     code = proc.wait()
-    if proxy is not None:
-        try:
-            proxy.wait(5)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
+    if proxy is not None and proxy.poll() is None:
+        # mpiexec has delivered every rank's output and status: its proxy has nothing left to
+        # do (after a failed rank it may linger for seconds).
+        proxy.kill()
+        proxy.wait()
     return code
 
 
