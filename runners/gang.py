@@ -14,6 +14,7 @@ submission's; a node whose host went away under the run (`Node.healthy`) is the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import socket
@@ -57,8 +58,10 @@ def held_nodes(settings: RunnerSettings, cpus: list[int]) -> list[Node]:
     return []
 
 
+@functools.lru_cache(maxsize=8)
 def slurm_hostnames(nodelist: str) -> list[str]:
-    """A SLURM node list (`n[1-2]`) as names, in SLURM's order."""
+    """A SLURM node list (`n[1-2]`) as names, in SLURM's order (asked once per list: every run
+    of a grading asks)."""
     try:
         out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
                              text=True, timeout=30, check=True).stdout
@@ -107,6 +110,7 @@ def slurm_job_is_ours(job_id: str) -> bool:
     return any(f.startswith(f"JobName={JOB_NAME_PREFIX}") for f in out.split())
 
 
+@functools.lru_cache(maxsize=64)
 def slurm_node_address(name: str) -> str:
     """A SLURM node's address on the cluster network (its NodeAddr, resolved)."""
     try:
