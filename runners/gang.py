@@ -62,12 +62,16 @@ def held_nodes(settings: RunnerSettings, cpus: list[int]) -> list[Node]:
 def slurm_hostnames(nodelist: str) -> list[str]:
     """A SLURM node list (`n[1-2]`) as names, in SLURM's order (asked once per list: every run
     of a grading asks)."""
+    return _scontrol("show", "hostnames", nodelist).split()
+
+
+def _scontrol(*args: str) -> str:
+    """What `scontrol ARGS` prints; OverlayError when SLURM cannot answer."""
     try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
-                             text=True, timeout=30, check=True).stdout
+        return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30,
+                              check=True).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        raise overlay.OverlayError(f"scontrol could not expand the node list: {exc}") from exc
-    return out.split()
+        raise overlay.OverlayError(f"scontrol {' '.join(args)}: {exc}") from exc
 
 
 def slurm_nodes(settings: RunnerSettings, job_id: str, names: list[str], cpus: list[int]
@@ -102,22 +106,14 @@ JOB_NAME_PREFIX = "paragrade-"
 
 def slurm_job_is_ours(job_id: str) -> bool:
     """Whether SLURM job `job_id` is a paragrade grading (a prolog leaves every other job alone)."""
-    try:
-        out = subprocess.run(["scontrol", "show", "job", "--oneliner", job_id],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise overlay.OverlayError(f"scontrol show job {job_id}: {exc}") from exc
+    out = _scontrol("show", "job", "--oneliner", job_id)
     return any(f.startswith(f"JobName={JOB_NAME_PREFIX}") for f in out.split())
 
 
 @functools.lru_cache(maxsize=64)
 def slurm_node_address(name: str) -> str:
     """A SLURM node's address on the cluster network (its NodeAddr, resolved)."""
-    try:
-        out = subprocess.run(["scontrol", "show", "node", "--oneliner", name],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise overlay.OverlayError(f"scontrol show node {name}: {exc}") from exc
+    out = _scontrol("show", "node", "--oneliner", name)
     addr = next((f.split("=", 1)[1] for f in out.split() if f.startswith("NodeAddr=")), name)
     try:
         return socket.gethostbyname(addr)

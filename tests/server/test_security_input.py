@@ -235,7 +235,10 @@ def test_a_crash_is_counted_in_metrics_and_answers_without_a_traceback(
 
 # finding 5: CSV formula injection, headers, gradescope ids ----------------------------------
 @pytest.mark.parametrize("name", ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3",
-                                  "@SUM(A1)", "\tstart", "\rstart"])
+                                  "@SUM(A1)", "\tstart", "\rstart",
+                                  # prefixes spreadsheets skip before they evaluate
+                                  "\ufeff=HYPERLINK(\"http://evil.example\")", ";=1+1", ",=1+1",
+                                  " =1+1", "\u200b=1", "＝1+1", "\n=1", "\x1b[31m"])
 def test_grades_csv_escapes_formulas(world: World, engine: Engine, name: str) -> None:
     with session_factory(engine)() as s:
         ada = s.scalars(select(User).where(User.email == "ada@uni.edu")).one()
@@ -246,6 +249,9 @@ def test_grades_csv_escapes_formulas(world: World, engine: Engine, name: str) ->
     rows = {row["email"]: row for row in csv.DictReader(io.StringIO(r.text))}
     assert rows["ada@uni.edu"]["name"] == "'" + name
     assert rows["bob@uni.edu"]["name"] == "bob"  # plain text stays as it is
+    # Every text cell is quoted: read with `;` as the separator, a cell is never split.
+    line = next(ln for ln in r.text.splitlines() if ln.startswith('"ada@'))
+    assert line.startswith('"ada@uni.edu","')
 
 
 def test_every_response_carries_the_security_headers(world: World) -> None:
