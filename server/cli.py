@@ -1,4 +1,5 @@
-"""Server commands: `paragrade serve`, `paragrade admin create-instructor`."""
+"""Server commands: `paragrade serve`, `paragrade admin create-instructor`, `paragrade admin
+runner add|list|revoke` (runners' own credentials)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from sqlalchemy import select
 
+from runners.protocol import QUEUES
 from server import migrate
 from server.db import make_engine, session_factory
 from server.dispatch import publishing_sessions
 from server.models import Course, User
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
+from server.services import runners as runner_service
 from server.services import users as user_service
 from server.services.errors import DomainError
 from server.settings import (
@@ -113,6 +117,17 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                       "Unset it (a random one is then kept in "
                       f"{settings.secrets_file}) or set your own.")
         raise typer.Exit(2)
+    if runner and settings.runner_token is None:
+        console.print("[red]error:[/] the local runner needs the fleet token, which is off "
+                      "(PARAGRADE_SERVER_RUNNER_TOKEN unset or empty): start with --no-runner "
+                      "and start runners with their own credentials (paragrade admin runner "
+                      "add NAME)")
+        raise typer.Exit(2)
+    if settings.environment != "development" and settings.runner_token is not None:
+        console.print("[yellow]warning:[/] the shared fleet token "
+                      "(PARAGRADE_SERVER_RUNNER_TOKEN) is accepted: any holder can serve any "
+                      "queue. Give each runner its own credential (paragrade admin runner add "
+                      "NAME --queues …) and unset it.")
     _prepare()
     imported = import_shipped_courses()
     url = f"http://{host}:{port}"
@@ -130,6 +145,7 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
         # user (/proc/PID/environ), never on its command line (`ps` shows that to everyone).
         # The server's own settings stay here: a runner needs none of them.
         env = {k: v for k, v in os.environ.items() if not k.startswith("PARAGRADE_SERVER_")}
+        assert settings.runner_token is not None  # checked above
         env.update(PARAGRADE_RUNNER_SERVER=url, PARAGRADE_BROKER_URL=settings.broker_url,
                    PARAGRADE_RUNNER_TOKEN=settings.runner_token)
         # GPU jobs wait for a GPU runner unless this machine has a GPU.
@@ -240,3 +256,68 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
             raise typer.Exit(2) from exc
     console.print(f"instructor [bold]{email}[/] created")
     import_shipped_courses()  # the first instructor owns the shipped courses
+
+
+runner_app = typer.Typer(help="Runners' own credentials: the production way runners join.",
+                         no_args_is_help=True)
+admin_app.add_typer(runner_app, name="runner")
+
+
+@runner_app.command("add")
+def runner_add(name: Annotated[str, typer.Argument(help="the runner's name (its --name)")],
+               queues: Annotated[str, typer.Option(
+                   help="queues it may serve, e.g. cpu,mpi (a GPU node: gpu)")] = ",".join(QUEUES)
+               ) -> None:
+    """Issue a runner its own credential; the secret is printed once, only its hash is kept."""
+    _prepare()
+    with session_factory(make_engine(get_settings().database_url))() as session, \
+            session.begin():
+        try:
+            served = runner_service.parse_queues(queues)
+            secret = runner_service.add(session=session, name=name, queues=served)
+        except DomainError as exc:
+            console.print(f"[red]error:[/] {exc.message}")
+            raise typer.Exit(2) from exc
+    console.print(f"runner [bold]{name}[/] may serve {', '.join(served)}. Its secret, shown "
+                  "this once (keep it like a password; revoke the credential if it leaks):",
+                  highlight=False)
+    print(secret)  # alone on its line and unstyled, for a script to take
+    console.print(f"On the runner: PARAGRADE_RUNNER_TOKEN=<the secret> paragrade runner --name "
+                  f"{name} --queues {','.join(served)} …", highlight=False, soft_wrap=True)
+
+
+@runner_app.command("list")
+def runner_list() -> None:
+    """Every runner credential: its queues, whether it is revoked, when its runner last said
+    hello."""
+    _prepare()
+    with session_factory(make_engine(get_settings().database_url))() as session:
+        rows = runner_service.listing(session=session)
+    if not rows:
+        console.print("no runner credentials (paragrade admin runner add NAME)")
+        return
+    table = Table("name", "queues", "issued", "state", "last seen")
+    for r in rows:
+        table.add_row(r.name, ",".join(r.queues), f"{r.created_at:%Y-%m-%d %H:%M}",
+                      "active" if r.revoked_at is None else
+                      f"revoked {r.revoked_at:%Y-%m-%d %H:%M}",
+                      "never" if r.last_seen is None else f"{r.last_seen:%Y-%m-%d %H:%M:%S}")
+    console.print(table)
+
+
+@runner_app.command("revoke")
+def runner_revoke(name: Annotated[str, typer.Argument(help="the runner's name")]) -> None:
+    """Refuse a runner's credential from now on; the jobs it holds go back to their queues."""
+    _prepare()
+    settings = get_settings()
+    sessions, _ = publishing_sessions(settings)  # the jobs put back are published again
+    with sessions() as session, session.begin():
+        try:
+            n = runner_service.revoke(session=session, name=name,
+                                      max_attempts=settings.max_job_attempts)
+        except DomainError as exc:
+            console.print(f"[red]error:[/] {exc.message}")
+            raise typer.Exit(2) from exc
+    console.print(f"runner [bold]{name}[/]'s credential is revoked"
+                  + (f"; {n} job{'s' if n != 1 else ''} it held went back to the queue"
+                     if n else ""))

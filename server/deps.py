@@ -16,8 +16,10 @@ from server import security
 from server.dispatch import Dispatcher
 from server.models import Course, User
 from server.services import courses as course_service
+from server.services import runners as runner_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
+from server.services.runners import RunnerIdentity
 from server.settings import ServerSettings
 
 
@@ -146,13 +148,20 @@ async def _course_staff(access: CourseDep) -> CourseAccess:
 CourseStaffDep = Annotated[CourseAccess, Depends(_course_staff)]
 
 
-async def _runner(settings: SettingsDep, token: BearerDep) -> str:
-    if not security.same_secret(token, settings.runner_token):
-        raise Unauthorized("not a runner token")
-    return token
+async def _runner_bearer(authorization: Annotated[str | None, Header()] = None) -> str:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise Unauthorized("a runner presents its credential (Authorization: Bearer SECRET)")
+    return authorization.split(" ", 1)[1].strip()
 
 
-RunnerDep = Annotated[str, Depends(_runner)]
+def _runner(session: SessionDep, settings: SettingsDep,
+            token: Annotated[str, Depends(_runner_bearer)]) -> RunnerIdentity:
+    return runner_service.identify(session=session, token=token,
+                                   fleet_token=settings.runner_token)
+
+
+# The runner a request comes from: its own credential's (name and queues) or the fleet token's.
+RunnerDep = Annotated[RunnerIdentity, Depends(_runner)]
 # A runner process's own key, made at its start and sent with every claim and job request: the
 # claim binds the job to it, so only the process that claimed a job can fetch, renew or report it.
 RunnerKey = Annotated[str, Header(alias="X-Runner-Key", min_length=16, max_length=200,

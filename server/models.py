@@ -299,6 +299,20 @@ class Runner(Base):
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
 
+class RunnerCredential(Base):
+    """A runner's own credential, issued by an operator: the name it serves under and the
+    queues it may serve. Only the secret's SHA-256 is stored; a revoked one keeps its hash, so
+    that its holder is told it was revoked rather than that it is unknown."""
+
+    __tablename__ = "runner_credentials"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    queues: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+
 class GradeReportRow(Base):
     """A stored GradeReport: queryable figures plus the full JSON."""
 

@@ -18,6 +18,7 @@ DEV_SECRET = "dev-only-not-secret"
 # Secrets anyone can read (the README, this file, the tests): never good enough beyond loopback.
 KNOWN_SECRETS = frozenset({DEV_SECRET, "runner-secret-1234"})
 SECRET_NAMES = ("secret_key", "runner_token")
+OPTIONAL_SECRETS = ("runner_token",)  # off when unset outside development
 
 
 class ServerSettings(BaseSettings):
@@ -29,7 +30,12 @@ class ServerSettings(BaseSettings):
     database_url: str = Field(default=f"sqlite:///{REPO_ROOT / 'var' / 'paragrade.db'}")
     artifacts_dir: Path = Field(default=REPO_ROOT / "var" / "artifacts")
     secret_key: str = DEV_SECRET
-    runner_token: str = Field(default=DEV_SECRET, description="Shared secret runners present")
+    runner_token: str | None = Field(
+        default=DEV_SECRET,
+        description="The fleet token: one secret any runner may present (how `paragrade serve` "
+                    "hands its local runner a secret). Outside development it is off unless "
+                    "set: production runners present their own credentials (`paragrade admin "
+                    "runner add`); empty: off")
     secrets_file: Path = Field(
         default=REPO_ROOT / "var" / "secrets.toml",
         description="Development only: where `paragrade serve` keeps the secret key and runner "
@@ -85,9 +91,15 @@ class ServerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> ServerSettings:
+        if self.runner_token == "" or (self.environment != "development"
+                                       and "runner_token" not in self.model_fields_set):
+            self.runner_token = None  # no fleet token: runners present their own credentials
         if self.environment != "development":
             for name in SECRET_NAMES:
-                if getattr(self, name) in KNOWN_SECRETS or len(getattr(self, name)) < 16:
+                value = getattr(self, name)
+                if value is None and name in OPTIONAL_SECRETS:
+                    continue
+                if value in KNOWN_SECRETS or len(value or "") < 16:
                     raise ValueError(f"PARAGRADE_SERVER_{name.upper()} must be set (≥ 16 chars) "
                                      "outside development")
         return self
@@ -161,7 +173,8 @@ def is_loopback(host: str) -> bool:
 def public_secret_problems(settings: ServerSettings) -> list[str]:
     """The secrets that anyone could know (documented defaults, too short)."""
     return [f"PARAGRADE_SERVER_{name.upper()}" for name in SECRET_NAMES
-            if getattr(settings, name) in KNOWN_SECRETS or len(getattr(settings, name)) < 16]
+            if getattr(settings, name) is not None
+            and (getattr(settings, name) in KNOWN_SECRETS or len(getattr(settings, name)) < 16)]
 
 
 @lru_cache

@@ -1,4 +1,7 @@
-"""The runner side: announce itself, claim a job, fetch its bundle and archive, post its outcome."""
+"""The runner side: announce itself, claim a job, fetch its bundle and archive, post its outcome.
+
+Every route wants a runner's secret (RunnerDep: its own credential, or the fleet token) and its
+process key (RunnerKey); services/runners.py says which names and queues a secret gives."""
 
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ from server.models import AssignmentVersion, SimilarityRun, Submission
 from server.schemas import ErrorPublic
 from server.services import artifacts
 from server.services import jobs as job_service
+from server.services import runners as runner_service
 from server.services import similarity as similarity_service
 from server.services.errors import Conflict, NotFound
+from server.services.runners import RunnerIdentity
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
@@ -25,38 +30,45 @@ JobToken = Annotated[str, Header(alias="X-Job-Token", description="The job's own
 
 @router.post("/hello", status_code=status.HTTP_204_NO_CONTENT,
              responses={409: {"model": ErrorPublic, "description": "another protocol version"}})
-def hello(body: RunnerHello, _: RunnerDep, session: SessionDep) -> None:
-    """A runner joins the fleet or says it is still alive (its capabilities, its current job)."""
+def hello(body: RunnerHello, runner: RunnerDep, session: SessionDep) -> None:
+    """A runner joins the fleet or says it is still alive (its capabilities, its current job),
+    under the name and on the queues its credential gives it."""
     if body.protocol_version != PROTOCOL_VERSION:
         raise Conflict(f"this runner speaks protocol {body.protocol_version}, the server "
                        f"{PROTOCOL_VERSION}: run the same paragrade version on both")
-    job_service.hello(session=session, runner=body)
+    runner_service.hello(session=session, identity=runner, runner=body)
     session.commit()
 
 
 @router.post("/jobs/{job_id}/claim", response_model=JobOffer,
              responses={409: {"model": ErrorPublic, "description": "not queued (done, "
                               "claimed, superseded or cancelled): drop the message"}})
-def claim(job_id: RowId, _: RunnerDep, key: RunnerKey, session: SessionDep,
+def claim(job_id: RowId, identity: RunnerDep, key: RunnerKey, session: SessionDep,
           runner: Annotated[str, Query(pattern=NO_NUL, min_length=1, max_length=200)]
           ) -> JobOffer:
     """Claim the job a broker message named; a job is claimed once per attempt, and answers
-    only the runner process (its X-Runner-Key) that claimed it."""
-    return job_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key)
+    only the runner process (its X-Runner-Key) that claimed it. 403, the job left queued: a name
+    or a queue the runner's credential does not give it."""
+    runner_service.check_name(session=session, identity=identity, name=runner)
+    return job_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key,
+                             queues=identity.queues)
 
 
 @router.post("/jobs/{job_id}/heartbeat", status_code=status.HTTP_204_NO_CONTENT)
-def heartbeat(job_id: RowId, _: RunnerDep, key: RunnerKey, token: JobToken,
+def heartbeat(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken,
               session: SessionDep) -> None:
-    """Still grading: extends the job's lease. 403 once the job was cancelled or superseded."""
-    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key)
+    """Still grading: extends the job's lease. 403 once the job was cancelled or superseded,
+    401 once the runner's credential was revoked."""
+    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
+                                runner=runner.name)
     job_service.heartbeat(session=session, job=job)
     session.commit()
 
 
 def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str, key: str,
-              which: str) -> Response:
-    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key)
+              runner: RunnerIdentity, which: str) -> Response:
+    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
+                                runner=runner.name)
     if job.kind == "similarity":
         run = session.get(SimilarityRun, job.run_id)
         assert run is not None
@@ -80,22 +92,23 @@ def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: st
 
 
 @router.get("/jobs/{job_id}/bundle", responses={200: {"content": {"application/zip": {}}}})
-def bundle(job_id: RowId, _: RunnerDep, key: RunnerKey, token: JobToken, session: SessionDep,
-           settings: SettingsDep) -> Response:
-    return _artifact(session, settings, job_id, token, key, "bundle")
+def bundle(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken,
+           session: SessionDep, settings: SettingsDep) -> Response:
+    return _artifact(session, settings, job_id, token, key, runner, "bundle")
 
 
 @router.get("/jobs/{job_id}/submission", responses={200: {"content": {"application/zip": {}}}})
-def submission(job_id: RowId, _: RunnerDep, key: RunnerKey, token: JobToken,
+def submission(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken,
                session: SessionDep, settings: SettingsDep) -> Response:
-    return _artifact(session, settings, job_id, token, key, "submission")
+    return _artifact(session, settings, job_id, token, key, runner, "submission")
 
 
 @router.post("/jobs/{job_id}/result", status_code=status.HTTP_204_NO_CONTENT)
-def result(job_id: RowId, outcome: JobOutcome, _: RunnerDep, key: RunnerKey, token: JobToken,
-           session: SessionDep, settings: SettingsDep) -> None:
+def result(job_id: RowId, outcome: JobOutcome, runner: RunnerDep, key: RunnerKey,
+           token: JobToken, session: SessionDep, settings: SettingsDep) -> None:
     """Record the outcome once (a redelivery changes nothing), from the runner that claimed it."""
-    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key)
+    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
+                                runner=runner.name)
     job_service.record(session=session, job=job, outcome=outcome,
                        max_attempts=settings.max_job_attempts)
     session.commit()

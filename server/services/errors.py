@@ -31,3 +31,9 @@ class TooLarge(DomainError):
 
 class QuotaExceeded(DomainError):
     status = 429
+
+
+class Unauthenticated(DomainError):
+    """No credential, or one the server does not (or no longer) accept."""
+
+    status = 401

@@ -2,21 +2,23 @@
 
 A job is ids and data (protocol.GradeJob). Enqueueing puts a message (the job id) in the
 session's outbox; the dispatcher publishes it once the transaction commits. A runner that gets
-the message claims the job over HTTP with the fleet's token (compare-and-set, so a redelivered
+the message claims the job over HTTP with its credential (compare-and-set, so a redelivered
 message is refused) and receives a per-job secret for the job's bundle, archive, heartbeats and
 result. Recording a result is idempotent; the database, not the broker, says what is done.
 
 A job answers only the runner process that claimed it. Every runner process makes a random key
 at its start and sends it with the claim and with every request about the job; the claim stores
-its hash beside the per-job secret's. `authorize` wants both: the fleet token says "a runner of
-ours", the key says "this runner", the per-job secret says "this attempt". So another holder of
-the fleet token (a second runner, or whoever read the token) cannot fetch, renew or report a job
-another runner claimed, even with its per-job secret (a log line, a proxy); it can only claim
-queued jobs, which a compromised fleet token always allows (see docs/security.md).
+its hash beside the per-job secret's. `authorize` wants all three: the runner's credential says
+"this runner" (services/runners.py: a credential's runner claims only under its own name and on
+its own queues), the key says "this process of it", the per-job secret says "this attempt". So
+another runner cannot fetch, renew or report a job someone else claimed, even with its per-job
+secret (a log line, a proxy). What the shared fleet token cannot stop: its holder claims queued
+jobs of any queue under a name nobody holds (see docs/security.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -134,9 +136,16 @@ def reference_speedup(version: AssignmentVersion) -> float | None:
     return None
 
 
-def claim(*, session: Session, job_id: int, runner: str, runner_key: str) -> JobOffer:
+def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
+          queues: Collection[str] = QUEUES) -> JobOffer:
     """Claim one queued job for `runner`, bound to its key (compare-and-set); Conflict if it is
-    not claimable."""
+    not claimable, Forbidden (the job left queued) if its queue is not one of `queues`."""
+    queue = session.scalar(select(Job.queue).where(Job.id == job_id))
+    if queue is None:
+        raise NotFound("no such job")
+    if queue not in queues:
+        raise Forbidden(f"runner {runner}'s credential does not serve the {queue} queue (it "
+                        f"serves {', '.join(sorted(queues))})")
     token = security.new_token()
     won = session.execute(
         update(Job).where(Job.id == job_id, Job.state == "queued")
@@ -176,12 +185,16 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str) -> Job
     return JobOffer(job_id=job.id, token=token, job=grade_job(sub, job))
 
 
-def authorize(*, session: Session, job_id: int, token: str, runner_key: str) -> Job:
+def authorize(*, session: Session, job_id: int, token: str, runner_key: str,
+              runner: str | None = None) -> Job:
     """The job this per-job secret was issued for (claimed, not yet finished), asked about by
-    the runner process that claimed it."""
+    the runner process that claimed it; `runner`: the name the caller's credential gives it
+    (None: the fleet token)."""
     job = session.get(Job, job_id)
     if job is None:
         raise NotFound("no such job")
+    if runner is not None and job.runner != runner:
+        raise Forbidden("this job was claimed by another runner")
     # Both compared, always: the answer takes as long whichever of the two is wrong.
     token_ok = job.token_hash is not None and security.same_secret(
         job.token_hash, security.token_hash(token))
@@ -383,19 +396,28 @@ def reap(*, session: Session, lease_s: int, max_attempts: int) -> int:
         if not (silent or overdue):
             continue
         reason = "the runner stopped reporting" if silent else "the job ran past its time limit"
-        if job.kind == "validate":
-            _record_validation(session=session, job=job, max_attempts=max_attempts,
-                               outcome=JobOutcome(platform_error=reason))
-        elif job.kind == "similarity":
-            _record_similarity(session=session, job=job, max_attempts=max_attempts,
-                               outcome=JobOutcome(platform_error=reason))
-        else:
-            sub = session.get(Submission, job.submission_id)
-            assert sub is not None
-            _platform_failure(session=session, job=job, sub=sub, max_attempts=max_attempts,
-                              reason=reason)
+        release(session=session, job=job, max_attempts=max_attempts, reason=reason)
         n += 1
     return n
+
+
+def release(*, session: Session, job: Job, max_attempts: int, reason: str) -> None:
+    """Take a claimed job from its runner: queued again (its secret void), or failed on the
+    platform's side after `max_attempts`; never charged to a student."""
+    if job.runner is not None:
+        session.execute(update(Runner).where(Runner.name == job.runner, Runner.current_job_id ==
+                                             job.id).values(current_job_id=None))
+    if job.kind == "validate":
+        _record_validation(session=session, job=job, max_attempts=max_attempts,
+                           outcome=JobOutcome(platform_error=reason))
+    elif job.kind == "similarity":
+        _record_similarity(session=session, job=job, max_attempts=max_attempts,
+                           outcome=JobOutcome(platform_error=reason))
+    else:
+        sub = session.get(Submission, job.submission_id)
+        assert sub is not None
+        _platform_failure(session=session, job=job, sub=sub, max_attempts=max_attempts,
+                          reason=reason)
 
 
 def unpublished(*, session: Session, broker_depth: dict[str, int], grace_s: float) -> int:
@@ -457,7 +479,8 @@ def depth(*, session: Session) -> dict[str, dict[str, int]]:
 
 
 def hello(*, session: Session, runner: RunnerHello) -> None:
-    """Record (or refresh) a runner's announcement: its capabilities and that it is alive."""
+    """Record (or refresh) a runner's announcement: its capabilities and that it is alive
+    (services/runners.py decides who may say it)."""
     row = session.get(Runner, runner.name)
     caps = runner.model_dump(mode="json", exclude={"name", "queues", "current_job"})
     if row is None:
