@@ -207,7 +207,7 @@ def runner(
     try:
         worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
                      queues=wanted, name=name, settings=settings)  # type: ignore[arg-type]
-    except (BackendUnavailable, worker.NoGpu, worker.NoGang, worker.BadCpus,
+    except (BackendUnavailable, worker.NoGpu, worker.NoGang, worker.BadCpus, worker.Refused,
             overlay.OverlayError) as exc:
         _fail(str(exc))
 

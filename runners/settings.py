@@ -57,7 +57,12 @@ class RunnerSettings(BaseSettings):
     apptainer_image: str | None = None
     apptainer_bin: str = "apptainer"
     runner_server: str | None = Field(default=None, description="Server URL a runner serves")
-    runner_token: str | None = Field(default=None, description="The fleet's runner token")
+    runner_token: str | None = Field(
+        default=None, description="This runner's credential (`paragrade admin runner add NAME` "
+                                  "on the server), or the fleet token of a development start")
+    runner_name: str | None = Field(
+        default=None, description="How the fleet lists this runner: a credential's name "
+                                  "(default: host-pid, which only the fleet token may use)")
     broker_url: str | None = Field(default=None, description="Celery broker the runner consumes "
                                    "(redis://… or the server's embedded sqla+sqlite:///…)")
     broker_key_prefix: str = Field(default="", description="Redis key prefix of the deployment")

@@ -1,10 +1,13 @@
 """A runner: a Celery worker that takes job ids from its queues and grades each job.
 
-The broker message carries only a job id. The runner claims the job over HTTP with the fleet's
-token (a job already done, claimed, superseded or cancelled is refused, so a redelivered message
-grades nothing twice), then uses the job's own secret to fetch the bundle and the submission,
-to renew the job's lease while it grades, and to post the outcome. It holds no database
-credentials. Bundles are cached by content hash.
+The broker message carries only a job id. The runner claims the job over HTTP with its
+credential (its own, issued by `paragrade admin runner add NAME`, whose name it serves under; or
+a development start's fleet token): a job already done, claimed, superseded or cancelled is
+refused, so a redelivered message grades nothing twice. It then uses the job's own secret to
+fetch the bundle and the submission, to renew the job's lease while it grades, and to post the
+outcome. It holds no database credentials. Bundles are cached by content hash. A credential the
+server refuses (revoked, another runner's name, a queue it does not give) stops the runner: at
+its start with the server's reason, later at the next heartbeat, the job it grades included.
 
 Each runner process makes a random key at its start (kept in memory only: never in its
 environment, its command line or a file, so no sandbox or other user sees it) and sends it as
@@ -90,6 +93,14 @@ class NoGang(RuntimeError):
 
 class NoGpu(RuntimeError):
     """The runner was asked to serve the gpu queue on a node without a GPU."""
+
+
+class Refused(RuntimeError):
+    """The server refused this runner's credential, its name or its queues (the reason is the
+    server's)."""
+
+
+REFUSED = (401, 403)  # a credential unknown or revoked; a name or queue it does not give
 
 
 class JobCancelled(BaseException):
@@ -216,8 +227,9 @@ def lease(client: httpx.Client, offer: JobOffer, every_s: float) -> Iterator[Non
             except httpx.HTTPError as exc:
                 log.warning("heartbeat for job %s failed: %s", offer.job_id, exc)
                 continue
-            if r.status_code == 403 and not stop.is_set():
-                log.warning("job %s was voided on the server; stopping it", offer.job_id)
+            if r.status_code in REFUSED and not stop.is_set():  # voided, or our credential
+                log.warning("job %s was voided on the server (%s); stopping it", offer.job_id,
+                            _reason(r))
                 signal.pthread_kill(main, signal.SIGUSR2)
                 return
 
@@ -244,8 +256,8 @@ def post_outcome(client: httpx.Client, offer: JobOffer, outcome: JobOutcome) -> 
             log.warning("posting job %s's result failed (%s); retrying", offer.job_id, exc)
             time.sleep(min(30, 2 ** attempt))
             continue
-        if r.status_code == 403:  # voided meanwhile: someone else owns the job now
-            log.warning("job %s's result was refused: %s", offer.job_id, r.text)
+        if r.status_code in REFUSED:  # voided meanwhile, or our credential was revoked
+            log.warning("job %s's result was refused: %s", offer.job_id, _reason(r))
             return False
         r.raise_for_status()
         return True
@@ -262,6 +274,9 @@ def run_job(job_id: int) -> str:
     if r.status_code in (404, 409):  # done, running elsewhere, superseded, cancelled
         log.info("job %s not claimable (%s): dropped", job_id, r.json().get("detail"))
         return "dropped"
+    if r.status_code in REFUSED:  # the job stays queued for a runner the server accepts
+        log.error("job %s: the server refused our claim: %s", job_id, _reason(r))
+        return "refused"
     r.raise_for_status()
     offer = JobOffer.model_validate(r.json())
     what = offer.job or offer.validate_job or offer.similarity_job
@@ -342,20 +357,36 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
                        mpi="mpich" if mpiexec.exists() else None, image=executor.image())
 
 
+def _reason(r: httpx.Response) -> str:
+    """The server's own words for a refusal."""
+    try:
+        return str(r.json().get("detail", r.text))[:500]
+    except ValueError:
+        return r.text[:500]
+
+
+def greet(client: httpx.Client, hello: RunnerHello) -> None:
+    """Say hello once; Refused (with the server's reason) where it refuses this runner."""
+    r = client.post("/api/runner/hello", content=hello.model_dump_json(),
+                    headers={"Content-Type": "application/json"})
+    if r.status_code in (*REFUSED, 409):  # 409: another protocol version
+        raise Refused(f"the server refused runner {hello.name}: {_reason(r)}")
+    r.raise_for_status()
+
+
 def announce(runner: Runner, hello: RunnerHello, stop: threading.Event) -> None:
-    """Say hello, then again every heartbeat (the fleet shows who is live)."""
+    """Say hello again every heartbeat (the fleet shows who is live); a credential refused
+    meanwhile (revoked) stops the runner."""
     with runner.client() as client:
-        while True:
+        while not stop.wait(runner.settings.heartbeat_s):
             try:
-                client.post("/api/runner/hello",
-                            content=hello.model_dump_json(),
-                            headers={"Content-Type": "application/json"}).raise_for_status()
-            except httpx.HTTPStatusError as exc:  # e.g. another protocol: say the server's why
-                log.error("the server refused our heartbeat: %s", exc.response.text[:500])
+                greet(client, hello)
+            except Refused as exc:
+                log.error("%s: stopping", exc)
+                os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown
+                return
             except httpx.HTTPError as exc:
                 log.warning("the server did not take our heartbeat: %s", exc)
-            if stop.wait(runner.settings.heartbeat_s):
-                return
 
 
 def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
@@ -367,7 +398,7 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
             and not grader.gpu_present():
         raise NoGpu("this node has no GPU, so it cannot serve the gpu queue (set "
                     "PARAGRADE_GPU_MODE=simulated to serve it with the CUDA simulator, for tests)")
-    name = name or f"{socket.gethostname()}-{os.getpid()}"
+    name = name or settings.runner_name or f"{socket.gethostname()}-{os.getpid()}"
     if settings.cpus:
         take_cpus(settings.cpus)
     _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
@@ -378,6 +409,13 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     # Fails here, at start, if the backend cannot run (the SLURM one is checked in capabilities).
     executor = None if settings.backend == "slurm" else create_executor(settings)
     hello = capabilities(settings, name, queues, executor)
+    # Refused here, at start, with the server's reason: a revoked credential, another runner's
+    # name, a queue the credential does not give. An unreachable server is waited for later.
+    with _runner.client() as client:
+        try:
+            greet(client, hello)
+        except httpx.HTTPError as exc:
+            log.warning("the server did not take our hello yet (%s); serving anyway", exc)
     if executor is not None and (left := executor.sweep()):
         log.info("removed %d stopped sandboxes an earlier runner left", left)
     if os.geteuid() == 0 and (left := overlay.sweep()):
