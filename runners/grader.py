@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from runners import array, batchscript, credit, gang, overlay, package, service, timing
+from runners import array, batchscript, credit, gang, overlay, package, runaway, service, timing
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
@@ -50,7 +50,6 @@ SIMULATED_NOTE = "simulated: no speedup points (numba CUDA simulator on a CPU-on
 SIMULATOR_PIDS = 1024 + 256
 """Under the CUDA simulator every simulated thread is an OS thread: a full block of 1024 threads
 plus the harness, its pool and the runtime's own threads."""
-TESTS_WALL_FACTOR = 40
 
 
 def _noop(_: str) -> None:
@@ -233,7 +232,8 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
         results = Path(tmp) / "results.json"
         ctx = Context(assignment_root=str(assignment.root), code_dir=str(code_dir),
                       backend=backend, seed=seed, gpu_mode=gpu_mode, results=str(results),
-                      hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal)
+                      hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal,
+                      tests_budget_s=runaway.tests_budget_s(assignment.manifest.resources))
         ctx_path = Path(tmp) / "context.json"
         ctx_path.write_text(json.dumps(ctx.__dict__))
         targets = [] if hidden_only else [str(assignment.public_dir)]
@@ -246,8 +246,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
                "--rootdir", str(assignment.root),
                "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
                *targets]
-        # Each test may use a few sandboxed runs of up to wall_seconds each.
-        limit = timeout or 60 + TESTS_WALL_FACTOR * assignment.manifest.resources.wall_seconds
+        limit = timeout or runaway.process_limit_s(assignment.manifest.resources)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
                                   cwd=tmp, env=_test_env())
@@ -472,7 +471,7 @@ def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
 
 
 def overall_verdict(tests: list[TestResult]) -> Verdict:
-    seen = {t.verdict for t in tests if t.outcome != TestOutcome.SKIPPED}
+    seen = {t.verdict for t in tests}  # a test skipped by its author is "passed"; one not run, not
     for v in VERDICT_SEVERITY:
         if v in seen:
             return v

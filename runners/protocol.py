@@ -477,6 +477,10 @@ class Resources(Frozen):
     pids: int = Field(default=1024, ge=16, le=65536, description="Processes and threads a run "
                       "may have at once (CUDA simulator runs: at least 1024 + the harness's)")
     wall_seconds: int = Field(default=120, ge=1, le=86400, description="Per sandboxed run")
+    tests_seconds: int | None = Field(
+        default=None, ge=1, le=86400, description="Runner seconds all tests of one grading may "
+        "take before the next is not started (default 3 × wall_seconds, at least 60; "
+        "runners/runaway.py)")
     simulate_gpu: bool = Field(
         default=False, description="Grade correctness under numba's CUDA simulator without a GPU"
     )

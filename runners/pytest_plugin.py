@@ -19,6 +19,7 @@ import pytest
 
 from runners.array import ArrayUnavailable
 from runners.protocol import TestOutcome, Verdict
+from runners.runaway import TestClock
 from runners.session import (
     ForkedSession,
     RunConfig,
@@ -52,6 +53,8 @@ class Context:
     hidden_dir: str
     cpus: list[int]
     reveal: bool = False
+    tests_budget_s: float = float("inf")
+    """Seconds the tests may spend before the next one is not started (runners.runaway)."""
 
     @classmethod
     def load(cls, path: str) -> Context:
@@ -207,6 +210,10 @@ class Recorder:
                                                       "output": self.output}))
 
 
+class NotRun(Exception):
+    """A test the grading's time rules did not start (runners.runaway); the reason is the message."""
+
+
 def _describe(item: pytest.Item) -> str:
     doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
     return doc.strip().splitlines()[0] if doc.strip() else item.name
@@ -253,6 +260,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _recorder_key = pytest.StashKey[Recorder]()
+_clock_key = pytest.StashKey[TestClock]()
 _context_key = pytest.StashKey[Context]()
 _runs_key = pytest.StashKey[Runs]()
 
@@ -272,6 +280,7 @@ def pytest_configure(config: pytest.Config) -> None:
             service.load(assignment)  # importable by the hidden tests before they are collected
         config.stash[_context_key] = ctx
         config.stash[_recorder_key] = Recorder(ctx, weights)
+        config.stash[_clock_key] = TestClock(ctx.tests_budget_s)
 
 
 @pytest.fixture
@@ -280,6 +289,8 @@ def submission(request: pytest.FixtureRequest) -> Iterator[Submission]:
     ctx = request.config.stash.get(_context_key, None)
     if ctx is None:
         pytest.fail("run these tests through paragrade (paragrade grade / assignments validate)")
+    if why := request.config.stash[_clock_key].why_not():
+        raise NotRun(why)
     runs = request.config.stash.get(_runs_key, None)
     if runs is None:  # one stage (harness and data copies) for all of this process's tests
         from runners import grader  # late: grader imports this module's Context
@@ -318,11 +329,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     marker = item.get_closest_marker("weight")
     weight = float(marker.args[0]) if marker else None
     duration = getattr(report, "duration", 0.0)
-    if report.failed:
+    exc = call.excinfo.value if call.excinfo else None
+    if isinstance(exc, NotRun):  # keeps its weight: a test not run earns nothing
+        recorder.add(name, outcome=TestOutcome.SKIPPED, verdict=Verdict.TIMEOUT,
+                     message=f"{_describe(item)}: {exc}", hidden=hidden, weight=weight,
+                     duration=duration)
+    elif report.failed:
         verdict, message = _judge(item, call, hidden and not recorder.ctx.reveal)
         outcome = TestOutcome.FAILED if call.when == "call" else TestOutcome.ERROR
         recorder.add(name, outcome=outcome, verdict=verdict, message=message, hidden=hidden,
                      weight=weight, duration=duration)
+        item.config.stash[_clock_key].ended(name, verdict)
     elif report.skipped and call.when in ("setup", "call"):
         reason = str(call.excinfo.value) if call.excinfo else "skipped"
         recorder.add(name, outcome=TestOutcome.SKIPPED, verdict=Verdict.PASSED,

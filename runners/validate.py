@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from runners import grader, package
+from runners import grader, package, runaway
 from runners.array import ArrayUnavailable
-from runners.protocol import GradeReport, TestOutcome, TestResult, ValidationCheck
+from runners.protocol import GradeReport, TestOutcome, TestResult, ValidationCheck, Verdict
 from runners.sandbox import create_executor
 from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised, run_script
 from runners.settings import RunnerSettings, get_settings
@@ -35,7 +35,8 @@ class Check:
 
 def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str]:
     return [f"{t.name}: {t.outcome.value}: {t.message}" for t in tests
-            if t.outcome not in (TestOutcome.PASSED, TestOutcome.SKIPPED)
+            if (t.outcome not in (TestOutcome.PASSED, TestOutcome.SKIPPED)
+                or t.verdict is not Verdict.PASSED)  # not run (runners.runaway)
             and (t.hidden or not hidden_only)]
 
 
@@ -83,6 +84,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
             ref = tests_of("reference")
         checks.append(Check("reference passes", not _failures(ref) and bool(ref), _failures(ref)
                             or ([] if ref else ["no tests ran"]), report=report))
+        checks.append(_check_tests_time(a, ref))
         if report is not None and report.speedup is not None:
             checks.append(_check_speedup(a, report, lambda: grader.grade(
                 a, grader.code_of(a, "reference"), backend=executor.name, seed=seed,
@@ -98,6 +100,19 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
     finally:
         stage.cleanup()
     return checks
+
+
+def _check_tests_time(a: package.Assignment, tests: list[TestResult]) -> Check:
+    """The reference's tests leave a submission room within the grading's test budget
+    (runners.runaway): they may take at most half of it."""
+    spent = sum(t.duration_s for t in tests)
+    budget = runaway.tests_budget_s(a.manifest.resources)
+    name = f"tests fit their time budget (the reference's took {spent:.0f} s of {budget:g} s)"
+    if spent <= budget / 2:
+        return Check(name, True)
+    return Check(name, False, [
+        f"the reference's tests took {spent:.1f} s, more than half of the {budget:g} s a "
+        "grading's tests may take: raise resources.tests_seconds, or make the tests lighter"])
 
 
 def _check_speedup(a: package.Assignment, report: GradeReport,

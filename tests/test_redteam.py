@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,33 @@ def test_infinite_loop_times_out_in_a_grading(sum1: package.Assignment, tmp_path
     r = grader.grade(sum1, {"solution.py": (tmp_path / "loop.py").read_bytes()})
     assert r.verdict is Verdict.TIMEOUT
     assert r.score == 0
+    # The first test that calls it runs into the wall limit; the later ones are not run, and
+    # keep their weight (a test not run cannot raise a score).
+    timed_out = [t for t in r.tests if t.outcome is TestOutcome.FAILED]
+    not_run = [t for t in r.tests if "not run: an earlier test" in t.message]
+    assert {t.verdict for t in timed_out + not_run} == {Verdict.TIMEOUT}
+    assert len(timed_out) == 1 and not_run
+    assert all(t.outcome is TestOutcome.SKIPPED and t.weight > 0 for t in not_run if t.hidden)
+    assert len(timed_out) + len(not_run) == len(r.tests)
     wall = sum1.manifest.resources.wall_seconds
-    assert time.monotonic() - started < 3 * wall + 30  # three tests, one wall limit each, set-up
+    assert time.monotonic() - started < wall + 20  # one wall limit, then set-up only
+
+
+def test_a_slow_submission_stops_at_the_tests_budget(tmp_path: Path) -> None:
+    """Each call within its wall limit, but the tests together over resources.tests_seconds:
+    the tests not started by then are not run, and the grading's verdict is a timeout."""
+    root = tmp_path / "sum1"
+    shutil.copytree(FIXTURES / "redteam" / "sum1", root)
+    toml = root / "assignment.toml"
+    toml.write_text(toml.read_text().replace("wall_seconds = 4", "wall_seconds = 4\ntests_seconds = 1"))
+    slow = ("import time\n\ndef total(n, workers=1):\n    time.sleep(1.2)\n"
+            "    return sum(i * 0.001 for i in range(n))\n")
+    r = grader.grade(package.load(root), {"solution.py": slow.encode()})
+    assert r.verdict is Verdict.TIMEOUT and r.speedup is None
+    ran = [t for t in r.tests if t.outcome is TestOutcome.PASSED]
+    not_run = [t for t in r.tests if "not run: this grading's tests had spent their 1 s" in t.message]
+    assert ran and not_run and len(ran) + len(not_run) == len(r.tests)
+    assert r.test_points < r.max_score * 0.6  # the tests not run earned nothing
 
 
 # 9. 10 GB of output ------------------------------------------------------------------------

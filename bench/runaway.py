@@ -1,0 +1,72 @@
+"""Runaway submissions: the runner seconds and the verdict of each kind of never-ending submission
+on each shipped CPU package (runners/runaway.py bounds them).
+
+Each submission is the package's reference with its entry function replaced by a runaway:
+an infinite loop, a fork bomb, a sleep that never ends, and on MPI packages every rank waiting
+for a message no rank sends.
+
+Usage: .venv/bin/python -m bench.runaway [COURSE/SLUG ...] [--kinds loop,forkbomb,sleep,deadlock]
+  (default: every shipped CPU and MPI package, every kind that applies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from bench.common import publish
+from runners import grader, package
+from runners.protocol import TestOutcome
+from runners.settings import get_settings
+
+PACKAGES = ["treasure-hunt/t1-multiprocessing", "treasure-hunt/t2-mpi",
+            "parallel-python/numba-parallel", "parallel-python/dask",
+            "parallel-python/threads-io", "parallel-python/joblib-sweep",
+            "parallel-python/scaling-study", "parallel-python/slurm-array"]
+BODIES = {
+    "loop": "    while True:\n        pass\n",
+    "forkbomb": ("    import os\n    while True:\n        try:\n            os.fork()\n"
+                 "        except OSError:\n            pass\n"),
+    "sleep": "    import time\n    time.sleep(10**6)\n",
+    "deadlock": ("    from mpi4py import MPI\n    comm = MPI.COMM_WORLD\n"
+                 "    comm.recv(source=(comm.rank + 1) % comm.size)\n"),
+}
+
+
+def runaway(a: package.Assignment, kind: str) -> dict[str, bytes]:
+    """The reference's files with its entry function replaced by a runaway of `kind`."""
+    files = grader.code_of(a, "reference")
+    m = a.manifest
+    assert m.entry.function is not None
+    files[m.entry.file] += f"\n\ndef {m.entry.function}(*args, **kwargs):\n{BODIES[kind]}".encode()
+    return files
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("packages", nargs="*", default=PACKAGES)
+    parser.add_argument("--kinds", default=",".join(BODIES))
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    for ref in args.packages:
+        a = package.resolve(ref, get_settings().assignments_dir)
+        for kind in args.kinds.split(","):
+            if kind == "deadlock" and a.manifest.resources.kind != "mpi":
+                continue
+            started = time.monotonic()
+            r = grader.grade(a, runaway(a, kind))
+            seconds = time.monotonic() - started
+            rows.append({"package": ref, "kind": kind, "verdict": r.verdict.value,
+                         "seconds": seconds,
+                         "ran": sum(t.outcome is not TestOutcome.SKIPPED for t in r.tests),
+                         "not_run": sum("not run:" in t.message for t in r.tests),
+                         "wall_limit": a.manifest.resources.wall_seconds})
+            print(f"{ref} {kind}: {r.verdict.value} in {seconds:.1f} s ({r.summary})", flush=True)
+    publish("runaway", rows, {"package": "package", "kind": "runaway", "verdict": "verdict",
+                              "seconds": "runner s %.1f", "wall_limit": "wall limit s",
+                              "ran": "tests run", "not_run": "not run"})
+
+
+if __name__ == "__main__":
+    main()
