@@ -167,12 +167,16 @@ def stack(images: dict[str, dict[str, Any]],
     db, prefix, port = f"paragrade_{name}", f"{name}:", free_port()
     _psql(f"CREATE DATABASE {db}")
     SCRATCH.mkdir(parents=True, exist_ok=True)
+    fleet = secrets.token_urlsafe(32)
     with podman.service(tmp) as (url, _client):
         env = {**podman.environment(), "DOCKER_HOST": url,
                "DOCKER_SOCKET": url.removeprefix("unix://"),
                "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
                "PARAGRADE_SECRET_KEY": secrets.token_urlsafe(32),
-               "PARAGRADE_RUNNER_TOKEN": secrets.token_urlsafe(32),
+               # one secret for the runner and the server: the fleet token, not a credential
+               # of its own (docker-compose.yml's production path), since this stack starts the
+               # runner with the server
+               "PARAGRADE_RUNNER_CPU_TOKEN": fleet, "PARAGRADE_FLEET_TOKEN": fleet,
                "PARAGRADE_PORT": str(port), "PARAGRADE_PUBLIC_URL": f"http://127.0.0.1:{port}",
                # the server's network reaches the host's loopback as 10.0.2.2 (slirp4netns)
                "PARAGRADE_DATABASE_URL": f"postgresql+psycopg://root@10.0.2.2:5432/{db}",
