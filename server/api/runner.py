@@ -59,16 +59,16 @@ def heartbeat(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken,
               session: SessionDep) -> None:
     """Still grading: extends the job's lease. 403 once the job was cancelled or superseded,
     401 once the runner's credential was revoked."""
-    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
-                                runner=runner.name)
+    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+                                   token=token, key=key)
     job_service.heartbeat(session=session, job=job)
     session.commit()
 
 
 def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str, key: str,
               runner: RunnerIdentity, which: str) -> Response:
-    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
-                                runner=runner.name)
+    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+                                   token=token, key=key)
     if job.kind == "similarity":
         run = session.get(SimilarityRun, job.run_id)
         assert run is not None
@@ -107,8 +107,8 @@ def submission(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken
 def result(job_id: RowId, outcome: JobOutcome, runner: RunnerDep, key: RunnerKey,
            token: JobToken, session: SessionDep, settings: SettingsDep) -> None:
     """Record the outcome once (a redelivery changes nothing), from the runner that claimed it."""
-    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
-                                runner=runner.name)
+    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+                                   token=token, key=key)
     job_service.record(session=session, job=job, outcome=outcome,
                        max_attempts=settings.max_job_attempts)
     session.commit()

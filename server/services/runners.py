@@ -87,6 +87,18 @@ def check_name(*, session: Session, identity: RunnerIdentity, name: str) -> None
                         "presents its own, not the fleet token")
 
 
+def authorize(*, session: Session, identity: RunnerIdentity, job_id: int, token: str,
+              key: str) -> Job:
+    """The claimed job a runner asks about (services/jobs.py `authorize`), if it is this
+    runner's: a credential's job answers that credential alone, never the fleet token."""
+    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
+                                runner=identity.name)
+    if identity.name is None and job.runner is not None and _held_by_credential(session,
+                                                                                job.runner):
+        raise Forbidden("this job was claimed by another runner")
+    return job
+
+
 def check_queues(*, identity: RunnerIdentity, name: str, queues: Iterable[str]) -> None:
     """Refuse queues the runner's credential does not allow."""
     extra = sorted(set(queues) - identity.queues)

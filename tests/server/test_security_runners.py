@@ -88,11 +88,13 @@ def test_a_runner_serves_only_under_its_credentials_name(world: World) -> None:
     offer = JobOffer.model_validate(r.json())
     fleet = c.get("/api/fleet", headers=world.prof).json()
     assert [x["name"] for x in fleet["runners"]] == ["node-a"]
-    # Another runner holding node-a's leaked job secret and process key still cannot touch it.
-    leaked = {**as_runner(b), "X-Job-Token": offer.token}
-    for method, path in (("GET", "bundle"), ("GET", "submission"), ("POST", "heartbeat")):
-        r = c.request(method, f"/api/runner/jobs/{jid}/{path}", headers=leaked)
-        assert r.status_code == 403 and "another runner" in r.json()["detail"], (path, r.text)
+    # Another runner holding node-a's leaked job secret and process key still cannot touch it,
+    # nor can the fleet token.
+    for leaked in ({**as_runner(b), "X-Job-Token": offer.token},
+                   {**RUNNER, "X-Runner-Key": KEY, "X-Job-Token": offer.token}):
+        for method, path in (("GET", "bundle"), ("GET", "submission"), ("POST", "heartbeat")):
+            r = c.request(method, f"/api/runner/jobs/{jid}/{path}", headers=leaked)
+            assert r.status_code == 403 and "another runner" in r.json()["detail"], (path, r.text)
     r = c.post(f"/api/runner/jobs/{jid}/result", json={"platform_error": "forged"},
                headers=leaked)
     assert r.status_code == 403
