@@ -197,3 +197,43 @@ def test_a_burst_drains_through_two_runners_without_duplicates(platform: Platfor
     share = {name: sum(1 for r in rows if r.runner == name) for name in ("a", "b")}
     assert min(share.values()) >= BURST // 5, share  # both runners took a real share
     assert elapsed < BURST * 3, f"{BURST} gradings took {elapsed:.0f} s"  # pathology bound only
+
+
+def test_a_runner_serves_with_its_own_credential_and_a_revoked_one_stops(
+        platform: Platform) -> None:
+    """Real runner processes on per-runner credentials: another name is refused at the start with
+    the server's reason; revoking the credential mid-job stops the grading and the runner, and
+    another runner grades the job once."""
+    from server.services import runners as runner_service
+
+    p = platform
+    with p.sessions() as s, s.begin():
+        first = runner_service.add(session=s, name="node-a", queues=["cpu", "mpi"])
+        second = runner_service.add(session=s, name="node-b", queues=["cpu"])
+    ada = p.student("ada", p.course("quick"))
+    impostor = p.start_runner("node-z", env={"PARAGRADE_RUNNER_TOKEN": first})
+    assert impostor.wait(60) == 2
+    assert "this is runner node-a's credential: it cannot act as 'node-z'" in " ".join(
+        p.runner_log("node-z").split())
+
+    a = p.start_runner("node-a", env={"PARAGRADE_RUNNER_TOKEN": first})
+    _ready(p)
+    sid = p.submit(ada, "quick", SLOW)
+    wait_until("node-a to start grading", lambda: p.get(
+        ada, f"/api/submissions/{sid}")["status"] == "running", 30)
+    with p.sessions() as s, s.begin():
+        assert runner_service.revoke(session=s, name="node-a", max_attempts=3) == 1
+    assert a.wait(60) is not None  # the runner stops itself (warm shutdown, job abandoned)
+    log = " ".join(p.runner_log("node-a").split())
+    assert "node-a's credential was revoked" in log and "cancelled while it ran" in log, log
+    left = subprocess.run(["pgrep", "-f", "/sub/solution.py"], capture_output=True, text=True)
+    assert left.stdout == "", "a sandbox outlived its revoked runner"
+
+    p.start_runner("node-b", queues="cpu", env={"PARAGRADE_RUNNER_TOKEN": second})
+    done = wait_until("node-b to grade the job", lambda: _settled(p, ada, sid), 120)
+    assert (done["status"], done["verdict"]) == ("graded", "passed"), done
+    with p.sessions() as s:
+        jobs = s.scalars(select(Job).where(Job.submission_id == sid)).all()
+        assert [(j.state, j.attempts, j.runner) for j in jobs] == [("done", 2, "node-b")]
+        assert s.scalar(select(func.count()).select_from(GradeReportRow)
+                        .where(GradeReportRow.submission_id == sid)) == 1
