@@ -282,3 +282,17 @@ def test_runner_add_list_revoke_say_what_is_wrong_in_plain_words(admin: CliRunne
     assert code == 0 and re.search(r"gpu-1\s.*gpu\s.*revoked \d{4}-\d\d-\d\d \d\d:\d\d\s.*never",
                                    out), out
     assert "n1" not in out  # refused, so never issued
+
+
+def test_production_serve_without_a_fleet_token_wants_runners_of_their_own(
+        admin: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    from paragrade.cli import app
+
+    monkeypatch.setenv("PARAGRADE_SERVER_ENVIRONMENT", "production")
+    monkeypatch.setenv("PARAGRADE_SERVER_SECRET_KEY", "k" * 40)
+    get_settings.cache_clear()
+    r = admin.invoke(app, ["serve"], env={"COLUMNS": "200"})
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and "Traceback" not in out, r.output
+    assert ("the local runner needs the fleet token, which is off" in out
+            and "--no-runner" in out and "paragrade admin runner add NAME" in out), out
