@@ -19,9 +19,9 @@ import pytest
 from runners import grader, package
 from runners.protocol import GradeReport, Verdict
 from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
-from tests.conftest import COURSE, SessionFactory
+from tests.conftest import COURSE, FIXTURES, SessionFactory
 from tests.test_grading import WRONG_T1
-from tests.test_redteam import live_in_namespace
+from tests.test_redteam import grade, live_in_namespace
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow, pytest.mark.usefixtures("apptainer_backend")]
 
@@ -66,6 +66,32 @@ def test_a_wrong_solution_fails(t1: package.Assignment) -> None:
     r = grader.grade(t1, {"solution.py": WRONG_T1.encode()}, seed=12345)
     assert r.environment.backend == "apptainer"
     assert r.verdict is Verdict.FAILED and r.performance_points == 0 and r.speedup is None
+
+
+# Speedup cheats whose defence is the sandbox's (the red team's, on its one-core package): the
+# credit rule's CPU readings under apptainer are tests/test_redteam_credit.py's.
+@pytest.fixture(scope="module")
+def sum1() -> package.Assignment:
+    return package.load(FIXTURES / "redteam" / "sum1")
+
+
+def test_more_processes_than_cores_cannot_beat_the_core_bound(sum1: package.Assignment) -> None:
+    # Eight pool workers, and a try to widen the affinity: the cpuset set from outside holds.
+    r = grade(sum1, "oversubscribe.py")
+    assert r.environment.backend == "apptainer"
+    assert r.verdict is Verdict.PASSED and r.speedup is not None
+    assert r.speedup.median <= sum1.manifest.resources.cores * 1.1, r.speedup
+    assert r.environment.core_set == [grader.host_cpus()[0]]
+
+
+def test_an_idle_submission_cannot_slow_the_baseline(sum1: package.Assignment) -> None:
+    # A thread that spins whenever the submission is not timed: the cgroup freezer stops the
+    # whole container (apptainer's own processes included) while the baseline is timed.
+    r = grade(sum1, "idle_burner.py")
+    assert r.environment.backend == "apptainer"
+    assert any("frozen" in note for note in r.notes), r.notes  # timed in frozen pairs
+    assert r.verdict is Verdict.PASSED and r.speedup is not None
+    assert r.speedup.median < 1.3, r.speedup
 
 
 SOURCE = """

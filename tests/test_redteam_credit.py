@@ -14,9 +14,14 @@ from tests.conftest import COURSE, FIXTURES
 
 pytestmark = pytest.mark.slow
 CHEATS = FIXTURES / "cheats"
-# A case runs under apptainer too, where its image builds: the CPU time the rule reads comes from
-# the run's cgroup there as well. One serial cheat (gradings are long); the honest side under
-# apptainer: tests/test_apptainer_backend.py's references.
+# Cases that run under apptainer too, where its image builds: the CPU time the rule reads comes
+# from the run's cgroup, outside the container, there as well. One case per way the container
+# could hide or lose CPU time from that reading (6-10 s a grading): a single process (the closed
+# form), processes the submission spawns inside the container (the burner's spinners) and MPI
+# ranks started inside it (idle ranks). The serial NumPy one-liner and the dressed-up pool give
+# the rule the same kinds of readings (one busy process; a pool's workers), and the rule itself
+# does not know the backend (tests/test_credit.py). Speedup cheats that rely on the sandbox (the
+# core bound, the frozen idle side) and the honest side: tests/test_apptainer_backend.py.
 ON_APPTAINER = pytest.mark.apptainer
 
 
@@ -46,6 +51,8 @@ def graded(slug: str, fixture: str | None) -> GradeReport:
     ("t1-multiprocessing", "t1_burner.py", "bwrap"),
     pytest.param("t2-mpi", "t2_idle_ranks.py", "bwrap", marks=pytest.mark.mpi),
     pytest.param("t1-multiprocessing", "t1_closed_form.py", "apptainer", marks=ON_APPTAINER),
+    pytest.param("t1-multiprocessing", "t1_burner.py", "apptainer", marks=ON_APPTAINER),
+    pytest.param("t2-mpi", "t2_idle_ranks.py", "apptainer", marks=[ON_APPTAINER, pytest.mark.mpi]),
 ], indirect=["grading_backend"])
 def test_a_right_answer_without_parallel_work_earns_no_performance_points(
         slug: str, fixture: str, grading_backend: str) -> None:
@@ -57,6 +64,8 @@ def test_a_right_answer_without_parallel_work_earns_no_performance_points(
     assert cpu is not None
     if fixture != "t1_burner.py":  # the burner pads its CPU time (0.27-0.54 of the baseline's)
         assert cpu.work_ratio < 0.5, cpu  # it did far less work
+    else:  # and its spinners' CPU time is read, wherever they run (the parent alone: ≈ 0.02)
+        assert cpu.work_ratio > 0.1, cpu
     # One plain sentence with the figures, in the summary the CLI and the page show first.
     assert "of the baseline's work on" in r.credit.reason and "busy core" in r.credit.reason
     assert ("held for review" in r.summary) or (r.credit.reason in r.summary)
