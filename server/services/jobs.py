@@ -193,8 +193,6 @@ def authorize(*, session: Session, job_id: int, token: str, runner_key: str,
     job = session.get(Job, job_id)
     if job is None:
         raise NotFound("no such job")
-    if runner is not None and job.runner != runner:
-        raise Forbidden("this job was claimed by another runner")
     # Both compared, always: the answer takes as long whichever of the two is wrong.
     token_ok = job.token_hash is not None and security.same_secret(
         job.token_hash, security.token_hash(token))
@@ -202,7 +200,7 @@ def authorize(*, session: Session, job_id: int, token: str, runner_key: str,
         job.runner_key_hash, security.token_hash(runner_key))
     if not token_ok:
         raise Forbidden(f"this token is not valid for this job (the job is {job.state})")
-    if not key_ok:
+    if not key_ok or (runner is not None and job.runner != runner):
         raise Forbidden("this job was claimed by another runner")
     return job
 

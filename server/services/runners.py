@@ -52,9 +52,6 @@ class RunnerIdentity:
     name: str | None  # the credential's; None: the fleet token, any name no credential holds
     queues: frozenset[str]
 
-    def describe(self) -> str:
-        return f"runner {self.name}'s credential" if self.name else "the fleet token"
-
 
 def identify(*, session: Session, token: str, fleet_token: str | None) -> RunnerIdentity:
     """The runner a bearer secret names; Unauthenticated for an unknown or revoked one."""
