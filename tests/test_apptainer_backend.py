@@ -46,9 +46,13 @@ def graded_reference(slug: str) -> GradeReport:
     assert cpu is not None, [s.model_dump() for s in r.scaling]
     assert r.credit is not None and "not measured" not in r.credit.reason, r.credit
     assert cpu.work_ratio > 0.5, cpu
-    # More than one busy core, unless this (shared) machine did not even give the serial
-    # baseline a whole core: then no figure could show two.
-    assert cpu.parallelism > 1.0 or cpu.baseline_parallelism < 0.9, cpu
+    # More than one busy core, unless the grading's own capacity probes found the node short of
+    # cores throughout (another tenant's load). Neither the baseline's busy cores nor the ratio
+    # to them tells: the loss is one-sided (the serial baseline keeps its one core while the pool
+    # gets one of two), and under load both read alike (0.99 and 1.00; 0.5 and 0.5, measured).
+    # Cores allotted and children's CPU time read, whatever the load: the session test below.
+    interfered = any("measured under interference" in note for note in r.notes)
+    assert cpu.parallelism > 1.0 or interfered, (cpu, r.notes)
     assert r.credit.status in ("credited", "capped"), r.credit
     return r
 
@@ -107,6 +111,17 @@ def spin(seconds):
     end = time.process_time() + seconds
     while time.process_time() < end:
         pass
+
+def cores():
+    return sorted(os.sched_getaffinity(0))
+
+def spin_in_children(seconds, n):
+    import multiprocessing as mp
+    children = [mp.get_context("fork").Process(target=spin, args=(seconds,)) for _ in range(n)]
+    for c in children:
+        c.start()
+    for c in children:
+        c.join()
 """
 
 
@@ -126,15 +141,20 @@ def descendants(pid: int) -> list[int]:
 
 def test_a_session_runs_as_nobody_its_cpu_time_read_outside(make_session: SessionFactory) -> None:
     before = host_mounts()
-    s = make_session(SOURCE, backend="apptainer")
+    allotted = (grader.host_cpus()[-1],)  # not the default core 0: the set must be the one given
+    s = make_session(SOURCE, backend="apptainer", cpus=allotted)
     ns = s.call("namespace")[0]
     uid, euid, gid, cwd, path = s.call("ids")[0]
     assert (uid, euid, gid, cwd) == (65534, 65534, 65534, "/tmp/work")
     assert path.startswith(str(s.cfg.runtime_dir))  # the session's PATH, not the image's
-    s.call("spin", 0.5)
+    # What a parallel submission needs of the backend, whatever else the node runs: exactly the
+    # allotted cores, and the CPU time of the processes it starts inside the container read from
+    # outside (busy cores and work ratio come from that reading).
+    assert s.call("cores")[0] == list(allotted)
+    s.call("spin_in_children", 0.3, 2)
     info = s.close()
     assert info.returncode == 0, info.output_excerpt
-    assert info.cpu_s is not None and info.cpu_s >= 0.5  # from the run's cgroup, outside it
+    assert info.cpu_s is not None and info.cpu_s >= 0.6  # from the run's cgroup, outside it
     assert live_in_namespace(ns) == []
     # Every mount of the run lived in its own namespace: the host's table is as it was.
     assert host_mounts() == before
