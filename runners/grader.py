@@ -24,7 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from runners import array, batchscript, credit, gang, overlay, package, runaway, service, timing
+from runners import (
+    array,
+    batchscript,
+    capacity,
+    credit,
+    gang,
+    overlay,
+    package,
+    runaway,
+    service,
+    timing,
+)
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
@@ -461,6 +472,13 @@ def stop_rules(m: Manifest, budget_s: float, *, top: int, weak_top: int
     return rule
 
 
+def probes(gpu_mode: str, m: Manifest) -> bool:
+    """Whether timing probes the node's capacity around its windows (runners.capacity): not on
+    a real GPU (one side's sandbox at a time, kernels the probe cannot see), nor across nodes
+    (the probe sees this node only)."""
+    return gpu_mode != "real" and m.resources.nodes == 1
+
+
 def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
     """Whether timing may keep both sides' sandboxes alive, the idle one frozen."""
     if not executor.sandboxed or gpu_mode == "real" or assignment.manifest.service is not None:
@@ -564,6 +582,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                        "one sandbox per node"})
 
     stage = Stage(scratch=settings.scratch_dir)
+    stack = contextlib.ExitStack()  # what timing holds open (the capacity probe)
     try:
         code_dir = stage.add_code("submission", files)
         if m.launcher.kind == "sbatch":
@@ -609,19 +628,28 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         budget = total / (len(counts) + len(weak_counts))
         stops = stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0))
         paired = can_pair(assignment, executor, gpu_mode)
+        probe = stack.enter_context(capacity.CapacityProbe(cpus)) if probes(gpu_mode, m) else None
+
+        def cfg(code: Path, workers: int, serial: bool) -> RunConfig:
+            return make_config(assignment, executor=executor, stage=stage, code_dir=code,
+                               cpus=cpus, workers=workers, gpu_mode=gpu_mode,
+                               serial=serial, settings=settings)
+
+        def gauge(k: int) -> capacity.Gauge | None:
+            """The node's capacity around each window of k workers' timing."""
+            if probe is None:
+                return None
+            return capacity.Gauge(probe, len(cfg(code_dir, k, False).limits.cpus), budget)
+
         try:
             for k in counts:
                 progress(f"timing with {k} worker{'s' * (k > 1)} against the baseline")
 
-                def cfg(code: Path, workers: int, serial: bool) -> RunConfig:
-                    return make_config(assignment, executor=executor, stage=stage, code_dir=code,
-                                       cpus=cpus, workers=workers, gpu_mode=gpu_mode,
-                                       serial=serial, settings=settings)
-
                 if script:
                     samples = timing.measure_script(
                         hook=hook, workers=k, baseline_cfg=cfg(base_dir, 1, True),
-                        submission_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(k))
+                        submission_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(k),
+                        gauge=gauge(k))
                     timed_total += sum(samples.baseline) + sum(samples.submission)
                     all_samples.append(samples)
                     continue
@@ -630,7 +658,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                         hook=hook, workers=k, rng=rng, stop=stops(k),
                         baseline=array_runner(assignment, cfg(base_dir, 1, True), 1, 1, settings),
                         submission=array_runner(assignment, cfg(code_dir, k, False),
-                                                m.array.tasks, k, settings))
+                                                m.array.tasks, k, settings), gauge=gauge(k))
                     timed_total += sum(samples.baseline) + sum(samples.submission)
                     all_samples.append(samples)
                     continue
@@ -641,7 +669,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
                     rng=rng, stop=stops(k), paired=paired, on_progress=lambda s: progress(
                         f"timing with {s.workers} workers: {len(s.submission)} runs"),
-                )
+                    gauge=gauge(k))
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 all_samples.append(samples)
             for k in weak_counts:
@@ -650,7 +678,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 samples = timing.measure_weak(
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg, one_cfg=cfg(code_dir, 1, False),
-                    many_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(-k), paired=paired)
+                    many_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(-k), paired=paired,
+                    gauge=gauge(k))
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 weak_samples.append(samples)
         except timing.WrongTimedAnswer as exc:
@@ -669,6 +698,11 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         laps.start("report")
         figure, scaling = timing.summarize(all_samples)
         weak = timing.summarize_weak(weak_samples)
+        for s in all_samples:
+            if s.windows is not None and (said := s.windows.note()):
+                notes.append(f"timing with {s.workers} worker{'s' * (s.workers > 1)}: {said}")
+        top_windows = max(all_samples, key=lambda x: x.workers).windows
+        interfered = top_windows is not None and top_windows.unreliable
         if script:
             progress("timing an empty script under each side's launcher (start-up)")
             laps.start("start-up runs")
@@ -714,6 +748,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         summary += f"; speedup {figure.median:.2f}× (95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})"
         if weak:
             summary += f"; weak-scaling efficiency {weak[-1].efficiency:.0%} at {weak[-1].workers}"
+        if interfered:
+            summary += "; measured while the node was short of cores: the speedup may be low"
         if judged.status == "held":
             summary += "; performance points held for review"
         elif judged.status == "refused":
@@ -730,4 +766,5 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     except (ImportError, SyntaxError) as exc:
         return report(Verdict.AUTHOR_ERROR, f"the assignment's timing hook failed: {exc}", [])
     finally:
+        stack.close()
         stage.cleanup()

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from runners.array import ArrayResult
+from runners.capacity import Call, Gauge, Windows
 from runners.protocol import (
     Parallelism,
     ScalingPoint,
@@ -69,6 +70,7 @@ class Samples:
     # CPU seconds of the whole sandbox per timed call, beside each time (None: not measurable)
     baseline_cpu: list[float | None] = field(default_factory=list)
     submission_cpu: list[float | None] = field(default_factory=list)
+    windows: Windows | None = None  # what the node delivered around each window (capacity)
 
     def cpu(self) -> tuple[list[float], list[float]] | None:
         """Both sides' CPU seconds per call, or None unless every timed call has them."""
@@ -188,18 +190,20 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
                 problem = check(kwargs, value)
                 if problem is not None:
                     break
-                side.record(elapsed, session.last_cpu_s)
+                side.record(elapsed, session)
         _judge(problem, side.name)
 
 
 def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
             baseline_cfg: RunConfig, submission_cfg: RunConfig, rng: np.random.Generator,
             stop: StopRule, paired: bool = True,
-            on_progress: Callable[[Samples], None] | None = None) -> Samples:
+            on_progress: Callable[[Samples], None] | None = None,
+            gauge: Gauge | None = None) -> Samples:
     """A/B blocks at one worker count until `stop` says enough.
 
-    `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise."""
-    samples = Samples(workers)
+    `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise.
+    `gauge`: probe the node around each window and time again those it found short."""
+    samples = Samples(workers, windows=gauge.windows if gauge else None)
     started = time.monotonic()
     extra = {workers_arg: workers} if workers_arg else {}
     warm_input = getattr(hook, "make_warmup_input", hook.make_input)
@@ -208,7 +212,7 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
         _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu)],
         lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
         enough=lambda: stop.enough(samples, started), on_progress=on_progress,
-        warm=lambda: [warm_input(rng, workers)] * 2)
+        warm=lambda: [warm_input(rng, workers)] * 2, gauge=gauge)
 
 
 @dataclass
@@ -220,18 +224,36 @@ class _Side:
     extra: dict[str, Any]
     into: list[float]
     cpu_into: list[float | None]
+    pending: list[Call] = field(default_factory=list)
+    """The current window's calls, until its probes say whether they count."""
 
-    def record(self, seconds: float, cpu_s: float | None) -> None:
-        self.into.append(seconds)
-        self.cpu_into.append(cpu_s)
+    def record(self, seconds: float, session: Session) -> None:
+        self.pending.append(Call(elapsed_s=seconds, cores=len(self.cfg.limits.cpus),
+                                 sandbox_cpu_s=session.last_cpu_s, busy_s=session.last_busy_s))
+
+    def settle(self, counts: bool) -> None:
+        """The window is over: its calls join the samples, or are dropped to be timed again."""
+        if counts:
+            self.into.extend(c.elapsed_s for c in self.pending)
+            self.cpu_into.extend(c.sandbox_cpu_s for c in self.pending)
+        self.pending.clear()
+
+
+def _settle(sides: list[_Side], gauge: Gauge | None) -> None:
+    """End a window: probe the node (where a gauge is given) and keep or drop its calls."""
+    counts = gauge is None or gauge.counts([c for side in sides for c in side.pending])
+    for side in sides:
+        side.settle(counts)
 
 
 def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
             draw: Callable[[], list[dict[str, Any]]], *, paired: bool, enough: Callable[[], bool],
             on_progress: Callable[[Samples], None] | None,
-            warm: Callable[[], list[dict[str, Any]]] | None = None) -> Samples:
+            warm: Callable[[], list[dict[str, Any]]] | None = None,
+            gauge: Gauge | None = None) -> Samples:
     """Blocks until `enough`; `draw` gives one input per side (in `sides` order) per timed call,
-    `warm` (default: `draw`) per sandbox's untimed first call."""
+    `warm` (default: `draw`) per sandbox's untimed first call. A window is one turn of a frozen
+    pair, or both sides' blocks."""
     warm = warm or draw
     block = 0
     while True:
@@ -239,15 +261,20 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
         if paired:
             try:
                 _paired_block(function, check, sides, order, draw, warm, enough, on_progress,
-                              samples)
+                              samples, gauge)
             except FreezeUnavailable:
+                for side in sides:
+                    side.settle(False)
                 paired = False
                 continue
         else:
             per_side = list(zip(warm(), *[draw() for _ in range(CALLS_PER_BLOCK)], strict=True))
+            if gauge is not None:
+                gauge.begin()  # no sandbox is alive between blocks
             for i in order:
                 _block(sides[i].cfg, function, list(per_side[i]), check, sides[i].extra,
                        side=sides[i])
+            _settle(sides, gauge)
         block += 1
         if on_progress:
             on_progress(samples)
@@ -258,10 +285,10 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
 def _paired_block(function: str, check: Checker, sides: list[_Side], order: list[int],
                   draw: Callable[[], list[dict[str, Any]]], warm: Callable[[], list[dict[str, Any]]],
                   enough: Callable[[], bool], on_progress: Callable[[Samples], None] | None,
-                  samples: Samples) -> None:
+                  samples: Samples, gauge: Gauge | None) -> None:
     """Both sides' sandboxes open at once (started in `order`), each frozen while the other
     runs; one call each in turn (ABBA order) until `enough`, or until half of a sandbox's wall
-    limit is spent."""
+    limit is spent. The gauge probes the node between turns, both sandboxes frozen."""
     with contextlib.ExitStack() as stack:
         sessions: dict[int, Session] = {}
         first = warm()
@@ -275,6 +302,8 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
                 raise FreezeUnavailable
         samples.paired = True
         half = min(side.cfg.limits.wall_s for side in sides) / 2
+        if gauge is not None:
+            gauge.begin()
         turn = 0
         while True:
             inputs = draw()
@@ -287,7 +316,8 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
                 if not session.freeze(True):
                     raise FreezeUnavailable
                 _judge(check(inputs[i], value), side.name)
-                side.record(elapsed, session.last_cpu_s)
+                side.record(elapsed, session)
+            _settle(sides, gauge)
             turn += 1
             if on_progress:
                 on_progress(samples)
@@ -374,21 +404,31 @@ def without_startup(samples: Samples, baseline: Startup, submission: Startup) ->
                    submission_cpu=less_cpu(samples.submission_cpu, submission.cpu_s))
 
 
+def _drop_last(samples: Samples, gauge: Gauge | None) -> None:
+    """After one A/B pair of whole runs: the gauge's probe says whether the pair counts."""
+    if gauge is not None and not gauge.counts():
+        for values in (samples.baseline, samples.submission, samples.baseline_cpu,
+                       samples.submission_cpu):
+            values.pop()
+
+
 def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
-                   submission_cfg: RunConfig, rng: np.random.Generator, stop: StopRule
-                   ) -> Samples:
+                   submission_cfg: RunConfig, rng: np.random.Generator, stop: StopRule,
+                   gauge: Gauge | None = None) -> Samples:
     """Script entries, timed as whole programs: the baseline script run serially against the
     submission under its launcher with `workers` workers, alternating (A B, then B A), each run
     a fresh sandbox from launch to exit, with the CPU time of the whole sandbox. The arguments
     are drawn per run (`hook.make_args(rng, workers)`) and every run's output is checked
     (`hook.check(argv, result)`). One untimed run of each side first warms the page cache."""
-    samples = Samples(workers)
+    samples = Samples(workers, windows=gauge.windows if gauge else None)
     sides = [("baseline", baseline_cfg, samples.baseline, samples.baseline_cpu),
              ("submission", submission_cfg, samples.submission, samples.submission_cpu)]
     warm = hook.make_args(rng, workers)
     for side, cfg, _, _ in sides:
         _judge(hook.check(warm, _script(cfg, [str(a) for a in warm], side)), side)
     started = time.monotonic()
+    if gauge is not None:
+        gauge.begin()
     block = 0
     while True:
         argv = [str(a) for a in hook.make_args(rng, workers)]
@@ -397,6 +437,7 @@ def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
             _judge(hook.check(argv, result), side)
             into.append(result.elapsed_s)
             cpu_into.append(result.cpu_s)
+        _drop_last(samples, gauge)
         block += 1
         if stop.enough(samples, started):
             return samples
@@ -406,12 +447,15 @@ ArrayRun = Callable[[dict[str, Any]], ArrayResult]
 
 
 def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submission: ArrayRun,
-                  rng: np.random.Generator, stop: StopRule) -> Samples:
+                  rng: np.random.Generator, stop: StopRule, gauge: Gauge | None = None
+                  ) -> Samples:
     """Job arrays: each sample is one whole array's makespan (start-up included on both sides),
     the baseline's single task against the submission's tasks, with the CPU time of all their
     sandboxes; the gathered values (one per task) are checked each time."""
-    samples = Samples(workers)
+    samples = Samples(workers, windows=gauge.windows if gauge else None)
     started = time.monotonic()
+    if gauge is not None:
+        gauge.begin()
     block = 0
     while True:
         inputs = hook.make_input(rng, workers)
@@ -425,6 +469,7 @@ def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submiss
             _judge(hook.check(inputs, result.values), side, "array")
             into.append(result.makespan_s)
             cpu_into.append(result.cpu_s)
+        _drop_last(samples, gauge)
         block += 1
         if stop.enough(samples, started):
             return samples
@@ -432,11 +477,11 @@ def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submiss
 
 def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
                  one_cfg: RunConfig, many_cfg: RunConfig, rng: np.random.Generator,
-                 stop: StopRule, paired: bool = True) -> Samples:
+                 stop: StopRule, paired: bool = True, gauge: Gauge | None = None) -> Samples:
     """Weak scaling at one worker count: the submission alone, interleaved blocks of one worker
     on the one-worker size and `workers` workers on the size for `workers` (make_weak_input);
     `baseline` holds the one-worker times."""
-    samples = Samples(workers)
+    samples = Samples(workers, windows=gauge.windows if gauge else None)
     started = time.monotonic()
 
     def args(k: int) -> dict[str, Any]:
@@ -446,7 +491,8 @@ def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: 
         _Side("submission", one_cfg, args(1), samples.baseline, samples.baseline_cpu),
         _Side("submission", many_cfg, args(workers), samples.submission, samples.submission_cpu)],
         lambda: [hook.make_weak_input(rng, 1), hook.make_weak_input(rng, workers)],
-        paired=paired, enough=lambda: stop.enough(samples, started), on_progress=None)
+        paired=paired, enough=lambda: stop.enough(samples, started), on_progress=None,
+        gauge=gauge)
 
 
 def summarize_weak(all_samples: list[Samples]) -> list[WeakScalingPoint]:

@@ -1,0 +1,226 @@
+"""What the node delivers of the allotted cores while a speedup is timed, and which timed windows
+count.
+
+A shared node takes cores away without saying so (on our VMs the steal counter stays 0), and the
+loss is one-sided: it slows the parallel side, never a serial baseline on its one core. So the
+trusted side measures the node itself between timed calls, where no submission code can run
+(both sandboxes frozen, or no sandbox alive): every allotted core spins the same fixed loop at
+once, and
+
+    delivered = Σ_cores min(1, t_best / t_core)
+
+with t_best the fastest any core has ever spun it in this grading. Around each timed call the
+node's own account (/proc/stat) also says how much of the sandbox's cores other processes used
+meanwhile (busy time less the sandbox's CPU time): that load, visible inside the machine, takes
+cores away as surely as the host does. A window (one A/B pair of timed calls, or one block)
+counts when the probes before and after it and each of its calls found at least SHORT_SHARE of
+the allotted cores; otherwise its calls are timed again. After RETIME_FACTOR ×
+the timing budget, windows count whatever the probes say (the node did not come back), and the
+figure says it was measured under interference. A submission cannot choose which of its calls
+are dropped: the probes run while it is frozen or gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+SHORT_SHARE = 0.9
+"""A window whose node delivered less than this share of the allotted cores is re-timed: turbo
+and the probe's own jitter stay above it on an idle node (≥ 0.95 of 2 cores here), a core taken
+away falls well below (≤ 0.75)."""
+RETIME_FACTOR = 2.0
+"""Re-timing stops once timing has spent this many times its budget: a node that stays short
+that long is reported as such rather than waited for."""
+UNRELIABLE_SHARE = 0.5
+"""A figure more than this share of whose counted windows were short was measured under
+interference (its median is then a short window's time): the report says so."""
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+TICK_SLACK = 2
+"""Ticks per core a read of /proc/stat may be off by at each end of a call."""
+PROBE_S = 0.02
+"""One probe spins about this long on each core: long enough to span a few scheduler slices."""
+
+_SPIN = """
+import sys, time
+for line in sys.stdin:
+    n = int(line)
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i
+    print(time.perf_counter() - t0, flush=True)
+"""
+
+
+def busy_seconds(cpus: tuple[int, ...] | list[int]) -> float | None:
+    """Seconds these cores have spent busy since boot (every process's, and the host's stolen
+    time where it says so); None where /proc/stat cannot be read."""
+    want = {f"cpu{c}" for c in cpus}
+    total = 0
+    try:
+        with open("/proc/stat") as stat:
+            for line in stat:
+                if not line.startswith("cpu") or line.split(maxsplit=1)[0] not in want:
+                    continue
+                # user nice system idle iowait irq softirq steal (guest time is within user)
+                f = [int(x) for x in line.split()[1:9]]
+                total += f[0] + f[1] + f[2] + f[5] + f[6] + f[7]
+    except (OSError, ValueError, IndexError):
+        return None
+    return total * _TICK_S
+
+
+@dataclass(frozen=True)
+class Call:
+    """One timed call as the node's account saw it."""
+
+    elapsed_s: float
+    cores: int
+    sandbox_cpu_s: float | None
+    busy_s: float | None
+    """Busy seconds of the call's cores meanwhile, every process's (None: not read)."""
+
+
+def foreign_share(calls: Sequence[Call]) -> float | None:
+    """The share of a window's cores × seconds that processes other than the sandboxes used
+    (None: not measured). The node counts busy time in ticks, the sandbox's cgroup in
+    nanoseconds: TICK_SLACK ticks per core and per call are the counting's, not a tenant's."""
+    if not calls or any(c.busy_s is None or c.sandbox_cpu_s is None for c in calls):
+        return None
+    capacity = sum(c.elapsed_s * c.cores for c in calls)
+    others = sum((c.busy_s or 0.0) - (c.sandbox_cpu_s or 0.0) for c in calls)
+    slack = sum(TICK_SLACK * _TICK_S * c.cores for c in calls)
+    return max(0.0, others - slack) / capacity if capacity > 0 else None
+
+
+class CapacityProbe:
+    """One trusted spinner process per allotted core, each pinned to its core."""
+
+    def __init__(self, cpus: list[int]) -> None:
+        self.cpus = list(cpus)
+        self.best: float | None = None
+        self._procs: list[subprocess.Popen[str]] = []
+        try:
+            for cpu in self.cpus:
+                proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _SPIN],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                self._procs.append(proc)
+                os.sched_setaffinity(proc.pid, {cpu})
+            one = self._spin([self._procs[0]], 100_000)[0]
+            self.iterations = max(10_000, int(100_000 * PROBE_S / max(one, 1e-6)))
+        except BaseException:
+            self.close()
+            raise
+
+    def _spin(self, procs: list[subprocess.Popen[str]], n: int) -> list[float]:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{n}\n")
+            p.stdin.flush()
+        out = []
+        for p in procs:
+            assert p.stdout is not None
+            out.append(float(p.stdout.readline()))
+        return out
+
+    def measure(self, cores: int) -> float:
+        """Cores the node delivered just now, of the first `cores` allotted ones."""
+        times = self._spin(self._procs[:cores], self.iterations)
+        fastest = min(times)
+        self.best = fastest if self.best is None else min(self.best, fastest)
+        return sum(min(1.0, self.best / t) for t in times)
+
+    def close(self) -> None:
+        for p in self._procs:
+            with contextlib.suppress(OSError):
+                p.kill()
+            p.wait()
+        self._procs = []
+
+    def __enter__(self) -> CapacityProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Windows:
+    """The account of one worker count's timed windows: probes, re-timed and kept-short ones."""
+
+    cores: int
+    budget_s: float
+    started: float = field(default_factory=time.monotonic)
+    delivered: list[float] = field(default_factory=list)
+    """Cores delivered in each window (the lower of its two probes)."""
+    retimed: int = 0
+    kept_short: int = 0
+
+    def short(self, cores: float) -> bool:
+        return cores < SHORT_SHARE * self.cores
+
+    def keep(self, before: float, after: float) -> bool:
+        """Whether the window between these two probes counts (else its calls are re-timed)."""
+        cores = min(before, after)
+        self.delivered.append(cores)
+        if not self.short(cores):
+            return True
+        if time.monotonic() - self.started > RETIME_FACTOR * self.budget_s:
+            self.kept_short += 1
+            return True
+        self.retimed += 1
+        return False
+
+    @property
+    def unreliable(self) -> bool:
+        counted = len(self.delivered) - self.retimed
+        return counted > 0 and self.kept_short / counted > UNRELIABLE_SHARE
+
+    def note(self) -> str | None:
+        """What the report says of these windows (None: the node delivered its cores)."""
+        short = [c for c in self.delivered if self.short(c)]
+        if not short:
+            return None
+        n = len(self.delivered)
+        typical = statistics.median(short)
+        text = (f"{len(short)} of {n} timed windows found the node short (it delivered "
+                f"{typical:.1f} of its {self.cores} cores)")
+        if self.unreliable:
+            text += (f"; the node did not come back, so {self.kept_short} of them count: "
+                     "this speedup was measured under interference and may be low")
+        elif self.kept_short:
+            again = f"{self.retimed} were timed again, and " if self.retimed else ""
+            text += f": {again}{self.kept_short} count (the node did not come back in time)"
+        else:
+            text += ": their calls were timed again"
+        return text
+
+
+class Gauge:
+    """Probes around each timed window of one worker count (runs `probe` on `cores` cores)."""
+
+    def __init__(self, probe: CapacityProbe, cores: int, budget_s: float) -> None:
+        self.probe = probe
+        self.cores = cores
+        self.windows = Windows(cores, budget_s)
+        self._before: float | None = None
+
+    def begin(self) -> None:
+        """Probe before the first window (and after a pause in which no window was timed)."""
+        self._before = self.probe.measure(self.cores)
+
+    def counts(self, calls: Sequence[Call] = ()) -> bool:
+        """Probe after a window: whether its calls count."""
+        after = self.probe.measure(self.cores)
+        before = after if self._before is None else self._before
+        self._before = after
+        share = foreign_share(calls)
+        others = float(self.cores) if share is None else self.cores * (1 - min(1.0, share))
+        return self.windows.keep(min(before, others), after)

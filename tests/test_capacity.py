@@ -1,0 +1,109 @@
+"""The node's capacity around timed windows (runners/capacity.py): the window rule on synthetic
+probe readings, and the probe and the node's account on this machine's real cores."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from runners import capacity
+from runners.capacity import RETIME_FACTOR, SHORT_SHARE, Call, CapacityProbe, Windows
+
+
+def test_a_window_the_node_delivered_counts_and_a_short_one_is_timed_again() -> None:
+    w = Windows(cores=2, budget_s=60)
+    assert w.keep(2.0, 1.95)
+    assert not w.keep(2.0, 1.2)  # a core taken away after the window began
+    assert not w.keep(1.5, 2.0)
+    assert (w.retimed, w.kept_short, w.delivered) == (2, 0, [1.95, 1.2, 1.5])
+    assert not w.unreliable
+    assert w.note() == ("2 of 3 timed windows found the node short (it delivered 1.4 of its 2 "
+                        "cores): their calls were timed again")
+
+
+def test_a_quiet_node_says_nothing() -> None:
+    w = Windows(cores=2, budget_s=60)
+    for _ in range(20):
+        assert w.keep(2.0, SHORT_SHARE * 2)
+    assert w.note() is None and not w.unreliable
+
+
+def test_a_node_that_stays_short_is_reported_not_waited_for() -> None:
+    w = Windows(cores=2, budget_s=0.05)
+    assert not w.keep(1.0, 1.0)
+    time.sleep(RETIME_FACTOR * 0.05 + 0.01)
+    kept = [w.keep(1.0, 1.1) for _ in range(3)]
+    assert kept == [True] * 3 and w.kept_short == 3 and w.unreliable
+    note = w.note()
+    assert note is not None and "measured under interference" in note
+    assert note.startswith("4 of 4 timed windows found the node short (it delivered 1.0 of its 2")
+
+
+def test_a_few_short_windows_kept_leave_the_figure_reliable() -> None:
+    """Past the re-timing budget, a minority of short windows does not decide the median."""
+    w = Windows(cores=2, budget_s=0)
+    for _ in range(7):
+        w.keep(2.0, 2.0)
+    for _ in range(3):
+        w.keep(2.0, 1.0)
+    assert w.kept_short == 3 and not w.unreliable
+    assert "7 of" not in (w.note() or "") and "3 count" in (w.note() or "")
+
+
+def test_others_share_of_a_windows_cores() -> None:
+    slack = capacity.TICK_SLACK * capacity._TICK_S * 2  # per call on 2 cores: the counting's
+
+    def call(busy: float | None, cpu: float | None) -> Call:
+        return Call(elapsed_s=0.5, cores=2, sandbox_cpu_s=cpu, busy_s=busy)
+
+    share = capacity.foreign_share([call(1.5 + slack, 1.0), call(1.0 + slack, 1.0)])
+    assert share == pytest.approx(0.25)  # 0.5 core-seconds of others' in 2
+    # A sandbox's exact CPU time beside the node's ticks: within the slack counts as nothing.
+    assert capacity.foreign_share([call(1.0 + slack / 2, 1.0)]) == 0.0
+    assert capacity.foreign_share([call(0.9, 1.0)]) == 0.0
+    assert capacity.foreign_share([call(None, 1.0)]) is None
+    assert capacity.foreign_share([call(1.0, 1.0), call(1.0, None)]) is None
+
+
+def _spin(cpu: int, seconds: float) -> None:
+    os.sched_setaffinity(0, {cpu})
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@contextmanager
+def tenant(cpu: int, seconds: float = 30) -> Iterator[None]:
+    """Another process spinning on `cpu` (a core taken away)."""
+    p = mp.get_context("fork").Process(target=_spin, args=(cpu, seconds), daemon=True)
+    p.start()
+    try:
+        time.sleep(0.05)
+        yield
+    finally:
+        p.kill()
+        p.join()
+
+
+def test_the_nodes_account_sees_another_process_on_the_cores() -> None:
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    before = capacity.busy_seconds([cpu])
+    assert before is not None
+    _spin(cpu, 0.4)
+    after = capacity.busy_seconds([cpu])
+    assert after is not None and after - before >= 0.3
+
+
+def test_the_probe_finds_a_core_taken_away() -> None:
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    with CapacityProbe([cpu]) as probe:
+        quiet = max(probe.measure(1) for _ in range(5))
+        with tenant(cpu):
+            busy = min(probe.measure(1) for _ in range(5))
+    assert quiet >= SHORT_SHARE
+    assert busy < 0.8  # the tenant gets about half of the core
