@@ -11,8 +11,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from runners import capacity
+from runners import capacity, grader, package
 from runners.capacity import RETIME_FACTOR, SHORT_SHARE, Call, CapacityProbe, Windows
+from runners.protocol import Verdict
+from tests.conftest import FIXTURES
 
 
 def test_a_window_the_node_delivered_counts_and_a_short_one_is_timed_again() -> None:
@@ -107,3 +109,20 @@ def test_the_probe_finds_a_core_taken_away() -> None:
             busy = min(probe.measure(1) for _ in range(5))
     assert quiet >= SHORT_SHARE
     assert busy < 0.8  # the tenant gets about half of the core
+
+
+@pytest.mark.slow
+def test_a_grading_beside_a_tenant_says_the_node_was_short() -> None:
+    """Another process holds the package's one core through the whole grading: every window
+    finds the node short, is timed again for twice the budget, then counts, and the report says
+    the speedup was measured under interference."""
+    a = package.load(FIXTURES / "redteam" / "sum1")
+    cpu = grader.allotment(a)[0][0]
+    with tenant(cpu, seconds=120):
+        r = grader.grade(a, grader.code_of(a, "reference"))
+    assert r.verdict is Verdict.PASSED and r.speedup is not None
+    said = [n for n in r.notes if "timed windows found the node short" in n]
+    assert said and "measured under interference" in said[0], r.notes
+    assert "measured while the node was short of cores" in r.summary
+    # Re-timing is bounded: twice the timing budget, then the windows count.
+    assert r.environment.phases["timing"] < 2 * a.manifest.timing.budget_s + 15
