@@ -31,6 +31,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from runners.protocol import Interference
+
 SHORT_SHARE = 0.9
 """A window whose node delivered less than this share of the allotted cores is re-timed: turbo
 and the probe's own jitter stay above it on an idle node (≥ 0.95 of 2 cores here), a core taken
@@ -182,6 +184,14 @@ class Windows:
     def unreliable(self) -> bool:
         counted = len(self.delivered) - self.retimed
         return counted > 0 and self.kept_short / counted > UNRELIABLE_SHARE
+
+    def figure(self) -> Interference:
+        """These windows as the report carries them."""
+        short = [c for c in self.delivered if self.short(c)]
+        return Interference(cores=self.cores, windows=len(self.delivered), short=len(short),
+                            retimed=self.retimed,
+                            delivered=round(statistics.median(short), 3) if short else None,
+                            unreliable=self.unreliable)
 
     def note(self) -> str | None:
         """What the report says of these windows (None: the node delivered its cores)."""

@@ -703,6 +703,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 notes.append(f"timing with {s.workers} worker{'s' * (s.workers > 1)}: {said}")
         top_windows = max(all_samples, key=lambda x: x.workers).windows
         interfered = top_windows is not None and top_windows.unreliable
+        if top_windows is not None:
+            figure = figure.model_copy(update={"interference": top_windows.figure()})
         if script:
             progress("timing an empty script under each side's launcher (start-up)")
             laps.start("start-up runs")

@@ -12,9 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """2: reports carry the speedup credit and CPU figures, jobs the reference's speedup, checks a
-figure (an older server refuses those fields: upgrade servers before runners)."""
+figure (an older server refuses those fields: upgrade servers before runners). 5: a speedup
+carries what the node delivered around its timed windows (`Interference`)."""
 MANIFEST = "assignment.toml"
 QUEUES = ("cpu", "mpi", "gpu", "mpinodes")
 Queue = Literal["cpu", "mpi", "gpu", "mpinodes"]
@@ -148,6 +149,23 @@ class SpeedupFigure(Frozen):
         "baseline's way (sandbox, launcher, interpreter), inside every baseline time")
     startup_submission_s: float | None = Field(
         default=None, description="The same under the submission's launcher and worker count")
+    interference: Interference | None = Field(
+        default=None, description="What the node delivered around the timed windows (None: "
+        "not probed: a real GPU, or ranks on several nodes)")
+
+
+class Interference(Frozen):
+    """The node's capacity around one worker count's timed windows (runners/capacity.py)."""
+
+    cores: int = Field(description="Cores the submission's side was allotted")
+    windows: int = Field(description="Timed windows probed (A/B pairs of calls, or blocks)")
+    short: int = Field(description="Windows in which the node delivered under 90 % of the cores")
+    retimed: int = Field(description="Short windows whose calls were timed again")
+    delivered: float | None = Field(description="Median cores the node delivered in the short "
+                                    "windows (None: none was short)")
+    unreliable: bool = Field(description="Most counted windows were short (the node did not "
+                             "come back within twice the timing budget): the speedup was "
+                             "measured under interference and may be low")
 
 
 class Parallelism(Frozen):

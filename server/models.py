@@ -335,6 +335,10 @@ class GradeReportRow(Base):
     credited_speedup: Mapped[float | None] = mapped_column(Float, default=None)
     # An instructor's review of a held or refused speedup: granted | refused (None: not yet).
     review: Mapped[str | None] = mapped_column(String(16), default=None)
+    # The speedup was measured while the node was short of cores (report.speedup.interference):
+    # the board shows it with a mark.
+    timing_interfered: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                    server_default=false())
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 

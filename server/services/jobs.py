@@ -316,6 +316,8 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
         speedup_ci_high=report.speedup.ci_high if report.speedup else None,
         serial_fraction=report.serial_fraction, report=report.model_dump(mode="json"),
         credit_status=report.credit.status if report.credit else None, review=review,
+        timing_interfered=report.speedup is not None and report.speedup.interference is not None
+        and report.speedup.interference.unreliable,
         credited_speedup=None if report.speedup is None else ranked_speedup(
             sub, credited_speedup(report.credit, report.speedup.median, review=review), review))
     session.add(row)

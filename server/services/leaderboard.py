@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 from server.models import Assignment, BoardEntry, Enrollment, GradeReportRow, Submission, User
 
 MARKS = {"held": "held for review", "refused": "speedup not credited"}
+INTERFERED = "measured while the node was short of cores"
+"""The mark of a ranked speedup the platform measured under interference (it may be low)."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ class Entry:
     ci_low: float | None
     ci_high: float | None
     score: float
-    mark: str | None = None  # why it is unranked
+    mark: str | None = None  # why it is unranked, or what to know of its ranked figure
 
 
 def _unranked() -> Any:
@@ -111,7 +113,7 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
     rows = session.execute(
         select(BoardEntry.user_id, BoardEntry.submission_id, r.score, speedup.label("speed"),
                r.speedup_median, r.speedup_ci_low, r.speedup_ci_high, r.credit_status,
-               _unranked().label("unranked"), Enrollment.alias)
+               r.timing_interfered, _unranked().label("unranked"), Enrollment.alias)
         .join(r, r.submission_id == BoardEntry.submission_id)
         .join(Enrollment, (Enrollment.user_id == BoardEntry.user_id)
               & (Enrollment.course_id == assignment.course_id))
@@ -141,7 +143,7 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
                 out[-1] = replace(prev, tied=True)
         out.append(Entry(rank=rank, tied=tied, user_id=row.user_id, alias=alias,
                          submission_id=row.submission_id, speedup=speed, ci_low=lo, ci_high=hi,
-                         score=row.score))
+                         score=row.score, mark=INTERFERED if row.timing_interfered else None))
     return out
 
 

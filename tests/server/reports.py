@@ -10,6 +10,7 @@ from runners.protocol import (
     Credit,
     Environment,
     GradeReport,
+    Interference,
     ScalingPoint,
     SpeedupFigure,
     TestOutcome,
@@ -19,8 +20,10 @@ from runners.protocol import (
 
 
 def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
-                  hi: float = 2.0, credit: str | None = None) -> dict[str, Any]:
-    """`credit`: what the credit policy made of the speedup (None: a report from before it)."""
+                  hi: float = 2.0, credit: str | None = None,
+                  interfered: bool | None = None) -> dict[str, Any]:
+    """`credit`: what the credit policy made of the speedup (None: a report from before it);
+    `interfered`: whether the node was short of cores while it was timed (None: not probed)."""
     env = Environment(hostname="h", cpu_model="cpu", logical_cpus=2, memory_mb=1024,
                       core_set=[0, 1], core_set_enforced=True, backend="bwrap", sandboxed=True,
                       isolation=[], versions={"python": "3.11"}, paragrade_version="0")
@@ -35,7 +38,12 @@ def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
         test_points=60 if passed else 0,
         performance_points=(0 if credit in ("held", "refused") else 30) if passed else 0,
         speedup=SpeedupFigure(median=median, ci_low=lo, ci_high=hi, baseline_median_s=0.3,
-                              submission_median_s=0.3 / median, repetitions=10) if passed else None,
+                              submission_median_s=0.3 / median, repetitions=10,
+                              interference=None if interfered is None else Interference(
+                                  cores=2, windows=12, short=10 if interfered else 0,
+                                  retimed=4 if interfered else 0,
+                                  delivered=1.3 if interfered else None, unreliable=interfered),
+                              ) if passed else None,
         scaling=[ScalingPoint(workers=2, speedup=median, efficiency=median / 2, ci_low=lo,
                               ci_high=hi, submission_median_s=0.2, karp_flatt=0.1)] if passed else [],
         serial_fraction=0.1, amdahl_serial_fraction=0.1, notes=[],

@@ -37,6 +37,21 @@ def test_a_refused_speedup_is_never_ranked_above_an_honest_one(world: World,
     assert got["score"] == 60 and got["report"]["credit"]["status"] == "refused"
 
 
+def test_a_speedup_measured_under_interference_is_ranked_with_a_mark(world: World,
+                                                                     engine: Engine) -> None:
+    """The platform judged the figure unreliable (the node short of cores most of the timing):
+    it still ranks (it may only be low), and the board says what to make of it."""
+    graded(world, engine, world.ada, median=1.9, lo=1.8, hi=2.0, credit="credited",
+           interfered=False)
+    graded(world, engine, world.bob, median=1.2, lo=1.1, hi=1.3, credit="credited",
+           interfered=True)
+    board = world.get(world.ada, BOARD).json()
+    assert [(e["alias"], e["rank"], e["mark"]) for e in board] == [
+        ("ada", 1, None), ("bob", 2, "measured while the node was short of cores")]
+    page = browser(world).get("/c/th/t1-multiprocessing/leaderboard").text
+    assert "(measured while the node was short of cores)" in page
+
+
 def test_instructors_review_held_speedups(world: World, engine: Engine) -> None:
     graded(world, engine, world.ada, median=1.6, lo=1.5, hi=1.7, credit="credited")
     held = graded(world, engine, world.bob, median=14.0, lo=13.0, hi=15.0, credit="held")
