@@ -235,16 +235,23 @@ def code_of(assignment: Assignment, role: str) -> dict[str, bytes]:
 
 def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
               cpus: list[int], reveal: bool = False, public_only: bool = False,
-              hidden_only: bool = False,
-              timeout: float | None = None) -> tuple[list[TestResult], str]:
+              hidden_only: bool = False, timeout: float | None = None,
+              reference_test_s: dict[str, float] | None = None
+              ) -> tuple[list[TestResult], str]:
     """Run the package's tests (trusted pytest process) against the code in `code_dir`: public
-    and hidden, or one kind only."""
+    and hidden, or one kind only; each test's time limit calibrated from `reference_test_s`
+    (the reference's seconds per test at validation; runners.runaway)."""
+    resources = assignment.manifest.resources
+    limits = runaway.test_limits(resources, reference_test_s or {})
     with tempfile.TemporaryDirectory(prefix="paragrade-tests-") as tmp:
         results = Path(tmp) / "results.json"
         ctx = Context(assignment_root=str(assignment.root), code_dir=str(code_dir),
                       backend=backend, seed=seed, gpu_mode=gpu_mode, results=str(results),
                       hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal,
-                      tests_budget_s=runaway.tests_budget_s(assignment.manifest.resources))
+                      tests_budget_s=runaway.tests_budget_s(resources), test_limits=limits,
+                      limit_reasons={name: runaway.limit_reason(
+                          limit, (reference_test_s or {}).get(name), resources)
+                          for name, limit in limits.items()})
         ctx_path = Path(tmp) / "context.json"
         ctx_path.write_text(json.dumps(ctx.__dict__))
         targets = [] if hidden_only else [str(assignment.public_dir)]
@@ -520,11 +527,12 @@ class _Laps:
 def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | None = None,
           seed: int | None = None, with_timing: bool = True, progress: Progress = _noop,
           settings: RunnerSettings | None = None,
-          reference_speedup: float | None = None) -> GradeReport:
+          reference_speedup: float | None = None,
+          reference_test_s: dict[str, float] | None = None) -> GradeReport:
     """Grade one submission of `assignment` and return its report (never raises for its code).
 
     `reference_speedup`: the reference's, measured at validation (GPU packages hold a speedup far
-    above it for review)."""
+    above it for review); `reference_test_s`: its seconds per test there (per-test limits)."""
     settings = settings or get_settings()
     started = time.monotonic()
     laps = _Laps()
@@ -595,7 +603,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         laps.start("tests")
         progress("running tests in the sandbox")
         tests, output = run_tests(assignment, code_dir, backend=executor.name, seed=seed,
-                                  gpu_mode=gpu_mode, cpus=cpus)
+                                  gpu_mode=gpu_mode, cpus=cpus, reference_test_s=reference_test_s)
         laps.start("report")
         verdict = overall_verdict(tests)
         hidden = [t for t in tests if t.hidden]

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 PROTOCOL_VERSION = 5
 """2: reports carry the speedup credit and CPU figures, jobs the reference's speedup, checks a
 figure (an older server refuses those fields: upgrade servers before runners). 5: a speedup
-carries what the node delivered around its timed windows (`Interference`)."""
+carries what the node delivered around its timed windows (`Interference`); the reference's
+seconds per test go from validation to every grading (per-test time limits)."""
 MANIFEST = "assignment.toml"
 QUEUES = ("cpu", "mpi", "gpu", "mpinodes")
 Queue = Literal["cpu", "mpi", "gpu", "mpinodes"]
@@ -331,6 +332,10 @@ class GradeJob(Frozen):
     reference_speedup: float | None = Field(
         default=None, description="The reference's speedup measured when this version was "
         "validated (GPU packages: a speedup far above it is held for review)")
+    reference_test_seconds: dict[str, float] = Field(
+        default_factory=dict, description="The reference's seconds per test at validation "
+        "(test name -> seconds): each test's time limit is calibrated from them "
+        "(runners/runaway.py)")
 
 
 class ValidateJob(Frozen):
@@ -352,6 +357,9 @@ class ValidationCheck(Frozen):
     skipped: str | None = None
     figure: float | None = Field(default=None, description="What the check measured, where it "
                                  "measured something (the reference's speedup)")
+    test_seconds: dict[str, float] | None = Field(
+        default=None, description="The 'reference passes' check: the reference's seconds per "
+        "test, which gradings calibrate their per-test time limits from")
 
 
 class SimilarityJob(Frozen):

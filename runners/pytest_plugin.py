@@ -7,10 +7,11 @@ Loaded by the grader as `pytest -p runners.pytest_plugin`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,10 @@ class Context:
     reveal: bool = False
     tests_budget_s: float = float("inf")
     """Seconds the tests may spend before the next one is not started (runners.runaway)."""
+    test_limits: dict[str, float] = field(default_factory=dict)
+    """Each test's time limit where calibrated (else the package's wall limit)."""
+    limit_reasons: dict[str, str] = field(default_factory=dict)
+    """Which limit applied to each calibrated test, in words (a timed-out test's message)."""
 
     @classmethod
     def load(cls, path: str) -> Context:
@@ -68,10 +73,20 @@ class Submission:
     """The code under test, callable from a test; each test gets a fresh sandbox, or a fresh
     child of the test process's zygote (`_ZygoteKeeper`)."""
 
-    def __init__(self, ctx: Context, recorder: Recorder, runs: Runs) -> None:
+    def __init__(self, ctx: Context, recorder: Recorder, runs: Runs,
+                 wall_s: float | None = None) -> None:
         self._ctx = ctx
         self._recorder = recorder
-        self._assignment, self._cfg_for = runs
+        self._assignment, cfg_for = runs
+        self._wall_s = wall_s  # this test's own time limit (None: the package's)
+
+        def limited(workers: int) -> RunConfig:
+            cfg = cfg_for(workers)
+            if wall_s is None or wall_s >= cfg.limits.wall_s:
+                return cfg
+            return dataclasses.replace(cfg, limits=dataclasses.replace(cfg.limits, wall_s=wall_s))
+
+        self._cfg_for = limited
         self._session: Session | None = None
         m = self._assignment.manifest
         self.workers: int = self._assignment.workers
@@ -83,7 +98,7 @@ class Submission:
         if self._session is not None:
             return self._session
         cfg = self._cfg_for(self.workers)
-        session: Session = _ZYGOTE.session(cfg, self._assignment) or Session(cfg)
+        session: Session = _ZYGOTE.session(cfg, self._assignment, self._wall_s) or Session(cfg)
         try:
             try:
                 session.start()
@@ -153,7 +168,10 @@ class _ZygoteKeeper:
         self.zygote: Zygote | None = None
         self.refused = False  # it would not fork here (a preloaded library started a thread)
 
-    def session(self, cfg: RunConfig, assignment: Assignment) -> ForkedSession | None:
+    def session(self, cfg: RunConfig, assignment: Assignment, wall_s: float | None
+                ) -> ForkedSession | None:
+        """The next test's child of the zygote (`wall_s`: its own time limit), or None where
+        the test needs a sandbox of its own."""
         if self.refused or not get_settings().fork_tests or not Zygote.suits(cfg):
             return None
         if self.zygote is None or not self.zygote.usable:
@@ -170,7 +188,7 @@ class _ZygoteKeeper:
                 z.discard()
                 return None
             self.zygote = z
-        return self.zygote.session()
+        return self.zygote.session(wall_s)
 
     def close(self) -> None:
         if self.zygote is not None:
@@ -212,6 +230,12 @@ class Recorder:
 
 class NotRun(Exception):
     """A test the grading's time rules did not start (runners.runaway); the reason is the message."""
+
+
+def _name(item: pytest.Item, ctx: Context) -> str:
+    """A test's name as reports and the reference's calibration know it."""
+    rel = Path(str(item.path)).relative_to(ctx.assignment_root).as_posix()
+    return f"{rel}::{item.name}"
 
 
 def _describe(item: pytest.Item) -> str:
@@ -289,14 +313,15 @@ def submission(request: pytest.FixtureRequest) -> Iterator[Submission]:
     ctx = request.config.stash.get(_context_key, None)
     if ctx is None:
         pytest.fail("run these tests through paragrade (paragrade grade / assignments validate)")
-    if why := request.config.stash[_clock_key].why_not():
+    wall_s = ctx.test_limits.get(_name(request.node, ctx))
+    if why := request.config.stash[_clock_key].why_not(wall_s):
         raise NotRun(why)
     runs = request.config.stash.get(_runs_key, None)
     if runs is None:  # one stage (harness and data copies) for all of this process's tests
         from runners import grader  # late: grader imports this module's Context
 
         runs = request.config.stash[_runs_key] = grader.run_configs(ctx)
-    sub = Submission(ctx, request.config.stash[_recorder_key], runs)
+    sub = Submission(ctx, request.config.stash[_recorder_key], runs, wall_s)
     try:
         yield sub
     finally:
@@ -323,8 +348,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     recorder = item.config.stash.get(_recorder_key, None)
     if recorder is None:
         return report
-    rel = Path(str(item.path)).relative_to(recorder.ctx.assignment_root).as_posix()
-    name = f"{rel}::{item.name}"
+    name = _name(item, recorder.ctx)
     hidden = recorder.hidden(str(item.path))
     marker = item.get_closest_marker("weight")
     weight = float(marker.args[0]) if marker else None
@@ -336,10 +360,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                      duration=duration)
     elif report.failed:
         verdict, message = _judge(item, call, hidden and not recorder.ctx.reveal)
+        if verdict is Verdict.TIMEOUT and name in recorder.ctx.limit_reasons:
+            message += f" (this test's limit: {recorder.ctx.limit_reasons[name]})"
         outcome = TestOutcome.FAILED if call.when == "call" else TestOutcome.ERROR
         recorder.add(name, outcome=outcome, verdict=verdict, message=message, hidden=hidden,
                      weight=weight, duration=duration)
-        item.config.stash[_clock_key].ended(name, verdict)
+        item.config.stash[_clock_key].ended(name, verdict, recorder.ctx.test_limits.get(name))
     elif report.skipped and call.when in ("setup", "call"):
         reason = str(call.excinfo.value) if call.excinfo else "skipped"
         recorder.add(name, outcome=TestOutcome.SKIPPED, verdict=Verdict.PASSED,

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -570,8 +570,9 @@ class Zygote(Session):
     def _ready(self, ready: Any) -> None:
         self.usable = isinstance(ready, dict) and ready.get("zygote") is True
 
-    def session(self) -> ForkedSession:
-        return ForkedSession(self)
+    def session(self, wall_s: float | None = None) -> ForkedSession:
+        """The next test's session (`wall_s`: its own time limit, at most the sandbox's)."""
+        return ForkedSession(self, wall_s)
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """One exchange with the zygote, bounded; None (and the zygote closed) on any trouble."""
@@ -587,9 +588,9 @@ class Zygote(Session):
             return None
         return reply
 
-    def fork(self, socket_inside: str) -> bool:
+    def fork(self, socket_inside: str, wall_s: float | None = None) -> bool:
         self._tests += 1
-        self._run.proc.clock.restart()
+        self._run.proc.clock.restart(wall_s)
         reply = self.request({"op": "fork", "socket": socket_inside}, self.RESET_S)
         return reply is not None and isinstance(reply.get("pid"), int)
 
@@ -619,8 +620,11 @@ class ForkedSession(Session):
     """A test's session in a zygote's sandbox: its own child, socket and output pipe; the
     sandbox's limits (wall clock restarted for it), files and result file shared one at a time."""
 
-    def __init__(self, zygote: Zygote) -> None:
-        super().__init__(zygote.cfg, zygote._run)
+    def __init__(self, zygote: Zygote, wall_s: float | None = None) -> None:
+        cfg = zygote.cfg
+        if wall_s is not None and wall_s < cfg.limits.wall_s:
+            cfg = replace(cfg, limits=replace(cfg.limits, wall_s=wall_s))
+        super().__init__(cfg, zygote._run)
         self._zygote = zygote
         self._result_fd = zygote._result_fd
         self._out: OutputCollector | None = None
@@ -628,7 +632,7 @@ class ForkedSession(Session):
     def start(self) -> None:
         z = self._zygote
         listener, inside = self._listen(f"test-{z._tests + 1}.sock")
-        if not z.fork(inside):
+        if not z.fork(inside, self.cfg.limits.wall_s):
             listener.close()
             raise ZygoteLost("the zygote did not fork")
         self._sock = self._accept(listener)

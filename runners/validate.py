@@ -26,11 +26,13 @@ class Check:
     skipped: str | None = None
     report: GradeReport | None = None  # the reference's grading, when measured
     figure: float | None = None  # what it measured (the reference's speedup)
+    test_seconds: dict[str, float] | None = None  # the reference's, per test
 
     def message(self) -> ValidationCheck:
         """The check as it crosses to the server (or is printed as JSON)."""
         return ValidationCheck(name=self.name, ok=self.ok, problems=self.problems,
-                               skipped=self.skipped, figure=self.figure)
+                               skipped=self.skipped, figure=self.figure,
+                               test_seconds=self.test_seconds)
 
 
 def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str]:
@@ -83,7 +85,9 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
         else:
             ref = tests_of("reference")
         checks.append(Check("reference passes", not _failures(ref) and bool(ref), _failures(ref)
-                            or ([] if ref else ["no tests ran"]), report=report))
+                            or ([] if ref else ["no tests ran"]), report=report,
+                            test_seconds={t.name: t.duration_s for t in ref
+                                          if t.outcome is TestOutcome.PASSED}))
         checks.append(_check_tests_time(a, ref))
         if report is not None and report.speedup is not None:
             checks.append(_check_speedup(a, report, lambda: grader.grade(

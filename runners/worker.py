@@ -186,8 +186,9 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         a = package.load(folder)
         report: GradeReport = (
             slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag)
-            if on_slurm else grader.grade(a, files, settings=settings,
-                                          reference_speedup=offer.job.reference_speedup))
+            if on_slurm else grader.grade(
+                a, files, settings=settings, reference_speedup=offer.job.reference_speedup,
+                reference_test_s=offer.job.reference_test_seconds))
         return outcome_of(report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")

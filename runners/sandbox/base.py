@@ -176,10 +176,11 @@ class WallClock:
         self._deadline = self.started + limit_s
         self._paused_at: float | None = None
 
-    def restart(self) -> None:
-        """The whole limit again from now (a sandbox that serves one test after another)."""
+    def restart(self, limit_s: float | None = None) -> None:
+        """The whole limit (or `limit_s`) again from now (a sandbox that serves one test after
+        another, each with its own limit)."""
         self.resume()
-        self._deadline = time.monotonic() + self.limit_s
+        self._deadline = time.monotonic() + (self.limit_s if limit_s is None else limit_s)
 
     @property
     def paused(self) -> bool:

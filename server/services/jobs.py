@@ -124,7 +124,8 @@ def grade_job(submission: Submission, job: Job) -> GradeJob:
                     bundle_sha256=submission.version.bundle_sha256,
                     submission_sha256=submission.archive_sha256, queue=manifest.resources.queue,
                     time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
-                    reference_speedup=reference_speedup(submission.version))
+                    reference_speedup=reference_speedup(submission.version),
+                    reference_test_seconds=reference_test_seconds(submission.version))
 
 
 def reference_speedup(version: AssignmentVersion) -> float | None:
@@ -134,6 +135,16 @@ def reference_speedup(version: AssignmentVersion) -> float | None:
                 "reference speeds up"):
             return float(check["figure"])
     return None
+
+
+def reference_test_seconds(version: AssignmentVersion) -> dict[str, float]:
+    """The reference's seconds per test its validation measured ({}: none recorded)."""
+    for check in version.checks or []:
+        seconds = check.get("test_seconds")
+        if check.get("name") == "reference passes" and isinstance(seconds, dict):
+            return {str(k): float(v) for k, v in seconds.items()
+                    if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {}
 
 
 def claim(*, session: Session, job_id: int, runner: str, runner_key: str,

@@ -156,11 +156,13 @@ def claim(client: TestClient, queues: tuple[str, ...] = ("cpu", "mpi", "gpu")
     return dict(r.json())
 
 
-def finish_validation(client: TestClient, ok: bool = True) -> dict:  # type: ignore[type-arg]
-    """Play the runner for a pending validate job (as a runner would post its checks)."""
+def finish_validation(client: TestClient, ok: bool = True,  # type: ignore[type-arg]
+                      test_seconds: dict[str, float] | None = None) -> dict:
+    """Play the runner for a pending validate job (as a runner would post its checks;
+    `test_seconds`: the reference's seconds per test)."""
     offer = claim(client)
     assert offer is not None and offer["validate_job"] is not None, offer
-    checks = [{"name": "reference passes", "ok": ok,
+    checks = [{"name": "reference passes", "ok": ok, "test_seconds": test_seconds,
                "problems": [] if ok else ["hidden/test_hidden.py::test_x: failed: expected 3"]}]
     r = client.post(f"/api/runner/jobs/{offer['job_id']}/result", json={"checks": checks},
                     headers={**RUNNER, "X-Job-Token": offer["token"]})

@@ -254,6 +254,27 @@ def _graded_report(passed: bool = True) -> dict:  # type: ignore[type-arg]
     return sample_report(passed=passed)
 
 
+def test_a_grading_job_carries_the_references_seconds_per_test(world: World) -> None:
+    """Validation measured the reference on each test; every grading calibrates its per-test
+    time limits from those seconds (runners/runaway.py)."""
+    from tests.server.conftest import REPO_ROOT, finish_validation
+
+    folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
+    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.0.0"',
+                                                                b'version = "1.2.0"')
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("p.zip", zip_of(files))})
+    assert r.status_code == 201, r.text
+    seconds = {"hidden/test_hidden.py::test_small": 0.25, "public_tests/test_public.py::t": 0.5}
+    finish_validation(world.client, test_seconds=seconds)
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    offer = claim(world.client, ("cpu",))
+    assert offer is not None and offer["job"]["submission_id"] == sid
+    assert offer["job"]["reference_test_seconds"] == seconds
+
+
 def test_runner_claims_fetches_and_records_once(world: World) -> None:
     c = world.client
     sid = world.submit(world.ada, REFERENCE).json()["id"]
