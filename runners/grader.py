@@ -479,11 +479,11 @@ def stop_rules(m: Manifest, budget_s: float, *, top: int, weak_top: int
     return rule
 
 
-def probes(gpu_mode: str, m: Manifest) -> bool:
+def probes(gpu_mode: str, m: Manifest, settings: RunnerSettings) -> bool:
     """Whether timing probes the node's capacity around its windows (runners.capacity): not on
     a real GPU (one side's sandbox at a time, kernels the probe cannot see), nor across nodes
-    (the probe sees this node only)."""
-    return gpu_mode != "real" and m.resources.nodes == 1
+    (the probe sees this node only), nor where the operator turned it off."""
+    return settings.timing_probe and gpu_mode != "real" and m.resources.nodes == 1
 
 
 def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
@@ -636,7 +636,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         budget = total / (len(counts) + len(weak_counts))
         stops = stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0))
         paired = can_pair(assignment, executor, gpu_mode)
-        probe = stack.enter_context(capacity.CapacityProbe(cpus)) if probes(gpu_mode, m) else None
+        probe = (stack.enter_context(capacity.CapacityProbe(cpus))
+                 if probes(gpu_mode, m, settings) else None)
 
         def cfg(code: Path, workers: int, serial: bool) -> RunConfig:
             return make_config(assignment, executor=executor, stage=stage, code_dir=code,

@@ -35,6 +35,9 @@ class RunnerSettings(BaseSettings):
     disk_limit_bytes: int = 256 * 1024 * 1024
     timing_budget_s: float = Field(default=30.0, gt=0, description="Cap on the time of one "
                                    "grading's timed runs (the package's timing.budget_s, at most)")
+    timing_probe: bool = Field(default=True, description="Probe the node's cores around each "
+                               "timed window and time again those it found short "
+                               "(runners/capacity.py); false: every window counts")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
     gpu_env: list[str] = Field(
         default=["CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"],
