@@ -1,12 +1,17 @@
-"""Repeatability: the coefficient of variation of the speedup and of the performance points over
-N gradings of each shipped reference, one grading at a time, each with its own inputs; and, with
-`--busy K`, the same while K other graders grade the reference on disjoint core slices (a node's
-runner slots all busy) against idle.
+"""Repeatability: the spread of the speedup and of the performance points over N gradings of
+each shipped reference, one grading at a time, each with its own inputs: CV of the speedup, the
+points' largest distance from their median, and how often one grading's 95 % CI holds another's
+median (CI coverage, over every ordered pair). With `--busy K`, the same while K other graders
+grade the reference on disjoint core slices (a node's runner slots all busy) against idle; with
+`--tenant ON,OFF`, beside a neighbour that spins on the last allotted core ON s of every ON + OFF
+(a shared VM taking a core away now and then); with `--compare`, gradings alternate between the
+node's probing off and on (runners/capacity.py: before/after in one run).
 
 Usage: .venv/bin/python -m bench.speedup_repeatability [N] [COURSE/SLUG ...] [--busy K]
-  (default: 10 gradings of treasure-hunt/t1-multiprocessing). A grader takes the package's cores
-  from the first cores of the node; with --busy the K neighbours take the next slices, and the
-  node needs (K + 1) × cores cores. `--neighbour REF` is the neighbours' own mode (grade forever).
+  [--tenant ON,OFF] [--compare] (default: 10 gradings of treasure-hunt/t1-multiprocessing). A
+  grader takes the package's cores from the first cores of the node; with --busy the K neighbours
+  take the next slices, and the node needs (K + 1) × cores cores. `--neighbour REF` is the
+  neighbours' own mode (grade forever).
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import time
 from typing import Any
 
 from bench.common import publish
+from bench.timing_interference import tenant
 from runners import grader, package
-from runners.settings import get_settings
+from runners.settings import RunnerSettings, get_settings
 from runners.worker import confine
 
 
@@ -30,22 +36,37 @@ def _load(ref: str) -> package.Assignment:
     return package.resolve(ref, get_settings().assignments_dir)
 
 
-def gradings(ref: str, n: int) -> list[dict[str, Any]]:
-    """n gradings of the reference of `ref`, one at a time, on this process's cores."""
+def gradings(ref: str, n: int, probes: tuple[bool, ...] = (True,)) -> list[dict[str, Any]]:
+    """n gradings of the reference of `ref` per probing mode, one at a time and the modes in
+    turn, on this process's cores."""
     a = _load(ref)
     code = grader.code_of(a, "reference")
+    modes = {p: get_settings().model_copy(update={"timing_probe": p}) for p in probes}
     rows = []
     for i in range(n):
-        r = grader.grade(a, code)
-        if r.speedup is None:
-            raise SystemExit(f"{ref}: no speedup measured ({r.summary})")
-        rows.append({"package": ref, "speedup": r.speedup.median, "ci_low": r.speedup.ci_low,
-                     "ci_high": r.speedup.ci_high, "points": r.performance_points,
-                     "credit": r.credit.status if r.credit else "-",
-                     "reps": r.speedup.repetitions})
-        print(f"{ref} grading {i + 1}: speedup {r.speedup.median:.3f} [{r.speedup.ci_low:.3f}, "
-              f"{r.speedup.ci_high:.3f}] perf points {r.performance_points}", flush=True)
+        for probe, settings in modes.items():
+            rows.append(_one(a, ref, code, settings, probe))
+            r = rows[-1]
+            print(f"{ref} grading {i + 1} (probe {'on' if probe else 'off'}): speedup "
+                  f"{r['speedup']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] perf points "
+                  f"{r['points']}, {r['short']} of {r['windows']} windows short"
+                  f"{' (unreliable)' if r['unreliable'] else ''}", flush=True)
     return rows
+
+
+def _one(a: package.Assignment, ref: str, code: dict[str, bytes], settings: RunnerSettings,
+         probe: bool) -> dict[str, Any]:
+    started = time.monotonic()
+    r = grader.grade(a, code, settings=settings)
+    if r.speedup is None:
+        raise SystemExit(f"{ref}: no speedup measured ({r.summary})")
+    seen = r.speedup.interference
+    return {"package": ref, "probe": probe, "speedup": r.speedup.median,
+            "ci_low": r.speedup.ci_low, "ci_high": r.speedup.ci_high,
+            "points": r.performance_points, "credit": r.credit.status if r.credit else "-",
+            "reps": r.speedup.repetitions, "windows": seen.windows if seen else 0,
+            "short": seen.short if seen else 0, "unreliable": bool(seen and seen.unreliable),
+            "wall_s": time.monotonic() - started}
 
 
 def cv(values: list[float]) -> float:
@@ -53,12 +74,25 @@ def cv(values: list[float]) -> float:
     return statistics.stdev(values) / mean if len(values) > 1 and mean else 0.0
 
 
+def coverage(rows: list[dict[str, Any]]) -> float:
+    """Share of ordered pairs (i, j ≠ i) whose grading i's 95 % CI holds grading j's median."""
+    pairs = [(a, b) for a in rows for b in rows if a is not b]
+    if not pairs:
+        return float("nan")
+    return sum(bool(a["ci_low"] <= b["speedup"] <= a["ci_high"]) for a, b in pairs) / len(pairs)
+
+
 def summary(ref: str, rows: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     sp = [r["speedup"] for r in rows]
     pts = [r["points"] for r in rows]
+    mid = statistics.median(pts)
     return {"package": ref, "mode": mode, "gradings": len(rows),
             "median": statistics.median(sp), "cv_speedup": cv(sp),
-            "cv_points": cv(pts) if any(pts) else 0.0, "points": f"{min(pts):.1f}–{max(pts):.1f}"}
+            "cv_points": cv(pts) if any(pts) else 0.0, "points": f"{min(pts):.1f}–{max(pts):.1f}",
+            "points_off": max(abs(p - mid) for p in pts), "coverage": coverage(rows),
+            "short": sum(r["short"] for r in rows) / max(1, sum(r["windows"] for r in rows)),
+            "unreliable": sum(r["unreliable"] for r in rows),
+            "wall": statistics.mean(r["wall_s"] for r in rows)}
 
 
 def neighbours(ref: str, k: int, cores: int) -> list[subprocess.Popen[bytes]]:
@@ -82,8 +116,12 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=10)
     parser.add_argument("refs", nargs="*", default=["treasure-hunt/t1-multiprocessing"])
     parser.add_argument("--busy", type=int, default=0, help="graders beside the measured one")
+    parser.add_argument("--tenant", help="ON,OFF: spin on the last core ON s of every ON + OFF")
+    parser.add_argument("--compare", action="store_true", help="probing off and on, in turn")
     parser.add_argument("--neighbour", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    probes = (False, True) if opts.compare else (True,)
+    on, off = (float(x) for x in opts.tenant.split(",")) if opts.tenant else (0.0, 0.0)
     if opts.neighbour:
         while True:
             gradings(opts.neighbour, 1)
@@ -93,17 +131,21 @@ def main() -> None:
         node = sorted(os.sched_getaffinity(0))
         confine(set(node[:cores]))  # this grader's slice (its BLAS threads too): the first cores
         try:
-            idle = gradings(ref, opts.n)
+            with tenant(node[cores - 1] if opts.tenant else None, on, off):
+                idle = gradings(ref, opts.n, probes)
             rows += idle
-            table.append(summary(ref, idle, "idle"))
+            label = f"tenant {on:g} s of {on + off:g} s" if opts.tenant else "idle"
+            for p in probes:
+                table.append(summary(ref, [r for r in idle if r["probe"] == p],
+                                     f"{label}, probe {'on' if p else 'off'}"))
             if opts.busy:
                 procs = neighbours(ref, opts.busy, cores)
                 try:
                     busy = gradings(ref, opts.n)
                 finally:
-                    for p in procs:
-                        os.killpg(p.pid, signal.SIGKILL)
-                        p.wait()
+                    for proc in procs:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
                 rows += [{**r, "package": f"{ref} (busy)"} for r in busy]
                 table.append(summary(ref, busy, f"{opts.busy} neighbours"))
         finally:
@@ -111,7 +153,9 @@ def main() -> None:
     publish("speedup_repeatability", table, {
         "package": "package", "mode": "node", "gradings": "gradings",
         "median": "median speedup %.3f", "cv_speedup": "CV speedup %.1%",
-        "cv_points": "CV points %.1%", "points": "points"}, extra={"gradings": rows})
+        "points": "points", "points_off": "largest distance from the median points %.1f",
+        "coverage": "CI holds another's median %.0%", "short": "windows short %.0%",
+        "unreliable": "marked unreliable", "wall": "grading s %.1f"}, extra={"gradings": rows})
 
 
 if __name__ == "__main__":
