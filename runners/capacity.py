@@ -7,14 +7,18 @@ trusted side measures the node itself between timed calls, where no submission c
 (both sandboxes frozen, or no sandbox alive): every allotted core spins the same fixed loop at
 once, and
 
-    delivered = Σ_cores min(1, t_best / t_core)
+    delivered = Σ_cores min(1, rate_core / best_core)
 
-with t_best the fastest any core has ever spun it in this grading. Around each timed call the
+with best_core the fastest that core has spun it, all of them spinning at once, in the last
+MEMORY_S (this process's probes: a runner's across its gradings). Cores that spin together are a
+little slower each than one alone (turbo, shared caches: 0.8–0.95 here); that is the node, not a
+tenant, so each core is compared with itself under the same load. Around each timed call the
 node's own account (/proc/stat) also says how much of the sandbox's cores other processes used
 meanwhile (busy time less the sandbox's CPU time): that load, visible inside the machine, takes
 cores away as surely as the host does. A window (one A/B pair of timed calls, or one block)
-counts when the probes before and after it and each of its calls found at least SHORT_SHARE of
-the allotted cores; otherwise its calls are timed again. After RETIME_FACTOR ×
+counts unless both probes around it found the node short (under SHORT_SHARE of the allotted
+cores: a single probe's blip is jitter, a lasting loss shows in both) or its calls' account did;
+otherwise its calls are timed again. After RETIME_FACTOR ×
 the timing budget, windows count whatever the probes say (the node did not come back), and the
 figure says it was measured under interference. A submission cannot choose which of its calls
 are dropped: the probes run while it is frozen or gone.
@@ -28,15 +32,19 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from runners.protocol import Interference
 
 SHORT_SHARE = 0.9
-"""A window whose node delivered less than this share of the allotted cores is re-timed: turbo
-and the probe's own jitter stay above it on an idle node (≥ 0.95 of 2 cores here), a core taken
-away falls well below (≤ 0.75)."""
+"""A window whose node delivered less than this share of the allotted cores is re-timed: on an
+idle node a 20 ms probe reads 0.84–1.0 of its best, and the better of two probes ≥ 0.9; a core
+taken away reads ≤ 0.75 in both."""
+MEMORY_S = 900.0
+"""How long a core's best spin stands: a node that stays slower for longer is the node as it now
+is, not a passing tenant."""
 RETIME_FACTOR = 2.0
 """Re-timing stops once timing has spent this many times its budget: a node that stays short
 that long is reported as such rather than waited for."""
@@ -102,12 +110,15 @@ def foreign_share(calls: Sequence[Call]) -> float | None:
     return max(0.0, others - slack) / capacity if capacity > 0 else None
 
 
+_RATES: dict[tuple[int, ...], deque[tuple[float, list[float]]]] = {}
+"""Recent probes' spin rates per core (iterations a second), by the set of cores that spun."""
+
+
 class CapacityProbe:
     """One trusted spinner process per allotted core, each pinned to its core."""
 
     def __init__(self, cpus: list[int]) -> None:
         self.cpus = list(cpus)
-        self.best: float | None = None
         self._procs: list[subprocess.Popen[str]] = []
         try:
             for cpu in self.cpus:
@@ -135,9 +146,14 @@ class CapacityProbe:
     def measure(self, cores: int) -> float:
         """Cores the node delivered just now, of the first `cores` allotted ones."""
         times = self._spin(self._procs[:cores], self.iterations)
-        fastest = min(times)
-        self.best = fastest if self.best is None else min(self.best, fastest)
-        return sum(min(1.0, self.best / t) for t in times)
+        rates = [self.iterations / max(t, 1e-9) for t in times]
+        now = time.monotonic()
+        history = _RATES.setdefault(tuple(self.cpus[:cores]), deque())
+        history.append((now, rates))
+        while history and history[0][0] < now - MEMORY_S:
+            history.popleft()
+        best = [max(r[i] for _, r in history) for i in range(len(rates))]
+        return sum(min(1.0, r / b) for r, b in zip(rates, best, strict=True))
 
     def close(self) -> None:
         for p in self._procs:
@@ -161,16 +177,16 @@ class Windows:
     budget_s: float
     started: float = field(default_factory=time.monotonic)
     delivered: list[float] = field(default_factory=list)
-    """Cores delivered in each window (the lower of its two probes)."""
+    """Cores the node delivered in each window."""
     retimed: int = 0
     kept_short: int = 0
 
     def short(self, cores: float) -> bool:
         return cores < SHORT_SHARE * self.cores
 
-    def keep(self, before: float, after: float) -> bool:
-        """Whether the window between these two probes counts (else its calls are re-timed)."""
-        cores = min(before, after)
+    def keep(self, cores: float) -> bool:
+        """Whether a window in which the node delivered `cores` counts (else its calls are
+        timed again)."""
         self.delivered.append(cores)
         if not self.short(cores):
             return True
@@ -233,4 +249,4 @@ class Gauge:
         self._before = after
         share = foreign_share(calls)
         others = float(self.cores) if share is None else self.cores * (1 - min(1.0, share))
-        return self.windows.keep(min(before, others), after)
+        return self.windows.keep(min(max(before, after), others))

@@ -19,9 +19,9 @@ from tests.conftest import FIXTURES
 
 def test_a_window_the_node_delivered_counts_and_a_short_one_is_timed_again() -> None:
     w = Windows(cores=2, budget_s=60)
-    assert w.keep(2.0, 1.95)
-    assert not w.keep(2.0, 1.2)  # a core taken away after the window began
-    assert not w.keep(1.5, 2.0)
+    assert w.keep(1.95)
+    assert not w.keep(1.2)
+    assert not w.keep(1.5)
     assert (w.retimed, w.kept_short, w.delivered) == (2, 0, [1.95, 1.2, 1.5])
     assert not w.unreliable
     assert w.note() == ("2 of 3 timed windows found the node short (it delivered 1.4 of its 2 "
@@ -31,15 +31,15 @@ def test_a_window_the_node_delivered_counts_and_a_short_one_is_timed_again() -> 
 def test_a_quiet_node_says_nothing() -> None:
     w = Windows(cores=2, budget_s=60)
     for _ in range(20):
-        assert w.keep(2.0, SHORT_SHARE * 2)
+        assert w.keep(SHORT_SHARE * 2)
     assert w.note() is None and not w.unreliable
 
 
 def test_a_node_that_stays_short_is_reported_not_waited_for() -> None:
     w = Windows(cores=2, budget_s=0.05)
-    assert not w.keep(1.0, 1.0)
+    assert not w.keep(1.0)
     time.sleep(RETIME_FACTOR * 0.05 + 0.01)
-    kept = [w.keep(1.0, 1.1) for _ in range(3)]
+    kept = [w.keep(1.0) for _ in range(3)]
     assert kept == [True] * 3 and w.kept_short == 3 and w.unreliable
     note = w.note()
     assert note is not None and "measured under interference" in note
@@ -50,9 +50,9 @@ def test_a_few_short_windows_kept_leave_the_figure_reliable() -> None:
     """Past the re-timing budget, a minority of short windows does not decide the median."""
     w = Windows(cores=2, budget_s=0)
     for _ in range(7):
-        w.keep(2.0, 2.0)
+        w.keep(2.0)
     for _ in range(3):
-        w.keep(2.0, 1.0)
+        w.keep(1.0)
     assert w.kept_short == 3 and not w.unreliable
     assert "7 of" not in (w.note() or "") and "3 count" in (w.note() or "")
 
