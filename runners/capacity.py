@@ -9,16 +9,16 @@ once, and
 
     delivered = Σ_cores min(1, rate_core / best_core)
 
-with best_core the fastest that core has spun it, all of them spinning at once, in the last
-MEMORY_S (this process's probes: a runner's across its gradings). Cores that spin together are a
+with best_core the BEST_QUANTILE of that core's rates, all of them spinning at once, over the
+last MEMORY_S (this process's probes: a runner's across its gradings; a quantile, not the
+fastest, so that one lucky spin does not make every later one look short). Cores that spin together are a
 little slower each than one alone (turbo, shared caches: 0.8–0.95 here); that is the node, not a
-tenant, so each core is compared with itself under the same load. Around each timed call the
-node's own account (/proc/stat) also says how much of the sandbox's cores other processes used
-meanwhile (busy time less the sandbox's CPU time): that load, visible inside the machine, takes
-cores away as surely as the host does. A window (one A/B pair of timed calls, or one block)
-counts unless both probes around it found the node short (under SHORT_SHARE of the allotted
-cores: a single probe's blip is jitter, a lasting loss shows in both) or its calls' account did;
-otherwise its calls are timed again. After RETIME_FACTOR ×
+tenant, so each core is compared with itself under the same load. The probes run at the
+sandboxes' priority, so they meet what the sandbox would meet: a host that takes a core, a process
+of the same machine that competes for it (and not a low-priority one that only soaks up idle
+time). A window (one A/B pair of timed calls, or one block) counts unless both probes around it
+found the node short (under SHORT_SHARE of the allotted cores: a single probe's blip is jitter, a
+lasting loss shows in both); otherwise its calls are timed again. After RETIME_FACTOR ×
 the timing budget, windows count whatever the probes say (the node did not come back), and the
 figure says it was measured under interference. A submission cannot choose which of its calls
 are dropped: the probes run while it is frozen or gone.
@@ -33,7 +33,6 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from runners.protocol import Interference
@@ -42,6 +41,7 @@ SHORT_SHARE = 0.9
 """A window whose node delivered less than this share of the allotted cores is re-timed: on an
 idle node a 20 ms probe reads 0.84–1.0 of its best, and the better of two probes ≥ 0.9; a core
 taken away reads ≤ 0.75 in both."""
+BEST_QUANTILE = 0.9
 MEMORY_S = 900.0
 """How long a core's best spin stands: a node that stays slower for longer is the node as it now
 is, not a passing tenant."""
@@ -51,9 +51,6 @@ that long is reported as such rather than waited for."""
 UNRELIABLE_SHARE = 0.5
 """A figure more than this share of whose counted windows were short was measured under
 interference (its median is then a short window's time): the report says so."""
-_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-TICK_SLACK = 2
-"""Ticks per core a read of /proc/stat may be off by at each end of a call."""
 PROBE_S = 0.02
 """One probe spins about this long on each core: long enough to span a few scheduler slices."""
 
@@ -69,49 +66,13 @@ for line in sys.stdin:
 """
 
 
-def busy_seconds(cpus: tuple[int, ...] | list[int]) -> float | None:
-    """Seconds these cores have spent busy since boot (every process's, and the host's stolen
-    time where it says so); None where /proc/stat cannot be read."""
-    want = {f"cpu{c}" for c in cpus}
-    total = 0
-    try:
-        with open("/proc/stat") as stat:
-            for line in stat:
-                if not line.startswith("cpu") or line.split(maxsplit=1)[0] not in want:
-                    continue
-                # user nice system idle iowait irq softirq steal (guest time is within user)
-                f = [int(x) for x in line.split()[1:9]]
-                total += f[0] + f[1] + f[2] + f[5] + f[6] + f[7]
-    except (OSError, ValueError, IndexError):
-        return None
-    return total * _TICK_S
-
-
-@dataclass(frozen=True)
-class Call:
-    """One timed call as the node's account saw it."""
-
-    elapsed_s: float
-    cores: int
-    sandbox_cpu_s: float | None
-    busy_s: float | None
-    """Busy seconds of the call's cores meanwhile, every process's (None: not read)."""
-
-
-def foreign_share(calls: Sequence[Call]) -> float | None:
-    """The share of a window's cores × seconds that processes other than the sandboxes used
-    (None: not measured). The node counts busy time in ticks, the sandbox's cgroup in
-    nanoseconds: TICK_SLACK ticks per core and per call are the counting's, not a tenant's."""
-    if not calls or any(c.busy_s is None or c.sandbox_cpu_s is None for c in calls):
-        return None
-    capacity = sum(c.elapsed_s * c.cores for c in calls)
-    others = sum((c.busy_s or 0.0) - (c.sandbox_cpu_s or 0.0) for c in calls)
-    slack = sum(TICK_SLACK * _TICK_S * c.cores for c in calls)
-    return max(0.0, others - slack) / capacity if capacity > 0 else None
-
-
 _RATES: dict[tuple[int, ...], deque[tuple[float, list[float]]]] = {}
 """Recent probes' spin rates per core (iterations a second), by the set of cores that spun."""
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[round(q * (len(ordered) - 1))]
 
 
 class CapacityProbe:
@@ -152,7 +113,7 @@ class CapacityProbe:
         history.append((now, rates))
         while history and history[0][0] < now - MEMORY_S:
             history.popleft()
-        best = [max(r[i] for _, r in history) for i in range(len(rates))]
+        best = [_quantile([r[i] for _, r in history], BEST_QUANTILE) for i in range(len(rates))]
         return sum(min(1.0, r / b) for r, b in zip(rates, best, strict=True))
 
     def close(self) -> None:
@@ -242,11 +203,9 @@ class Gauge:
         """Probe before the first window (and after a pause in which no window was timed)."""
         self._before = self.probe.measure(self.cores)
 
-    def counts(self, calls: Sequence[Call] = ()) -> bool:
+    def counts(self) -> bool:
         """Probe after a window: whether its calls count."""
         after = self.probe.measure(self.cores)
         before = after if self._before is None else self._before
         self._before = after
-        share = foreign_share(calls)
-        others = float(self.cores) if share is None else self.cores * (1 - min(1.0, share))
-        return self.windows.keep(min(max(before, after), others))
+        return self.windows.keep(max(before, after))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from runners import capacity, gang
+from runners import gang
 from runners.harness import worker as wire
 from runners.overlay import Node
 from runners.protocol import Verdict, check_relpath
@@ -284,9 +284,6 @@ class Session:
         self.exit_info: ExitInfo | None = None
         self.last_cpu_s: float | None = None
         """CPU seconds the whole sandbox used during the last call (None: not measurable)."""
-        self.last_busy_s: float | None = None
-        """Busy seconds of the sandbox's cores during the last call, every process's (the node's
-        own account: what other processes took is this less `last_cpu_s`)."""
         self._ctl = self._run.dir / "ctl"
         self._result_fd: int | None = None
 
@@ -444,16 +441,13 @@ class Session:
         frame = _frame({"id": self._next_id, "op": "call", "function": function})
         self._sock.settimeout(max(0.5, self.seconds_left))
         # The run's CPU time is read from outside (its cgroup), around the timed window.
-        busy0 = capacity.busy_seconds(self.cfg.limits.cpus)
         cpu0 = self._run.proc.cpu_seconds()
         t0 = time.perf_counter_ns()
         self._sock.sendall(frame)
         reply = self._recv()
         elapsed = (time.perf_counter_ns() - t0) / 1e9
         cpu1 = self._run.proc.cpu_seconds()
-        busy1 = capacity.busy_seconds(self.cfg.limits.cpus)
         self.last_cpu_s = None if cpu0 is None or cpu1 is None else max(0.0, cpu1 - cpu0)
-        self.last_busy_s = None if busy0 is None or busy1 is None else busy1 - busy0
         if not isinstance(reply, dict) or reply.get("id") != self._next_id:
             raise ProtocolViolation("a reply to a request that was not made")
         if reply.get("ok") is True:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from runners.array import ArrayResult
-from runners.capacity import Call, Gauge, Windows
+from runners.capacity import Gauge, Windows
 from runners.protocol import (
     Parallelism,
     ScalingPoint,
@@ -190,7 +190,7 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
                 problem = check(kwargs, value)
                 if problem is not None:
                     break
-                side.record(elapsed, session)
+                side.record(elapsed, session.last_cpu_s)
         _judge(problem, side.name)
 
 
@@ -224,24 +224,24 @@ class _Side:
     extra: dict[str, Any]
     into: list[float]
     cpu_into: list[float | None]
-    pending: list[Call] = field(default_factory=list)
-    """The current window's calls, until its probes say whether they count."""
+    pending: list[tuple[float, float | None]] = field(default_factory=list)
+    """The current window's calls (seconds, CPU seconds), until its probes say whether they
+    count."""
 
-    def record(self, seconds: float, session: Session) -> None:
-        self.pending.append(Call(elapsed_s=seconds, cores=len(self.cfg.limits.cpus),
-                                 sandbox_cpu_s=session.last_cpu_s, busy_s=session.last_busy_s))
+    def record(self, seconds: float, cpu_s: float | None) -> None:
+        self.pending.append((seconds, cpu_s))
 
     def settle(self, counts: bool) -> None:
         """The window is over: its calls join the samples, or are dropped to be timed again."""
         if counts:
-            self.into.extend(c.elapsed_s for c in self.pending)
-            self.cpu_into.extend(c.sandbox_cpu_s for c in self.pending)
+            self.into.extend(t for t, _ in self.pending)
+            self.cpu_into.extend(c for _, c in self.pending)
         self.pending.clear()
 
 
 def _settle(sides: list[_Side], gauge: Gauge | None) -> None:
     """End a window: probe the node (where a gauge is given) and keep or drop its calls."""
-    counts = gauge is None or gauge.counts([c for side in sides for c in side.pending])
+    counts = gauge is None or gauge.counts()
     for side in sides:
         side.settle(counts)
 
@@ -316,7 +316,7 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
                 if not session.freeze(True):
                     raise FreezeUnavailable
                 _judge(check(inputs[i], value), side.name)
-                side.record(elapsed, session)
+                side.record(elapsed, session.last_cpu_s)
             _settle(sides, gauge)
             turn += 1
             if on_progress:

@@ -1,5 +1,5 @@
 """The node's capacity around timed windows (runners/capacity.py): the window rule on synthetic
-probe readings, and the probe and the node's account on this machine's real cores."""
+probe readings, and the probe on this machine's real cores."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from runners import capacity, grader, package
-from runners.capacity import RETIME_FACTOR, SHORT_SHARE, Call, CapacityProbe, Windows
+from runners import grader, package
+from runners.capacity import RETIME_FACTOR, SHORT_SHARE, CapacityProbe, Windows
 from runners.protocol import Verdict
 from tests.conftest import FIXTURES
 
@@ -57,21 +57,6 @@ def test_a_few_short_windows_kept_leave_the_figure_reliable() -> None:
     assert "7 of" not in (w.note() or "") and "3 count" in (w.note() or "")
 
 
-def test_others_share_of_a_windows_cores() -> None:
-    slack = capacity.TICK_SLACK * capacity._TICK_S * 2  # per call on 2 cores: the counting's
-
-    def call(busy: float | None, cpu: float | None) -> Call:
-        return Call(elapsed_s=0.5, cores=2, sandbox_cpu_s=cpu, busy_s=busy)
-
-    share = capacity.foreign_share([call(1.5 + slack, 1.0), call(1.0 + slack, 1.0)])
-    assert share == pytest.approx(0.25)  # 0.5 core-seconds of others' in 2
-    # A sandbox's exact CPU time beside the node's ticks: within the slack counts as nothing.
-    assert capacity.foreign_share([call(1.0 + slack / 2, 1.0)]) == 0.0
-    assert capacity.foreign_share([call(0.9, 1.0)]) == 0.0
-    assert capacity.foreign_share([call(None, 1.0)]) is None
-    assert capacity.foreign_share([call(1.0, 1.0), call(1.0, None)]) is None
-
-
 def _spin(cpu: int, seconds: float) -> None:
     os.sched_setaffinity(0, {cpu})
     end = time.monotonic() + seconds
@@ -90,15 +75,6 @@ def tenant(cpu: int, seconds: float = 30) -> Iterator[None]:
     finally:
         p.kill()
         p.join()
-
-
-def test_the_nodes_account_sees_another_process_on_the_cores() -> None:
-    cpu = sorted(os.sched_getaffinity(0))[0]
-    before = capacity.busy_seconds([cpu])
-    assert before is not None
-    _spin(cpu, 0.4)
-    after = capacity.busy_seconds([cpu])
-    assert after is not None and after - before >= 0.3
 
 
 def test_the_probe_finds_a_core_taken_away() -> None:
