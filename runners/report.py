@@ -53,7 +53,8 @@ def render(report: GradeReport, console: Console) -> None:
         parts.append(Text(
             f"Speedup {s.median:.2f}×  (95 % CI {s.ci_low:.2f}–{s.ci_high:.2f}; baseline "
             f"{s.baseline_median_s * 1000:.1f} ms, yours {s.submission_median_s * 1000:.1f} ms, "
-            f"{s.repetitions} runs each)"))
+            f"{s.repetitions} runs each; the interval covers this grading's timed calls, not "
+            "how a shared node drifts between gradings)"))
     if report.credit:
         c = report.credit
         parts.append(Text(f"Credit ({c.policy}): {CREDIT_LABEL[c.status]}: {c.reason}",

@@ -43,13 +43,16 @@ def test_a_speedup_measured_under_interference_is_ranked_with_a_mark(world: Worl
     it still ranks (it may only be low), and the board says what to make of it."""
     graded(world, engine, world.ada, median=1.9, lo=1.8, hi=2.0, credit="credited",
            interfered=False)
-    graded(world, engine, world.bob, median=1.2, lo=1.1, hi=1.3, credit="credited",
-           interfered=True)
+    short = graded(world, engine, world.bob, median=1.2, lo=1.1, hi=1.3, credit="credited",
+                   interfered=True)
     board = world.get(world.ada, BOARD).json()
     assert [(e["alias"], e["rank"], e["mark"]) for e in board] == [
         ("ada", 1, None), ("bob", 2, "measured while the node was short of cores")]
     page = browser(world).get("/c/th/t1-multiprocessing/leaderboard").text
     assert "(measured while the node was short of cores)" in page
+    report = browser(world, "bob@uni.edu").get(f"/s/{short}").text
+    assert "short of cores in 10 of 12 timed windows (1.3 of 2 cores); 4 were timed again" in \
+        " ".join(report.split())
 
 
 def test_instructors_review_held_speedups(world: World, engine: Engine) -> None:
