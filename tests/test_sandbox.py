@@ -138,6 +138,30 @@ def test_a_killed_runners_empty_cgroups_are_swept_and_live_ones_kept(
     fresh.remove()
 
 
+def test_a_sandbox_a_killed_runner_left_frozen_is_thawed_killed_and_swept(
+        make_session: SessionFactory) -> None:
+    """A frozen process cannot die, not even by SIGKILL: a runner killed while timing (its
+    idle side frozen) would leave that sandbox for good."""
+    from runners.sandbox import cgroups
+
+    if os.getuid() != 0:
+        pytest.skip("cgroups need root")
+    left = make_session("def f():\n    return 1\n")
+    running = left._run.proc
+    assert isinstance(running, HostRunning)
+    if not left.freeze(True):
+        pytest.skip("no cgroup freezer here")
+    pids = running._cg.pids()
+    assert pids
+    for d in running._cg.dirs:
+        os.utime(d, (time.time() - 3600, time.time() - 3600))
+    assert cgroups.sweep(older_than_s=600) >= len(running._cg.dirs)
+    assert not any(d.exists() for d in running._cg.dirs)
+    for pid in pids:  # gone, or a zombie its parent (this test, not a dead runner) has to reap
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def test_strict_decoding_refuses_object_arrays() -> None:
     with pytest.raises(ValueError, match="not allowed"):
         decode({"__ndarray__": "", "dtype": "|O", "shape": [0]})

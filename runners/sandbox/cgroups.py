@@ -153,25 +153,49 @@ def probe() -> tuple[bool, bool]:
         cg.remove()
 
 
+def _release(d: Path) -> bool:
+    """Thaw a frozen run cgroup and kill what is in it (True: it was frozen): a runner killed
+    while timing left its sandbox frozen, and a frozen process cannot die, not even by SIGKILL,
+    until it is thawed."""
+    for state in (d / "freezer.state", d / "cgroup.freeze"):  # v1, v2
+        if state.is_file() and state.read_text().strip() in ("FROZEN", "FREEZING", "1"):
+            state.write_text("THAWED" if state.name == "freezer.state" else "0")
+            for pid in (d / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    os.kill(int(pid), signal.SIGKILL)
+            return True
+    return False
+
+
 def sweep(*, older_than_s: float = 600) -> int:
-    """Remove the empty run cgroups a killed runner left behind (any controller, v1 or v2);
-    only old ones, so that a run another runner is starting right now is never touched.
-    Returns how many went."""
+    """Remove the run cgroups a killed runner left behind (any controller, v1 or v2), thawing
+    and killing a frozen sandbox first; only old ones, so that a run another runner is starting
+    right now is never touched (a live run is frozen for seconds, never for minutes). Returns
+    how many went."""
     own = _own_paths()
     parents = {ROOT / c / own[c].lstrip("/")
                for c in ("memory", "pids", "cpuset", "freezer", "cpuacct")
                if c in own and (ROOT / c).is_dir()}
     if (ROOT / "cgroup.controllers").is_file() and "" in own:
         parents.add(ROOT / own[""].lstrip("/"))
-    gone = 0
     cutoff = time.time() - older_than_s
+    old: list[Path] = []
     for parent in parents:
         with contextlib.suppress(OSError):
-            for d in parent.glob("paragrade-*"):
-                with contextlib.suppress(OSError):
-                    if d.stat().st_mtime < cutoff:
-                        d.rmdir()  # refused (EBUSY) while anything still runs in it
-                        gone += 1
+            old += [d for d in parent.glob("paragrade-*") if d.stat().st_mtime < cutoff]
+    released = False
+    for d in old:  # every frozen one first: its processes are in the other controllers too
+        with contextlib.suppress(OSError):
+            released = _release(d) or released
+    gone = 0
+    for d in old:
+        with contextlib.suppress(OSError):
+            for _ in range(50 if released else 0):  # killed processes leave within moments
+                if not (d / "cgroup.procs").read_text().strip():
+                    break
+                time.sleep(0.02)
+            d.rmdir()  # refused (EBUSY) while anything still runs in it
+            gone += 1
     return gone
 
 
