@@ -13,6 +13,7 @@
 #                   change reruns: the Dockerfiles give each phase its own layer)
 #          all      the four in order (Apptainer builds in one step)
 #   KIND:  cpu (default) | gpu | server (all but the runtime)
+#   TORCH (environment, gpu only): cpu (default) | cuda
 # What a build may mount (scripts/build-images.sh does with podman; none of it enters a layer):
 #   /wheels              wheels searched first (the host's PyTorch CPU wheel where no index answers)
 #   /root/.cache/pip     pip's cache (used only when mounted)
@@ -28,17 +29,19 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_U
 [ -d /root/.cache/pip ] || export PIP_NO_CACHE_DIR=1
 [ ! -f /run/build-ca.crt ] || export PIP_CERT=/run/build-ca.crt
 case "$KIND" in server|cpu|gpu) ;; *) echo "install.sh: unknown kind $KIND" >&2; exit 2 ;; esac
+TORCH=${TORCH:-cpu}  # the GPU runtime's torch: cpu (the lock's build) or cuda (PyPI's)
+case "$TORCH" in cpu|cuda) ;; *) echo "install.sh: TORCH is cpu or cuda, not $TORCH" >&2; exit 2 ;; esac
 
 find_links=()
 compgen -G '/wheels/*.whl' >/dev/null && find_links=(--find-links /wheels)
 
 system() {
   local pkgs=(ca-certificates procps util-linux bubblewrap)
-  if [ "$KIND" = gpu ]; then
-    pkgs+=("$PY" "$PY-venv" "$PY-dev")  # Ubuntu base: the Python is named by version
-  else
-    pkgs+=(python3 python3-venv)  # Debian 12: Python 3.11, the same as the bwrap runtime's
-  fi
+  # Debian 12: Python 3.11, the same as the bwrap runtime's.
+  pkgs+=(python3 python3-venv)
+  # GPU: mpi4py is compiled against the image's Open MPI; torch.compile and Triton compile
+  # launchers with the system's C compiler at run time.
+  [ "$KIND" != gpu ] || pkgs+=(python3-dev gcc libc6-dev)
   apt-get update
   apt-get install -y --no-install-recommends "${pkgs[@]}"
   rm -rf /var/lib/apt/lists/*
@@ -61,14 +64,24 @@ runtime() {
     [ ${#find_links[@]} -gt 0 ] || pip+=(--extra-index-url https://download.pytorch.org/whl/cpu)
     "${pip[@]}" -c "$SRC/runners/runtime-lock.txt" -r "$SRC/runners/runtime-requirements.txt" \
       -r "$SRC/runners/runtime-requirements-ray.txt"
-  elif [ -n "${MPI_PREFIX:-}" ]; then
-    # CUDA-aware MPI: mpi4py built against the image's Open MPI (--with-cuda), not the PyPI MPICH.
-    grep -v -E '^(mpich|mpi4py)' "$SRC/runners/runtime-requirements.txt" > /tmp/runtime.txt
-    MPICC="$MPI_PREFIX/bin/mpicc" "${pip[@]}" --no-binary=mpi4py mpi4py
-    "${pip[@]}" -r /tmp/runtime.txt -r "$SRC/runners/runtime-requirements-gpu.txt"
   else
-    "${pip[@]}" -r "$SRC/runners/runtime-requirements.txt" \
-      -r "$SRC/runners/runtime-requirements-gpu.txt"
+    # GPU: the CPU runtime's versions (the lock) plus the GPU set, whose CUDA user-space libraries
+    # are NVIDIA's wheels (the image has no CUDA toolkit; the node's driver comes in at run time).
+    # numba-cuda's cu12 extra: libnvvm, NVRTC and CUDA 12 bindings as wheels (without it, CUDA 13
+    # bindings, which older drivers refuse). torch: the lock's CPU build unless TORCH=cuda, PyPI's
+    # CUDA build (≈ 4 GB of wheels, and a second CUDA beside CuPy's; no shipped GPU package uses
+    # torch on the device: DDP trains with gloo on the CPU queue).
+    cp "$SRC/runners/runtime-requirements.txt" /tmp/runtime.txt
+    cp "$SRC/runners/runtime-lock.txt" /tmp/lock.txt
+    # A local wheel folder holds the CPU build: PyPI's CUDA build comes from PyPI only.
+    [ "$TORCH" = cpu ] || { sed -i '/^torch==/d' /tmp/lock.txt; pip=("$RUNTIME/bin/pip" install); }
+    [ "$TORCH" = cuda ] || [ ${#find_links[@]} -gt 0 ] ||
+      pip+=(--extra-index-url https://download.pytorch.org/whl/cpu)
+    # CUDA-aware MPI where the image built one: mpi4py against it, not the PyPI MPICH.
+    [ -z "${MPI_PREFIX:-}" ] || { sed -i -E '/^(mpich|mpi4py)/d' /tmp/runtime.txt &&
+      MPICC="$MPI_PREFIX/bin/mpicc" "${pip[@]}" -c /tmp/lock.txt --no-binary=mpi4py mpi4py; }
+    "${pip[@]}" -c /tmp/lock.txt -r /tmp/runtime.txt -r "$SRC/runners/runtime-requirements-gpu.txt" \
+      "numba-cuda[cu12]"
   fi
   chmod -R a+rX "$RUNTIME"
   mkdir -p /sub /data /opt/paragrade/harness /run/paragrade

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the deployment images from containers/*.Dockerfile with podman or docker (whichever is
 # present; PARAGRADE_ENGINE=podman|docker chooses):
-#   paragrade/server:latest      paragrade/runner-cpu:latest
+#   paragrade/server:latest      paragrade/runner-cpu:latest      paragrade/runner-gpu:latest
 # Where the Dockerfiles' base (debian:bookworm-slim) is neither present nor pullable (no registry
 # answers), it is made locally from Debian's package archive with mmdebstrap (minbase, as the
 # official slim image) and tagged with the name the Dockerfiles expect; the script says so.
@@ -9,7 +9,8 @@
 # wheel where download.pytorch.org does not answer) and the CA bundle pip trusts are mounted into
 # the build, never into a layer (containers/install.sh says how each is used).
 #
-# Usage: scripts/build-images.sh [IMAGE ...]     IMAGE: server, runner-cpu (default: both)
+# Usage: scripts/build-images.sh [IMAGE ...]     IMAGE: server, runner-cpu (default: both), runner-gpu
+#        (CUDA's user space from PyPI wheels, Open MPI compiled with CUDA: ≈ 30 min the first time)
 #        scripts/build-images.sh --describe        what the built images hold (Markdown)
 # Env:   PARAGRADE_BUILD_IDLE=1  build at the lowest priority, on cores others leave idle (the test
 #        suite builds in its own background so): nice 19 and idle-class I/O for this script and
@@ -41,7 +42,7 @@ describe() {
   local image
   echo "| image | size | Python | packages |"
   echo "|---|---|---|---|"
-  for image in paragrade/server paragrade/runner-cpu; do
+  for image in paragrade/server paragrade/runner-cpu paragrade/runner-gpu; do
     "$ENGINE" image inspect "$image:latest" >/dev/null 2>&1 || continue
     local size py pkgs
     size=$("$ENGINE" image inspect --format '{{.Size}}' "$image:latest" |
@@ -64,7 +65,6 @@ IMAGES=("$@")
 [ ${#IMAGES[@]} -gt 0 ] || IMAGES=(server runner-cpu)
 for name in "${IMAGES[@]}"; do
   [ -f "containers/$name.Dockerfile" ] || { log "no containers/$name.Dockerfile"; exit 2; }
-  [ "$name" != runner-gpu ] || { log "runner-gpu needs NVIDIA's CUDA base: build it where a registry answers (docker build -f containers/runner-gpu.Dockerfile .)"; exit 2; }
 done
 
 # The base: present, else pulled, else made from Debian's archive.
