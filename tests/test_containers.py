@@ -29,15 +29,18 @@ CONTAINERS = ROOT / "containers"
 RECIPES = sorted([*CONTAINERS.glob("*.Dockerfile"), *CONTAINERS.glob("*.def")])
 DOCKERFILES = [r for r in RECIPES if r.suffix == ".Dockerfile"]
 IMAGE_SRC = PurePosixPath("/src")  # install.sh's default $SRC, which every Dockerfile keeps
-SECRETS = {"PARAGRADE_RUNNER_TOKEN": "t" * 32, "PARAGRADE_SECRET_KEY": "s" * 32,
-           "POSTGRES_PASSWORD": "p" * 16}
+SECRETS = {"PARAGRADE_SECRET_KEY": "s" * 32, "POSTGRES_PASSWORD": "p" * 16}
+RUNNER_CREDENTIALS = {"PARAGRADE_RUNNER_CPU_TOKEN": "c" * 43, "PARAGRADE_RUNNER_GPU_TOKEN": "g" * 43}
+"""Issued by the server once it runs (`paragrade admin runner add`): the stack must start without
+them, and then a runner has no secret at all (the server refuses it, by name), never a default."""
 
 
 def compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip("docker-compose is not installed (scripts/setup.sh installs it)")
-    clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    clean = {k: v for k, v in os.environ.items()
+             if k not in SECRETS and k not in RUNNER_CREDENTIALS and k != "PARAGRADE_FLEET_TOKEN"}
     # An operator's .env beside the compose file would fill the secrets these tests leave out.
     with tempfile.NamedTemporaryFile(suffix=".env") as no_env:
         return subprocess.run([binary, "-f", str(ROOT / "docker-compose.yml"), "--env-file", no_env.name,
@@ -66,6 +69,21 @@ def test_secrets_have_no_defaults() -> None:
     for missing in SECRETS:
         r = compose("config", "-q", env={k: v for k, v in SECRETS.items() if k != missing})
         assert r.returncode != 0 and f"set {missing}" in r.stderr, (missing, r.stderr)
+
+    def runner_secrets(env: dict[str, str]) -> dict[str, str]:
+        r = compose("--profile", "gpu", "config", env=env)
+        assert r.returncode == 0, r.stderr
+        services = yaml.safe_load(r.stdout)["services"]
+        return {name: str(services[name]["environment"].get("PARAGRADE_RUNNER_TOKEN") or "")
+                for name in ("runner-cpu", "runner-gpu")} | {
+            "fleet": str(services["server"]["environment"].get("PARAGRADE_SERVER_RUNNER_TOKEN")
+                         or "")}
+
+    # Before the server has issued them: no runner secret at all, and no fleet token.
+    assert runner_secrets(SECRETS) == {"runner-cpu": "", "runner-gpu": "", "fleet": ""}
+    # Each runner its own credential.
+    assert runner_secrets({**SECRETS, **RUNNER_CREDENTIALS}) == {
+        "runner-cpu": "c" * 43, "runner-gpu": "g" * 43, "fleet": ""}
 
 
 def test_unknown_keys_are_rejected_so_validation_means_something(tmp_path: Path) -> None:
