@@ -69,8 +69,8 @@ runtime() {
     # are NVIDIA's wheels (the image has no CUDA toolkit; the node's driver comes in at run time).
     # numba-cuda's cu12 extra: libnvvm, NVRTC and CUDA 12 bindings as wheels (without it, CUDA 13
     # bindings, which older drivers refuse). torch: the lock's CPU build unless TORCH=cuda, PyPI's
-    # CUDA build (≈ 4 GB of wheels, and a second CUDA beside CuPy's; no shipped GPU package uses
-    # torch on the device: DDP trains with gloo on the CPU queue).
+    # CUDA build (2.7 GB of wheels for torch 2.14 with its CUDA 13 libraries, a second CUDA beside
+    # CuPy's; no shipped GPU package uses torch on the device: DDP trains with gloo on the CPU queue).
     cp "$SRC/runners/runtime-requirements.txt" /tmp/runtime.txt
     cp "$SRC/runners/runtime-lock.txt" /tmp/lock.txt
     # A local wheel folder holds the CPU build: PyPI's CUDA build comes from PyPI only.

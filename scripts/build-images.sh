@@ -10,7 +10,7 @@
 # the build, never into a layer (containers/install.sh says how each is used).
 #
 # Usage: scripts/build-images.sh [IMAGE ...]     IMAGE: server, runner-cpu (default: both), runner-gpu
-#        (CUDA's user space from PyPI wheels, Open MPI compiled with CUDA: ≈ 30 min the first time)
+#        (CUDA's user space from PyPI wheels, Open MPI compiled with CUDA: ≈ 20 min the first time)
 #        scripts/build-images.sh --describe        what the built images hold (Markdown)
 # Env:   PARAGRADE_BUILD_IDLE=1  build at the lowest priority, on cores others leave idle (the test
 #        suite builds in its own background so): nice 19 and idle-class I/O for this script and

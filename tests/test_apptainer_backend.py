@@ -48,12 +48,14 @@ def graded_reference(slug: str) -> GradeReport:
     assert r.credit is not None and "not measured" not in r.credit.reason, r.credit
     assert cpu.work_ratio > 0.5, cpu
     # More than one busy core, unless the grading's own capacity probes found the node short of
-    # cores throughout (another tenant's load). Neither the baseline's busy cores nor the ratio
-    # to them tells: the loss is one-sided (the serial baseline keeps its one core while the pool
-    # gets one of two), and under load both read alike (0.99 and 1.00; 0.5 and 0.5, measured).
-    # Cores allotted and children's CPU time read, whatever the load: the session test below.
-    interfered = any("measured under interference" in note for note in r.notes)
-    assert cpu.parallelism > 1.0 or interfered, (cpu, r.notes)
+    # cores (another tenant's load) in some window. Neither the baseline's busy cores nor the
+    # ratio to them tells: the loss is one-sided (the serial baseline keeps its one core while
+    # the pool gets one of two), and under load both read alike (measured: 0.99 and 1.00, 0.5
+    # and 0.5). On a quiet node no window is short, and a pool that did not run in parallel
+    # fails here. Cores allotted and children's CPU time read, whatever the load: the session
+    # test below.
+    node = r.speedup.interference
+    assert cpu.parallelism > 1.0 or (node is not None and node.short > 0), (cpu, node, r.notes)
     assert r.credit.status in ("credited", "capped"), r.credit
     return r
 
