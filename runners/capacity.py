@@ -42,6 +42,8 @@ SHORT_SHARE = 0.9
 idle node a 20 ms probe reads 0.84–1.0 of its best, and the better of two probes ≥ 0.9; a core
 taken away reads ≤ 0.75 in both."""
 BEST_QUANTILE = 0.9
+"""A core's best is this quantile of its recent rates: the fastest single spin is an outlier (a
+turbo burst), against which every later probe would look short."""
 MEMORY_S = 900.0
 """How long a core's best spin stands: a node that stays slower for longer is the node as it now
 is, not a passing tenant."""
@@ -66,6 +68,9 @@ for line in sys.stdin:
 """
 
 
+MEMORY_PROBES = 2000
+"""At most this many probes are remembered per set of cores (a busy runner probes about twice a
+second): the quantile then sorts a bounded list between timed calls."""
 _RATES: dict[tuple[int, ...], deque[tuple[float, list[float]]]] = {}
 """Recent probes' spin rates per core (iterations a second), by the set of cores that spun."""
 
@@ -109,7 +114,7 @@ class CapacityProbe:
         times = self._spin(self._procs[:cores], self.iterations)
         rates = [self.iterations / max(t, 1e-9) for t in times]
         now = time.monotonic()
-        history = _RATES.setdefault(tuple(self.cpus[:cores]), deque())
+        history = _RATES.setdefault(tuple(self.cpus[:cores]), deque(maxlen=MEMORY_PROBES))
         history.append((now, rates))
         while history and history[0][0] < now - MEMORY_S:
             history.popleft()
