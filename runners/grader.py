@@ -242,7 +242,8 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
     and hidden, or one kind only; each test's time limit calibrated from `reference_test_s`
     (the reference's seconds per test at validation; runners.runaway)."""
     resources = assignment.manifest.resources
-    limits = runaway.test_limits(resources, reference_test_s or {})
+    reference_test_s = reference_test_s or {}
+    limits = runaway.test_limits(resources, reference_test_s)
     with tempfile.TemporaryDirectory(prefix="paragrade-tests-") as tmp:
         results = Path(tmp) / "results.json"
         ctx = Context(assignment_root=str(assignment.root), code_dir=str(code_dir),
@@ -250,7 +251,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
                       hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal,
                       tests_budget_s=runaway.tests_budget_s(resources), test_limits=limits,
                       limit_reasons={name: runaway.limit_reason(
-                          limit, (reference_test_s or {}).get(name), resources)
+                          limit, reference_test_s[name], resources)
                           for name, limit in limits.items()})
         ctx_path = Path(tmp) / "context.json"
         ctx_path.write_text(json.dumps(ctx.__dict__))

@@ -57,10 +57,8 @@ def test_limits(resources: Resources, reference_s: dict[str, float]) -> dict[str
             for name, t in reference_s.items() if t >= 0}
 
 
-def limit_reason(limit: float, reference_s: float | None, resources: Resources) -> str:
-    """Which limit applied to a test, in words."""
-    if reference_s is None:
-        return f"the package's wall limit, {resources.wall_seconds} s"
+def limit_reason(limit: float, reference_s: float, resources: Resources) -> str:
+    """Which calibrated limit (`test_limits`) applied to a test, in words."""
     factor = TEST_LIMIT_FACTOR_PER_CORE * resources.cores
     if limit >= resources.wall_seconds:
         return f"the package's wall limit, {resources.wall_seconds} s"
