@@ -7,7 +7,6 @@ Loaded by the grader as `pytest -p runners.pytest_plugin`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import zlib
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from runners.session import (
     ZygoteLost,
     preload_modules,
     run_script,
+    with_wall,
 )
 from runners.settings import get_settings
 
@@ -79,14 +79,7 @@ class Submission:
         self._recorder = recorder
         self._assignment, cfg_for = runs
         self._wall_s = wall_s  # this test's own time limit (None: the package's)
-
-        def limited(workers: int) -> RunConfig:
-            cfg = cfg_for(workers)
-            if wall_s is None or wall_s >= cfg.limits.wall_s:
-                return cfg
-            return dataclasses.replace(cfg, limits=dataclasses.replace(cfg.limits, wall_s=wall_s))
-
-        self._cfg_for = limited
+        self._cfg_for: Callable[[int], RunConfig] = lambda k: with_wall(cfg_for(k), wall_s)
         self._session: Session | None = None
         m = self._assignment.manifest
         self.workers: int = self._assignment.workers

@@ -531,6 +531,13 @@ def preload_modules(files: dict[str, bytes]) -> list[str]:
                   and not (n + ".").startswith(tuple(m + "." for m in NOT_PRELOADED)))
 
 
+def with_wall(cfg: RunConfig, wall_s: float | None) -> RunConfig:
+    """`cfg` with a wall limit of at most `wall_s` (None: as it is): one test's own limit."""
+    if wall_s is None or wall_s >= cfg.limits.wall_s:
+        return cfg
+    return replace(cfg, limits=replace(cfg.limits, wall_s=wall_s))
+
+
 class ZygoteLost(RuntimeError):
     """The zygote could not start a test (nothing of the submission ran): use a fresh sandbox."""
 
@@ -615,10 +622,7 @@ class ForkedSession(Session):
     sandbox's limits (wall clock restarted for it), files and result file shared one at a time."""
 
     def __init__(self, zygote: Zygote, wall_s: float | None = None) -> None:
-        cfg = zygote.cfg
-        if wall_s is not None and wall_s < cfg.limits.wall_s:
-            cfg = replace(cfg, limits=replace(cfg.limits, wall_s=wall_s))
-        super().__init__(cfg, zygote._run)
+        super().__init__(with_wall(zygote.cfg, wall_s), zygote._run)
         self._zygote = zygote
         self._result_fd = zygote._result_fd
         self._out: OutputCollector | None = None
