@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from runners import grader, package
+from runners import capacity, grader, package
 from runners.capacity import RETIME_FACTOR, SHORT_SHARE, CapacityProbe, Windows
 from runners.protocol import Verdict
 from tests.conftest import FIXTURES
@@ -77,14 +77,20 @@ def tenant(cpu: int, seconds: float = 30) -> Iterator[None]:
         p.join()
 
 
-def test_the_probe_finds_a_core_taken_away() -> None:
+def test_the_probe_finds_a_core_taken_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A core shared with a spinning tenant reads short, and whole again once the tenant has
+    gone. The core's best is learnt from this test's own probes (a runner's history of fast
+    moments over 15 minutes would make the bound a matter of the machine's mood)."""
+    monkeypatch.setattr(capacity, "_RATES", {})
     cpu = sorted(os.sched_getaffinity(0))[0]
     with CapacityProbe([cpu]) as probe:
-        quiet = max(probe.measure(1) for _ in range(5))
+        for _ in range(5):
+            probe.measure(1)
         with tenant(cpu):
-            busy = min(probe.measure(1) for _ in range(5))
-    assert quiet >= SHORT_SHARE
-    assert busy < 0.8  # the tenant gets about half of the core
+            busy = max(probe.measure(1) for _ in range(5))
+        after = max(probe.measure(1) for _ in range(5))
+    assert busy < 0.75  # the tenant gets about half of the core, in every probe
+    assert after >= SHORT_SHARE, (busy, after)
 
 
 @pytest.mark.slow
