@@ -1,1 +1,2 @@
-"""paragrade server (FastAPI): built by the server issue; it imports only runners.protocol."""
+"""paragrade server (FastAPI): web pages, API, domain services and the schema; of the runners it
+imports only runners.protocol."""

@@ -1,4 +1,4 @@
-"""The server's side of the speedup credit (issue 12): the leaderboard never ranks a held or
+"""The server's side of the speedup credit: the leaderboard never ranks a held or
 refused speedup, instructors review them (API and page), every decision is audit-logged."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Issue 17, findings 1 and 4: the default start's secrets, jobs bound to their runner, accounts.
+"""The default start's secrets, jobs bound to their runner, accounts.
 
-Each test failed on the code before the fix: the one-command start used the documented runner
-token; any holder of the fleet token could report a job another runner claimed; logins were not
-throttled; common passwords were accepted; unknown accounts answered differently; the login and
-register forms had no CSRF token; bearer tokens never expired.
+Each test guards against one way these went wrong: a one-command start that used the
+documented runner token; a fleet-token holder reporting a job another runner claimed;
+unthrottled logins; common passwords accepted; unknown accounts answering differently; login
+and register forms without a CSRF token; bearer tokens that never expired.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from server.settings import DEV_SECRET, ServerSettings, UnsafeSecrets, with_loca
 from tests.server.conftest import REFERENCE, RUNNER, World, bearer, claim
 from tests.server.live import answers, free_port, wait_until
 
-# --- finding 1: the development start's secrets ---------------------------------------------
+# --- the development start's secrets ---------------------------------------------------------
 
 
 def test_serve_generates_private_secrets_once_and_keeps_them(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_the_default_start_gives_its_runner_a_private_token(tmp_path: Path) -> N
                 serve.wait(10)
 
 
-# --- finding 1: a job answers only the runner that claimed it ---------------------------------
+# --- a job answers only the runner that claimed it --------------------------------------------
 
 
 def test_another_fleet_token_holder_cannot_report_a_claimed_job(world: World) -> None:
@@ -146,7 +146,7 @@ def test_another_fleet_token_holder_cannot_report_a_claimed_job(world: World) ->
     assert c.get(f"/api/runner/jobs/{jid}/submission", headers=mine).status_code == 200
 
 
-# --- finding 4: accounts ----------------------------------------------------------------------
+# --- accounts ----------------------------------------------------------------------------------
 
 
 def _token_login(client: TestClient, email: str, password: str) -> httpx.Response:

@@ -21,8 +21,9 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('review', sa.String(length=16), nullable=True))
         batch_op.create_index('ix_grade_reports_credit_status', ['credit_status'], unique=False)
     # Reports stored before the policy: a speedup its cores can explain keeps ranking as it was;
-    # one above cores × 1.15 on a CPU or MPI package (the closed forms of issue 12) is held, so
-    # it leaves the ranking until a regrade measures its parallelism or an instructor grants it.
+    # one above cores × 1.15 on a CPU or MPI package (a closed form, or serial code vectorised
+    # so that it skips the parallel work) is held, so it leaves the ranking until a regrade
+    # measures its parallelism or an instructor grants it.
     reports = sa.table("grade_reports", sa.column("id", sa.Integer),
                        sa.column("submission_id", sa.Integer),
                        sa.column("speedup_median", sa.Float),
