@@ -17,8 +17,8 @@ import numpy as np
 from bench.common import publish
 from runners import array, grader, package
 from runners.sandbox import create_executor
-from runners.session import Stage
 from runners.settings import REPO_ROOT, get_settings
+from runners.stage import Stage
 
 SWEEP = REPO_ROOT / "assignments" / "parallel-python" / "slurm-array"
 TODO = ("    # TODO: the partition\n"

@@ -21,8 +21,8 @@ from bench.common import publish
 from runners import grader, package
 from runners.protocol import TestOutcome, Verdict
 from runners.sandbox import create_executor
-from runners.session import Stage
 from runners.settings import get_settings
+from runners.stage import Stage
 
 PACKAGES = ["treasure-hunt/t1-multiprocessing", "treasure-hunt/t2-mpi",
             "parallel-python/numba-parallel", "parallel-python/dask",

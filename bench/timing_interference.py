@@ -24,9 +24,10 @@ import numpy as np
 
 from bench.common import publish
 from runners import grader, package, timing
+from runners.runconfig import RunConfig
 from runners.sandbox import create_executor
-from runners.session import RunConfig, Stage
 from runners.settings import get_settings
+from runners.stage import Stage
 
 
 def _tenant(cpu: int, on: float, off: float) -> None:

@@ -35,16 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from runners import slurm
+from runners.codec import decode, encode
+from runners.failures import ProtocolViolation, SubmissionFailure, SubmissionRaised
 from runners.protocol import Verdict
-from runners.session import (
-    ProtocolViolation,
-    RunConfig,
-    Session,
-    SubmissionFailure,
-    SubmissionRaised,
-    decode,
-    encode,
-)
+from runners.runconfig import RunConfig
+from runners.session import Session
 from runners.settings import RunnerSettings
 
 RESULT = "result-{}.json"
@@ -244,8 +239,8 @@ def task_main(work: Path, task: int) -> None:
     Every outcome leaves a record: the value, the submission's failure, or a platform error."""
     from runners import grader, package
     from runners.sandbox import create_executor
-    from runners.session import Stage
     from runners.settings import get_settings
+    from runners.stage import Stage
 
     start = time.time()
     record: dict[str, Any]

@@ -141,7 +141,7 @@ def test_cmd(
     a = _load(assignment)
     settings = get_settings()
     content = _files(a, files)
-    from runners.session import Stage
+    from runners.stage import Stage
 
     stage = Stage(scratch=settings.scratch_dir)
     try:

@@ -31,7 +31,7 @@ from runners.overlay import Node
 from runners.sandbox.base import ExitInfo, Limits, Mount, Running, SandboxSpec, WallClock
 
 if TYPE_CHECKING:
-    from runners.session import _Run
+    from runners.launch import Run
     from runners.settings import RunnerSettings
 
 PROXY_TEMPLATE = (
@@ -246,7 +246,7 @@ class GangRunning(Running):
         return merged
 
 
-def start(run: _Run, program: list[str], extra_mounts: list[Mount], env: dict[str, str]) -> Running:
+def start(run: Run, program: list[str], extra_mounts: list[Mount], env: dict[str, str]) -> Running:
     """Start `program` under MPI with its ranks on `run.cfg.nodes`: one sandbox per node."""
     cfg = run.cfg
     nodes = list(cfg.nodes)
@@ -321,7 +321,7 @@ def _await_control_port(leader: Running, netns: str) -> None:
         time.sleep(0.02)
 
 
-def _follower_workdir(run: _Run, k: int) -> Mount:
+def _follower_workdir(run: Run, k: int) -> Mount:
     work: Path = run.dir / f"work-node{k + 1}"
     work.mkdir(mode=0o700)
     if os.getuid() == 0:

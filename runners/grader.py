@@ -36,6 +36,7 @@ from runners import (
     service,
     timing,
 )
+from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.package import Assignment
 from runners.protocol import (
     VERDICT_SEVERITY,
@@ -52,9 +53,10 @@ from runners.protocol import (
     performance_share,
 )
 from runners.pytest_plugin import Context
+from runners.runconfig import RunConfig
 from runners.sandbox import Executor, Limits, Mount, create_executor
-from runners.session import RunConfig, Stage, SubmissionFailure, SubmissionRaised
 from runners.settings import RunnerSettings, get_settings
+from runners.stage import Stage
 
 Progress = Callable[[str], None]
 SIMULATED_NOTE = "simulated: no speedup points (numba CUDA simulator on a CPU-only runner)"

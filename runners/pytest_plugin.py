@@ -1,7 +1,7 @@
 """pytest plugin for assignment tests: the `submission` fixture and the grader's result record.
 
 Test files run on the trusted side with their expected values; each test's calls through
-`submission` run in a fresh sandbox, or in a fresh child forked by a zygote (runners.session).
+`submission` run in a fresh sandbox, or in a fresh child forked by a zygote (runners.zygote).
 Loaded by the grader as `pytest -p runners.pytest_plugin`.
 """
 
@@ -18,22 +18,14 @@ import numpy as np
 import pytest
 
 from runners.array import ArrayUnavailable
+from runners.failures import SubmissionFailure, SubmissionRaised
+from runners.launch import ScriptResult, run_script
 from runners.protocol import TestOutcome, Verdict
 from runners.runaway import TestClock
-from runners.session import (
-    ForkedSession,
-    RunConfig,
-    ScriptResult,
-    Session,
-    SubmissionFailure,
-    SubmissionRaised,
-    Zygote,
-    ZygoteLost,
-    preload_modules,
-    run_script,
-    with_wall,
-)
+from runners.runconfig import RunConfig, with_wall
+from runners.session import Session
 from runners.settings import get_settings
+from runners.zygote import ForkedSession, Zygote, ZygoteLost, preload_modules
 
 if TYPE_CHECKING:
     from runners.package import Assignment
@@ -155,7 +147,7 @@ class Submission:
 
 class _ZygoteKeeper:
     """The test process's zygote: one sandbox whose trusted process forks each test's child
-    (runners.session.Zygote), started again after a test that ended badly discarded it."""
+    (runners.zygote.Zygote), started again after a test that ended badly discarded it."""
 
     def __init__(self) -> None:
         self.zygote: Zygote | None = None

@@ -24,6 +24,8 @@ import numpy as np
 
 from runners.array import ArrayResult
 from runners.capacity import Gauge, Windows
+from runners.failures import SubmissionFailure, SubmissionRaised
+from runners.launch import ScriptResult, run_script
 from runners.protocol import (
     Parallelism,
     ScalingPoint,
@@ -31,14 +33,8 @@ from runners.protocol import (
     WeakScalingPoint,
     curve_share,
 )
-from runners.session import (
-    RunConfig,
-    ScriptResult,
-    Session,
-    SubmissionFailure,
-    SubmissionRaised,
-    run_script,
-)
+from runners.runconfig import RunConfig
+from runners.session import Session
 
 CALLS_PER_BLOCK = 3
 EXIT_GRACE_S = 0.0

@@ -10,10 +10,13 @@ import numpy as np
 
 from runners import grader, package, runaway
 from runners.array import ArrayUnavailable
+from runners.failures import SubmissionFailure, SubmissionRaised
+from runners.launch import run_script
 from runners.protocol import GradeReport, TestOutcome, TestResult, ValidationCheck, Verdict
 from runners.sandbox import create_executor
-from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised, run_script
+from runners.session import Session
 from runners.settings import RunnerSettings, get_settings
+from runners.stage import Stage
 
 
 @dataclass

@@ -8,9 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from runners import array, grader, package
+from runners.failures import SubmissionRaised
+from runners.runconfig import RunConfig
 from runners.sandbox import create_executor
-from runners.session import RunConfig, Stage, SubmissionRaised
 from runners.settings import REPO_ROOT, get_settings
+from runners.stage import Stage
 
 SWEEP = package.load(REPO_ROOT / "assignments" / "parallel-python" / "slurm-array")
 

@@ -21,11 +21,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from runners.failures import SubmissionFailure
 from runners.protocol import Verdict
+from runners.runconfig import RunConfig
 from runners.sandbox import Limits, Mount, SandboxSpec
 from runners.sandbox.docker import DockerExecutor
-from runners.session import RunConfig, Session, Stage, SubmissionFailure, Zygote
+from runners.session import Session
 from runners.settings import REPO_ROOT, get_settings
+from runners.stage import Stage
+from runners.zygote import Zygote
 from tests import podman
 from tests.conftest import SPIN_ALWAYS, check_freezing
 from tests.test_credit import BUSY

@@ -208,7 +208,7 @@ def t1_configs(t1: package.Assignment, code: dict[str, bytes],
                baseline: dict[str, bytes] | None = None) -> Iterator[tuple[Any, Any]]:
     """Run configurations (baseline, submission) of t1 at 2 workers on bwrap, for `code` against
     t1's baseline (or `baseline`)."""
-    from runners.session import Stage
+    from runners.stage import Stage
 
     stage = Stage()
     try:

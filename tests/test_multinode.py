@@ -20,10 +20,13 @@ from pathlib import Path
 import pytest
 
 from runners import gang, grader, overlay, package
+from runners.failures import SubmissionFailure
 from runners.protocol import Verdict
+from runners.runconfig import RunConfig
 from runners.sandbox import cgroups, create_executor
-from runners.session import RunConfig, Session, Stage, SubmissionFailure
+from runners.session import Session
 from runners.settings import REPO_ROOT, RunnerSettings, get_settings
+from runners.stage import Stage
 from tests.conftest import COURSE
 
 pytestmark = [pytest.mark.multinode, pytest.mark.mpi]
@@ -379,7 +382,8 @@ KILLED_RUNNER = """
 import sys
 from pathlib import Path
 from runners import grader, package
-from runners.session import Session, Stage
+from runners.session import Session
+from runners.stage import Stage
 from runners.settings import get_settings
 a = package.load(Path(sys.argv[1]))
 settings = get_settings()

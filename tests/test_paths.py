@@ -11,8 +11,8 @@ import pytest
 
 from runners import package, worker
 from runners.protocol import GradeJob, JobOffer, check_relpath
-from runners.session import Stage, UnsafeFileName
 from runners.settings import RunnerSettings
+from runners.stage import Stage, UnsafeFileName
 from server.services.assignments import bundle, read_folder
 
 UNSAFE = ["../evil.py", "../../../../tmp/evil.py", "/tmp/evil.py", "a/../../evil.py",

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from runners import grader, package
+from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.protocol import GradeReport, TestOutcome, Verdict
-from runners.session import Session, SubmissionFailure, SubmissionRaised
+from runners.session import Session
 from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import FIXTURES, SessionFactory
 

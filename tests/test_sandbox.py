@@ -14,14 +14,17 @@ import numpy as np
 import pytest
 
 from runners import grader, package
+from runners.codec import decode
+from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.protocol import Verdict
 from runners.sandbox import Limits, Mount, SandboxSpec, create_executor
 from runners.sandbox.apptainer import ApptainerExecutor
 from runners.sandbox.base import HostRunning
 from runners.sandbox.bwrap import BwrapExecutor
 from runners.sandbox.docker import DockerExecutor
-from runners.session import Session, Stage, SubmissionFailure, SubmissionRaised, decode
+from runners.session import Session
 from runners.settings import get_settings
+from runners.stage import Stage
 from tests.conftest import COURSE, SPIN_ALWAYS, SessionFactory, check_freezing
 
 BASIC = """

@@ -14,8 +14,8 @@ import pytest
 from runners import array, grader, package, slurm
 from runners.protocol import Verdict
 from runners.sandbox import create_executor
-from runners.session import Stage
 from runners.settings import REPO_ROOT, RunnerSettings
+from runners.stage import Stage
 from tests.conftest import COURSE
 from tests.slurm_cluster import SlurmCluster, missing
 
