@@ -1,0 +1,25 @@
+"""Tables (SQLAlchemy 2.0, typed), one module per concept; every table is importable from here,
+and importing this package registers them all (Alembic's env.py relies on it). Schemas for the
+API live in server/schemas.py."""
+
+from server.clock import aware, now
+from server.models.accounts import ApiToken, AuditLog, LoginFailure, User
+from server.models.assignments import Artifact, Assignment, AssignmentVersion, Extension
+from server.models.courses import Course, Enrollment, RosterEntry
+from server.models.fleet import Job, Runner, RunnerCredential
+from server.models.lti import LtiGradePost, LtiIdentity, LtiLaunchData, LtiPlatform
+from server.models.submissions import (
+    BoardEntry,
+    GradeReportRow,
+    ScalingPointRow,
+    SimilarityRun,
+    Submission,
+    TestResultRow,
+)
+
+__all__ = [
+    "ApiToken", "Artifact", "Assignment", "AssignmentVersion", "AuditLog", "BoardEntry", "Course",
+    "Enrollment", "Extension", "GradeReportRow", "Job", "LoginFailure", "LtiGradePost",
+    "LtiIdentity", "LtiLaunchData", "LtiPlatform", "RosterEntry", "Runner", "RunnerCredential",
+    "ScalingPointRow", "SimilarityRun", "Submission", "TestResultRow", "User", "aware", "now",
+]

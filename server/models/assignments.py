@@ -1,0 +1,93 @@
+"""Assignments, their versions (one per imported package) and each student's own deadline;
+the content-addressed files that packages and submissions are stored as."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from server.clock import now
+from server.db import Base
+
+if TYPE_CHECKING:
+    from server.models.accounts import User
+    from server.models.courses import Course
+
+
+class Assignment(Base):
+    __tablename__ = "assignments"
+    __table_args__ = (UniqueConstraint("course_id", "slug"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"), index=True)
+    slug: Mapped[str] = mapped_column(String(64))
+    title: Mapped[str] = mapped_column(String(200))
+    deadline: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    late_policy: Mapped[str] = mapped_column(String(16), default="accept")  # accept|penalty|reject
+    late_penalty: Mapped[float] = mapped_column(Float, default=0.0)
+    quota_count: Mapped[int] = mapped_column(Integer, default=20)
+    quota_window_s: Mapped[int] = mapped_column(Integer, default=3600)
+    # The instructor's scoring curve; None keeps the package's (manifest [scoring]).
+    speedup_min: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup_full: Mapped[float | None] = mapped_column(Float, default=None)
+    current_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("assignment_versions.id", use_alter=True, ondelete="SET NULL"), default=None)
+    # Bumped in the transaction of every change to the leaderboard (services/leaderboard.py).
+    board_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+    course: Mapped[Course] = relationship()
+    current_version: Mapped[AssignmentVersion | None] = relationship(
+        foreign_keys=[current_version_id], post_update=True)
+    versions: Mapped[list[AssignmentVersion]] = relationship(
+        foreign_keys="AssignmentVersion.assignment_id", order_by="AssignmentVersion.id",
+        viewonly=True)
+
+
+class AssignmentVersion(Base):
+    """One imported package; changing tests makes a new version."""
+
+    __tablename__ = "assignment_versions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(
+        ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    version: Mapped[str] = mapped_column(String(32))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
+    bundle_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"))
+    status: Mapped[str] = mapped_column(String(16), default="validating")  # |ready|invalid
+    checks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+    assignment: Mapped[Assignment] = relationship(foreign_keys=[assignment_id])
+
+
+class Extension(Base):
+    """One student's own deadline for one assignment (an instructor granted it)."""
+
+    __tablename__ = "extensions"
+    __table_args__ = (UniqueConstraint("assignment_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(
+        ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    deadline: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    reason: Mapped[str] = mapped_column(String(500), default="")
+    granted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+    user: Mapped[User] = relationship(foreign_keys=[user_id])
+
+
+class Artifact(Base):
+    """A content-addressed file on disk (bundles, submission archives)."""
+
+    __tablename__ = "artifacts"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
