@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from bench.common import publish
-from runners import array, grader, package
+from runners import array, configure, grader, hardware, package
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
 from runners.stage import Stage
@@ -37,16 +37,16 @@ def main() -> None:
     hook = grader.load_hook(a)
     settings = get_settings()
     executor = create_executor(settings, None)
-    cpus = grader.host_cpus()[:2]
-    starter = grader.code_of(a, "starter")["sweep.py"].decode()
-    codes = {"serial sweep (baseline, 1 task)": grader.code_of(a, "baseline")["sweep.py"].decode()}
+    cpus = hardware.host_cpus()[:2]
+    starter = package.code_of(a, "starter")["sweep.py"].decode()
+    codes = {"serial sweep (baseline, 1 task)": package.code_of(a, "baseline")["sweep.py"].decode()}
     codes |= {name: starter.replace(TODO, body) for name, body in PARTITIONS.items()}
-    codes["longest first (reference)"] = grader.code_of(a, "reference")["sweep.py"].decode()
+    codes["longest first (reference)"] = package.code_of(a, "reference")["sweep.py"].decode()
     codes["tasks that do nothing"] = NOOP
     stage = Stage(scratch=settings.scratch_dir)
     rows = []
     try:
-        cfgs = {name: grader.make_config(
+        cfgs = {name: configure.make_config(
             a, executor=executor, stage=stage, code_dir=stage.add_code(f"c{i}", {
                 "sweep.py": code.encode()}), cpus=cpus, workers=2, gpu_mode="none",
             settings=settings) for i, (name, code) in enumerate(codes.items())}

@@ -60,7 +60,7 @@ def main() -> None:
     for _ in range(rounds):
         for ref in PACKAGES:
             a = package.resolve(ref, settings.assignments_dir)
-            files = grader.code_of(a, "reference")
+            files = package.code_of(a, "reference")
             for backend in chosen:
                 t0 = time.monotonic()
                 r = grade(a, files, backend, settings)

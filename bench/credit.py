@@ -26,7 +26,7 @@ def subjects() -> list[tuple[str, str, dict[str, bytes]]]:
     found = []
     for ref in SHIPPED:
         a = package.resolve(ref, get_settings().assignments_dir)
-        found.append((f"{ref.split('/')[1]} reference", ref, grader.code_of(a, "reference")))
+        found.append((f"{ref.split('/')[1]} reference", ref, package.code_of(a, "reference")))
     for path in sorted(CHEATS.glob("t[12]_*.py")):
         ref = SHIPPED[0] if path.name.startswith("t1") else SHIPPED[1]
         found.append((path.stem, ref, {a_entry(ref): path.read_bytes()}))

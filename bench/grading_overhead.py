@@ -87,7 +87,7 @@ def main() -> None:
                 os.environ["PARAGRADE_FORK_TESTS"] = "1" if mode == "forked" else "0"
                 spent.clear()
                 with detailed() if detail else contextlib.nullcontext():
-                    r = grader.grade(a, grader.code_of(a, "reference"))
+                    r = grader.grade(a, package.code_of(a, "reference"))
                 ph = r.environment.phases
                 extra = {} if not detail else {  # Session calls: function entries only
                     "starts_s": spent["starts"], "closes_s": spent["closes"],

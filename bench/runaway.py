@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from bench.common import publish
-from runners import grader, package
+from runners import grader, hardware, package, testrun
 from runners.protocol import TestOutcome, Verdict
 from runners.sandbox import create_executor
 from runners.settings import get_settings
@@ -40,7 +40,7 @@ BODIES = {
 
 def runaway(a: package.Assignment, kind: str) -> dict[str, bytes]:
     """The reference's files with its entry function replaced by a runaway of `kind`."""
-    files = grader.code_of(a, "reference")
+    files = package.code_of(a, "reference")
     m = a.manifest
     assert m.entry.function is not None
     files[m.entry.file] += f"\n\ndef {m.entry.function}(*args, **kwargs):\n{BODIES[kind]}".encode()
@@ -52,9 +52,9 @@ def reference_seconds(a: package.Assignment) -> dict[str, float]:
     settings = get_settings()
     stage = Stage(scratch=settings.scratch_dir)
     try:
-        code = stage.add_code("reference", grader.code_of(a, "reference"))
-        tests, _ = grader.run_tests(a, code, backend=create_executor(settings).name, seed=1,
-                                    gpu_mode="none", cpus=grader.allotment(a)[0], reveal=True)
+        code = stage.add_code("reference", package.code_of(a, "reference"))
+        tests, _ = testrun.run_tests(a, code, backend=create_executor(settings).name, seed=1,
+                                     gpu_mode="none", cpus=hardware.allotment(a)[0], reveal=True)
     finally:
         stage.cleanup()
     return {t.name: t.duration_s for t in tests if t.outcome is TestOutcome.PASSED}

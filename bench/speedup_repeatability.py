@@ -40,7 +40,7 @@ def gradings(ref: str, n: int, probes: tuple[bool, ...] = (True,)) -> list[dict[
     """n gradings of the reference of `ref` per probing mode, one at a time and the modes in
     turn, on this process's cores."""
     a = _load(ref)
-    code = grader.code_of(a, "reference")
+    code = package.code_of(a, "reference")
     modes = {p: get_settings().model_copy(update={"timing_probe": p}) for p in probes}
     rows = []
     for i in range(n):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import publish
-from runners import grader, package, timing
+from runners import configure, grader, hardware, package, timing
 from runners.runconfig import RunConfig
 from runners.sandbox import create_executor
 from runners.settings import get_settings
@@ -64,19 +64,19 @@ def main() -> None:
     m = a.manifest
     assert m.entry.function is not None
     executor = create_executor(settings)
-    cpus, _ = grader.allotment(a)
+    cpus, _ = hardware.allotment(a)
     workers = len(cpus)
     hook = grader.load_hook(a)
     stage = Stage(scratch=settings.scratch_dir)
     rows = []
     try:
-        code = stage.add_code("reference", grader.code_of(a, "reference"))
-        base = stage.add_code("baseline", grader.code_of(a, "baseline"))
+        code = stage.add_code("reference", package.code_of(a, "reference"))
+        base = stage.add_code("baseline", package.code_of(a, "baseline"))
 
         def cfg(d: Path, k: int, serial: bool) -> RunConfig:
-            return grader.make_config(a, executor=executor, stage=stage, code_dir=d, cpus=cpus,
-                                      workers=k, gpu_mode="none", serial=serial,
-                                      settings=settings)
+            return configure.make_config(a, executor=executor, stage=stage, code_dir=d, cpus=cpus,
+                                         workers=k, gpu_mode="none", serial=serial,
+                                         settings=settings)
 
         for label, cpu in (("quiet", None), (f"tenant {on:g} s of {on + off:g} s", cpus[-1])):
             # Both modes take turns, so that a slow drift of the machine is shared.

@@ -30,17 +30,21 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runners import slurm
+from runners import configure, hardware, package, slurm
 from runners.codec import decode, encode
 from runners.failures import ProtocolViolation, SubmissionFailure, SubmissionRaised
+from runners.package import Assignment
 from runners.protocol import Verdict
 from runners.runconfig import RunConfig
+from runners.sandbox import create_executor
 from runners.session import Session
-from runners.settings import RunnerSettings
+from runners.settings import RunnerSettings, get_settings
+from runners.stage import Stage
 
 RESULT = "result-{}.json"
 
@@ -63,6 +67,23 @@ def run(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks: int, 
         return run_slurm(cfg, function, inputs, n_tasks=n_tasks, concurrency=concurrency,
                          settings=settings, assignment_root=assignment_root)
     return run_local(cfg, function, inputs, n_tasks=n_tasks, concurrency=concurrency)
+
+
+ArrayRun = Callable[[dict[str, Any]], ArrayResult]
+"""Inputs -> one whole array's values, makespan and CPU time (timing's view of an array)."""
+
+
+def array_runner(assignment: Assignment, cfg: RunConfig, n_tasks: int, concurrency: int,
+                 settings: RunnerSettings) -> ArrayRun:
+    """Inputs -> the array's values, makespan and CPU time for an [array] package's code under
+    `cfg`."""
+    function = str(assignment.manifest.entry.function)
+
+    def one_array(inputs: dict[str, Any]) -> ArrayResult:
+        return run(cfg, function, inputs, n_tasks=n_tasks, concurrency=concurrency,
+                   settings=settings, assignment_root=assignment.root)
+
+    return one_array
 
 
 def _one_core(cfg: RunConfig, core: int) -> RunConfig:
@@ -237,11 +258,6 @@ def task_main(work: Path, task: int) -> None:
     """One array task on its node (trusted): a sandbox on this task's cores, one call, a record.
 
     Every outcome leaves a record: the value, the submission's failure, or a platform error."""
-    from runners import grader, package
-    from runners.sandbox import create_executor
-    from runners.settings import get_settings
-    from runners.stage import Stage
-
     start = time.time()
     record: dict[str, Any]
     stage: Stage | None = None
@@ -252,10 +268,10 @@ def task_main(work: Path, task: int) -> None:
         stage = Stage(scratch=settings.scratch_dir)
         if assignment.data_dir is not None:
             stage.add_data(assignment.data_dir)
-        cfg = grader.make_config(assignment, executor=create_executor(settings, None),
-                                 stage=stage, code_dir=Path(job["code_dir"]),
-                                 cpus=grader.host_cpus(), workers=1, gpu_mode="none",
-                                 settings=settings)
+        cfg = configure.make_config(assignment, executor=create_executor(settings, None),
+                                    stage=stage, code_dir=Path(job["code_dir"]),
+                                    cpus=hardware.host_cpus(), workers=1, gpu_mode="none",
+                                    settings=settings)
         session = Session(cfg)
         try:
             session.start()
@@ -285,8 +301,6 @@ def task_main(work: Path, task: int) -> None:
 
 
 if __name__ == "__main__":  # an array task, as SLURM starts it: python -m runners.array WORK
-    from runners.settings import get_settings
-
     task_id = get_settings().slurm_array_task_id
     if len(sys.argv) != 2 or task_id is None:
         sys.exit("usage: python -m runners.array WORK, inside an sbatch --array job")

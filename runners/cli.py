@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from runners import grader, package, report, validate
+from runners import grader, hardware, package, report, testrun, validate
 from runners.sandbox import BackendUnavailable
 from runners.settings import get_settings
 
@@ -98,10 +98,13 @@ def validate_cmd(folder: Path, backend: Backend = None,
 
 
 def _files(assignment: package.Assignment, files: list[Path]) -> dict[str, bytes]:
+    """A submission's files by name; a single file is taken as the entry file."""
     for f in files:
         if not f.is_file():
             _fail(f"{f}: no such file")
-    return grader.read_files(files, assignment.manifest.entry.file)
+    if len(files) == 1:
+        return {assignment.manifest.entry.file: files[0].read_bytes()}
+    return {f.name: f.read_bytes() for f in files}
 
 
 @app.command()
@@ -149,11 +152,11 @@ def test_cmd(
         from runners.sandbox import create_executor
 
         executor = create_executor(settings, executor_name)
-        cpus, _ = grader.allotment(a)
-        gpu_mode = grader.decide_gpu_mode(a, settings)
+        cpus, _ = hardware.allotment(a)
+        gpu_mode = hardware.decide_gpu_mode(a, settings)
         if gpu_mode == "unavailable":
             _fail("this assignment needs a GPU runner")
-        tests, output = grader.run_tests(
+        tests, output = testrun.run_tests(
             a, stage.add_code("submission", content), backend=executor.name, seed=0,
             gpu_mode=gpu_mode, cpus=cpus, reveal=True, public_only=True)
     except BackendUnavailable as exc:
@@ -257,8 +260,8 @@ def node_network(action: Annotated[str, typer.Argument(help="up (SLURM prolog) o
 def demo(backend: Backend = None) -> None:
     """Grade the shipped t1 reference and a wrong solution, to see the engine at work."""
     a = _load("treasure-hunt/t1-multiprocessing")
-    for label, code in (("reference solution", grader.code_of(a, "reference")),
-                        ("starter (unfinished)", grader.code_of(a, "starter"))):
+    for label, code in (("reference solution", package.code_of(a, "reference")),
+                        ("starter (unfinished)", package.code_of(a, "starter"))):
         console.rule(f"grading the {label} of {a.ref}")
         with console.status("grading") as status:
             result = grader.grade(a, code, backend=backend,

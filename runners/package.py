@@ -191,3 +191,10 @@ def resolve(ref: str, assignments_dir: Path) -> Assignment:
         return load(matches[0].parent)
     reason = "matches several courses; name it as course/slug" if matches else "no such assignment"
     raise PackageError([Problem(file=ref, key="", reason=reason)])
+
+
+def code_of(assignment: Assignment, role: str) -> dict[str, bytes]:
+    """The files of the starter, baseline or reference folder."""
+    root = assignment.folder(role)
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}

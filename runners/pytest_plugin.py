@@ -7,58 +7,51 @@ Loaded by the grader as `pytest -p runners.pytest_plugin`.
 
 from __future__ import annotations
 
+import atexit
 import json
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
 
+from runners import array, configure, package, service
 from runners.array import ArrayUnavailable
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.launch import ScriptResult, run_script
+from runners.package import Assignment
 from runners.protocol import TestOutcome, Verdict
 from runners.runaway import TestClock
 from runners.runconfig import RunConfig, with_wall
+from runners.sandbox import create_executor
 from runners.session import Session
 from runners.settings import get_settings
+from runners.stage import Stage
+from runners.testrun import Context
 from runners.zygote import ForkedSession, Zygote, ZygoteLost, preload_modules
 
-if TYPE_CHECKING:
-    from runners.package import Assignment
-
 OUTPUT_KEEP = 16 * 1024
+Runs = tuple[Assignment, Callable[[int], RunConfig]]  # run_configs(): per process
 
 
-@dataclass(frozen=True)
-class Context:
-    """What the grader tells the test process (a JSON file named by --paragrade-context)."""
+def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
+    """For the test process: the assignment and a RunConfig factory by worker count."""
+    settings = get_settings()
+    assignment = package.load(Path(ctx.assignment_root))
+    executor = create_executor(settings, ctx.backend)
+    stage = Stage(scratch=settings.scratch_dir)
+    atexit.register(stage.cleanup)
+    if assignment.data_dir is not None:
+        stage.add_data(assignment.data_dir)
 
-    assignment_root: str
-    code_dir: str
-    backend: str
-    seed: int
-    gpu_mode: str
-    results: str
-    hidden_dir: str
-    cpus: list[int]
-    reveal: bool = False
-    tests_budget_s: float = float("inf")
-    """Seconds the tests may spend before the next one is not started (runners.runaway)."""
-    test_limits: dict[str, float] = field(default_factory=dict)
-    """Each test's time limit where calibrated (else the package's wall limit)."""
-    limit_reasons: dict[str, str] = field(default_factory=dict)
-    """Which limit applied to each calibrated test, in words (a timed-out test's message)."""
+    def cfg_for(workers: int) -> RunConfig:
+        return configure.make_config(assignment, executor=executor, stage=stage,
+                                     code_dir=Path(ctx.code_dir), cpus=ctx.cpus,
+                                     workers=workers, gpu_mode=ctx.gpu_mode)
 
-    @classmethod
-    def load(cls, path: str) -> Context:
-        return cls(**json.loads(Path(path).read_text()))
-
-
-Runs = tuple["Assignment", Callable[[int], RunConfig]]  # grader.run_configs(): per process
+    return assignment, cfg_for
 
 
 class Submission:
@@ -118,13 +111,11 @@ class Submission:
               **inputs: Any) -> list[Any]:
         """Run an [array] package's tasks (0 … n_tasks-1, default the manifest's) as the grader
         does, each in its own sandbox (through SLURM on a SLURM runner); one value per task."""
-        from runners import grader
-
         m = self._assignment.manifest
         if m.array is None:
             raise RuntimeError("submission.array() needs an [array] package")
         slots = concurrency or self.workers
-        run = grader.array_runner(self._assignment, self._cfg_for(slots), n_tasks or m.array.tasks,
+        run = array.array_runner(self._assignment, self._cfg_for(slots), n_tasks or m.array.tasks,
                                   slots, get_settings())
         try:
             return run(inputs).values
@@ -160,9 +151,7 @@ class _ZygoteKeeper:
         if self.refused or not get_settings().fork_tests or not Zygote.suits(cfg):
             return None
         if self.zygote is None or not self.zygote.usable:
-            from runners import grader
-
-            z = Zygote(cfg, preload_modules(grader.code_of(assignment, "reference")))
+            z = Zygote(cfg, preload_modules(package.code_of(assignment, "reference")))
             try:
                 z.start()
             except (SubmissionFailure, SubmissionRaised, OSError):
@@ -279,13 +268,9 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--paragrade-context")
     if path:
         ctx = Context.load(path)
-        from runners import package
-
         assignment = package.load(Path(ctx.assignment_root))
         weights = assignment.manifest.scoring.weights
         if assignment.manifest.service is not None:
-            from runners import service
-
             service.load(assignment)  # importable by the hidden tests before they are collected
         config.stash[_context_key] = ctx
         config.stash[_recorder_key] = Recorder(ctx, weights)
@@ -303,9 +288,7 @@ def submission(request: pytest.FixtureRequest) -> Iterator[Submission]:
         raise NotRun(why)
     runs = request.config.stash.get(_runs_key, None)
     if runs is None:  # one stage (harness and data copies) for all of this process's tests
-        from runners import grader  # late: grader imports this module's Context
-
-        runs = request.config.stash[_runs_key] = grader.run_configs(ctx)
+        runs = request.config.stash[_runs_key] = run_configs(ctx)
     sub = Submission(ctx, request.config.stash[_recorder_key], runs, wall_s)
     try:
         yield sub

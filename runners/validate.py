@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runners import grader, package, runaway
+from runners import array, configure, grader, hardware, package, runaway, testrun
 from runners.array import ArrayUnavailable
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.launch import run_script
@@ -58,31 +58,31 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
     except package.PackageError as exc:
         return [Check("manifest and files", False, [str(p) for p in exc.problems])]
     checks = [Check("manifest and files", True)]
-    gpu_mode = grader.decide_gpu_mode(a, settings)
+    gpu_mode = hardware.decide_gpu_mode(a, settings)
     if gpu_mode == "unavailable":
         reason = "needs a GPU runner (this one has none and the package cannot be simulated)"
         return checks + [Check(n, True, skipped=reason) for n in
                          ("reference passes", "starter fails", "baseline is correct", "timing hook")]
     measure = measure or gpu_mode == "real"
     executor = create_executor(settings, backend)
-    cpus, _ = grader.allotment(a)
+    cpus, _ = hardware.allotment(a)
     seed = int(np.random.default_rng().integers(2**40))
     stage = Stage(scratch=settings.scratch_dir)
     try:
-        dirs = {role: stage.add_code(role, grader.code_of(a, role))
+        dirs = {role: stage.add_code(role, package.code_of(a, role))
                 for role in ("reference", "starter", "baseline")}
 
         def tests_of(role: str, *, hidden_only: bool = False) -> list[TestResult]:
             progress(f"running the tests against the {role}")
-            tests, _ = grader.run_tests(a, dirs[role], backend=executor.name, seed=seed,
-                                        gpu_mode=gpu_mode, cpus=cpus, reveal=True,
-                                        hidden_only=hidden_only)
+            tests, _ = testrun.run_tests(a, dirs[role], backend=executor.name, seed=seed,
+                                         gpu_mode=gpu_mode, cpus=cpus, reveal=True,
+                                         hidden_only=hidden_only)
             return tests
 
         report = None
         if measure:
             progress("grading the reference, speedup included")
-            report = grader.grade(a, grader.code_of(a, "reference"), backend=executor.name,
+            report = grader.grade(a, package.code_of(a, "reference"), backend=executor.name,
                                   seed=seed, settings=settings)
             ref = report.tests
         else:
@@ -94,7 +94,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
         checks.append(_check_tests_time(a, ref))
         if report is not None and report.speedup is not None:
             checks.append(_check_speedup(a, report, lambda: grader.grade(
-                a, grader.code_of(a, "reference"), backend=executor.name, seed=seed,
+                a, package.code_of(a, "reference"), backend=executor.name, seed=seed,
                 settings=settings), progress))
             checks.append(_check_credit(report))
         # The starter and the baseline are judged on the hidden tests only.
@@ -180,9 +180,9 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
     rng = np.random.default_rng(seed)
     # Under the CUDA simulator only the (CPU) baseline can take the full-size timed input.
     for role in ("baseline",) if gpu_mode == "simulated" else ("baseline", "reference"):
-        cfg = grader.make_config(a, executor=executor, stage=stage,  # type: ignore[arg-type]
-                                 code_dir=dirs[role], cpus=cpus, workers=a.workers,
-                                 gpu_mode=gpu_mode, serial=role == "baseline", settings=settings)
+        cfg = configure.make_config(a, executor=executor, stage=stage,  # type: ignore[arg-type]
+                                    code_dir=dirs[role], cpus=cpus, workers=a.workers,
+                                    gpu_mode=gpu_mode, serial=role == "baseline", settings=settings)
         extra = {m.entry.workers_arg: a.workers} if m.entry.workers_arg else {}
         if script:  # one whole timed run of each side, checked as timing checks it
             argv = [str(x) for x in hook.make_args(rng, a.workers)]
@@ -201,7 +201,7 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
         for what, kwargs in inputs:
             try:
                 if m.array is not None:  # the baseline as one task, the reference as the array
-                    result = grader.array_runner(
+                    result = array.array_runner(
                         a, cfg, 1 if role == "baseline" else m.array.tasks,
                         1 if role == "baseline" else a.workers, settings)(kwargs)
                     value, secs = result.values, result.makespan_s

@@ -40,7 +40,7 @@ import httpx
 import threadpoolctl
 from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
 
-from runners import gang, grader, overlay, package, similarity, slurm, validate
+from runners import gang, grader, hardware, overlay, package, similarity, slurm, validate
 from runners.broker import consumer_app
 from runners.protocol import (
     PROTOCOL_VERSION,
@@ -337,7 +337,7 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
     """What this node offers, as the fleet lists it (`executor`: None on SLURM)."""
     from runners.sandbox import BackendUnavailable
 
-    model = grader.gpu_present()
+    model = hardware.gpu_present()
     mpiexec = settings.runtime_dir / "bin" / "mpiexec"
     if executor is None:  # SLURM: the engine's backend runs on the compute nodes
         why = slurm.available()
@@ -347,14 +347,14 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
                            cores=slurm.cores_per_node(settings), memory_mb=0,
                            mpi="mpich" if mpiexec.exists() else None,
                            image=settings.slurm_partition)
-    nodes = len(gang.held_nodes(settings, grader.host_cpus())) if "mpinodes" in queues else 0
+    nodes = len(gang.held_nodes(settings, hardware.host_cpus())) if "mpinodes" in queues else 0
     if "mpinodes" in queues and nodes < 2:
         raise NoGang("the mpinodes queue needs a runner that holds two nodes or more (set "
                      "PARAGRADE_STANDIN_NODES for stand-in nodes on this host)")
     return RunnerHello(name=name, queues=queues, backend=executor.name, nodes=max(1, nodes),
-                       cores=len(grader.host_cpus()),
+                       cores=len(hardware.host_cpus()),
                        memory_mb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
-                       gpus=grader.gpu_count() if model else 0, gpu_model=model,
+                       gpus=hardware.gpu_count() if model else 0, gpu_model=model,
                        mpi="mpich" if mpiexec.exists() else None, image=executor.image())
 
 
@@ -396,7 +396,7 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     global _runner
     settings = settings or get_settings()
     if "gpu" in queues and settings.gpu_mode != "simulated" and settings.backend != "slurm" \
-            and not grader.gpu_present():
+            and not hardware.gpu_present():
         raise NoGpu("this node has no GPU, so it cannot serve the gpu queue (set "
                     "PARAGRADE_GPU_MODE=simulated to serve it with the CUDA simulator, for tests)")
     name = name or settings.runner_name or f"{socket.gethostname()}-{os.getpid()}"

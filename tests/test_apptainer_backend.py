@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import grader, package
+from runners import grader, hardware, package
 from runners.protocol import GradeReport, Verdict
 from tests.apptainer import HOST, apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import COURSE, FIXTURES, SessionFactory
@@ -36,7 +36,7 @@ def host_mounts() -> list[str]:
 
 def graded_reference(slug: str) -> GradeReport:
     a = package.load(COURSE / slug)
-    r = grader.grade(a, grader.code_of(a, "reference"))
+    r = grader.grade(a, package.code_of(a, "reference"))
     assert r.environment.backend == "apptainer" and r.environment.sandboxed
     assert r.environment.image_digest and "sandbox" in r.environment.image_digest
     assert r.verdict is Verdict.PASSED, r.summary
@@ -88,7 +88,7 @@ def test_more_processes_than_cores_cannot_beat_the_core_bound(sum1: package.Assi
     assert r.environment.backend == "apptainer"
     assert r.verdict is Verdict.PASSED and r.speedup is not None
     assert r.speedup.median <= sum1.manifest.resources.cores * 1.1, r.speedup
-    assert r.environment.core_set == [grader.host_cpus()[0]]
+    assert r.environment.core_set == [hardware.host_cpus()[0]]
 
 
 def test_an_idle_submission_cannot_slow_the_baseline(sum1: package.Assignment) -> None:
@@ -144,7 +144,7 @@ def descendants(pid: int) -> list[int]:
 
 def test_a_session_runs_as_nobody_its_cpu_time_read_outside(make_session: SessionFactory) -> None:
     before = host_mounts()
-    allotted = (grader.host_cpus()[-1],)  # not the default core 0: the set must be the one given
+    allotted = (hardware.host_cpus()[-1],)  # not the default core 0: the set must be the one given
     s = make_session(SOURCE, backend="apptainer", cpus=allotted)
     ns = s.call("namespace")[0]
     uid, euid, gid, cwd, path = s.call("ids")[0]

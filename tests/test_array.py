@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runners import array, grader, package
+from runners import array, configure, hardware, package
 from runners.failures import SubmissionRaised
 from runners.runconfig import RunConfig
 from runners.sandbox import create_executor
@@ -26,10 +26,10 @@ def stage() -> Iterator[Stage]:
 
 def config(stage: Stage, code: str) -> RunConfig:
     settings = get_settings()
-    return grader.make_config(SWEEP, executor=create_executor(settings, None), stage=stage,
-                              code_dir=stage.add_code("code", {"sweep.py": code.encode()}),
-                              cpus=grader.host_cpus(), workers=2, gpu_mode="none",
-                              settings=settings)
+    return configure.make_config(SWEEP, executor=create_executor(settings, None), stage=stage,
+                                 code_dir=stage.add_code("code", {"sweep.py": code.encode()}),
+                                 cpus=hardware.host_cpus(), workers=2, gpu_mode="none",
+                                 settings=settings)
 
 
 def test_each_task_runs_once_in_its_own_sandbox_and_values_come_back_in_id_order(

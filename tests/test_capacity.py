@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from runners import capacity, grader, package
+from runners import capacity, grader, hardware, package
 from runners.capacity import RETIME_FACTOR, SHORT_SHARE, CapacityProbe, Windows
 from runners.protocol import Verdict
 from tests.conftest import FIXTURES
@@ -99,12 +99,12 @@ def test_a_grading_beside_a_tenant_says_the_node_was_short() -> None:
     finds the node short, is timed again for twice the budget, then counts, and the report says
     the speedup was measured under interference."""
     a = package.load(FIXTURES / "redteam" / "sum1")
-    cpu = grader.allotment(a)[0][0]
+    cpu = hardware.allotment(a)[0][0]
     with CapacityProbe([cpu]) as probe:  # a runner that has been up knows its node's best
         for _ in range(5):
             probe.measure(1)
     with tenant(cpu, seconds=120):
-        r = grader.grade(a, grader.code_of(a, "reference"))
+        r = grader.grade(a, package.code_of(a, "reference"))
     assert r.verdict is Verdict.PASSED and r.speedup is not None
     said = [n for n in r.notes if "timed windows found the node short" in n]
     assert said and "measured under interference" in said[0], r.notes

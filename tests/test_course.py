@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners import grader, package, validate
+from runners import grader, hardware, package, validate
 from runners.protocol import Verdict
 from tests.conftest import COURSE
 
@@ -19,13 +19,13 @@ def test_the_course_has_exactly_the_five_slugs() -> None:
 
 @pytest.mark.parametrize("slug", SLUGS)
 def test_package_validates(slug: str) -> None:
-    simulated = slug == "t3-cuda" and not grader.gpu_present()
+    simulated = slug == "t3-cuda" and not hardware.gpu_present()
     # t3 under the simulator: the reference's full grading is one of the checks (no timing)
     checks = validate.validate(COURSE / slug, measure=simulated)
     bad = [f"{c.name}: {c.problems}" for c in checks if not c.ok]
     assert not bad, bad
     ran = [c for c in checks if not c.skipped]
-    if slug == "t4-cuda-mpi" and not grader.gpu_present():
+    if slug == "t4-cuda-mpi" and not hardware.gpu_present():
         assert all("GPU runner" in (c.skipped or "") for c in checks[1:])
     else:
         assert len(ran) >= 4
@@ -40,15 +40,15 @@ def test_package_validates(slug: str) -> None:
 @pytest.mark.mpi
 def test_t2_reference_grades_with_real_ranks() -> None:
     a = package.load(COURSE / "t2-mpi")
-    r = grader.grade(a, grader.code_of(a, "reference"))
+    r = grader.grade(a, package.code_of(a, "reference"))
     assert r.verdict is Verdict.PASSED, r.summary
     assert r.speedup is not None and [p.workers for p in r.scaling] == [1, 2]
 
 
 def test_t4_says_it_needs_a_gpu_runner() -> None:
-    if grader.gpu_present():
+    if hardware.gpu_present():
         pytest.skip("this runner has a GPU")
     a = package.load(COURSE / "t4-cuda-mpi")
-    r = grader.grade(a, grader.code_of(a, "reference"))
+    r = grader.grade(a, package.code_of(a, "reference"))
     assert r.verdict is Verdict.PLATFORM_ERROR and r.verdict.fault == "platform"
     assert "needs a GPU runner" in r.summary

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners import grader, package, timing
+from runners import configure, environment, grader, hardware, package, testrun, timing
 from runners.protocol import GradeReport, TestOutcome, Verdict
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
@@ -87,7 +87,7 @@ def test_wrong_solution_fails_without_revealing_expected_values(t1: package.Assi
 
 
 def test_starter_fails_with_its_todo_message(t1: package.Assignment) -> None:
-    r = grader.grade(t1, grader.code_of(t1, "starter"))
+    r = grader.grade(t1, package.code_of(t1, "starter"))
     assert r.verdict is Verdict.CRASHED
     assert r.score == 0
     assert any("NotImplementedError" in t.message for t in r.tests)
@@ -191,7 +191,7 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
 
 
 def test_process_backend_is_labelled_unsafe(t1: package.Assignment) -> None:
-    r = grader.grade(t1, grader.code_of(t1, "reference"), backend="process", with_timing=False)
+    r = grader.grade(t1, package.code_of(t1, "reference"), backend="process", with_timing=False)
     assert r.verdict is Verdict.PASSED
     assert not r.environment.sandboxed
     assert any("UNSAFE" in n for n in r.notes)
@@ -213,13 +213,13 @@ def t1_configs(t1: package.Assignment, code: dict[str, bytes],
     stage = Stage()
     try:
         sub = stage.add_code("submission", code)
-        base = stage.add_code("baseline", baseline or grader.code_of(t1, "baseline"))
+        base = stage.add_code("baseline", baseline or package.code_of(t1, "baseline"))
         ex = create_executor(get_settings(), "bwrap")
-        cpus, _ = grader.allotment(t1)
+        cpus, _ = hardware.allotment(t1)
 
         def cfg(code_dir: Path, serial: bool) -> object:
-            return grader.make_config(t1, executor=ex, stage=stage, code_dir=code_dir, cpus=cpus,
-                                      workers=2, gpu_mode="none", serial=serial)
+            return configure.make_config(t1, executor=ex, stage=stage, code_dir=code_dir, cpus=cpus,
+                                         workers=2, gpu_mode="none", serial=serial)
 
         yield cfg(base, True), cfg(sub, False)
     finally:
@@ -344,7 +344,7 @@ def test_the_test_process_gets_no_runner_credentials(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PARAGRADE_BROKER_URL", "redis://:pw@broker:6379/0")
     monkeypatch.setenv("PARAGRADE_SERVER_SECRET_KEY", "server-secret")
     monkeypatch.setenv("PARAGRADE_RUNTIME_DIR", "/opt/paragrade/runtime")
-    env = grader._test_env()
+    env = testrun._test_env()
     assert not {"PARAGRADE_RUNNER_TOKEN", "PARAGRADE_BROKER_URL",
                 "PARAGRADE_SERVER_SECRET_KEY"} & set(env)
     assert env["PARAGRADE_RUNTIME_DIR"] == "/opt/paragrade/runtime"  # settings still reach it
@@ -355,14 +355,14 @@ def test_environment_says_how_mpi_moves_device_buffers(tmp_path: Path) -> None:
     settings = get_settings()
     executor = create_executor(settings, "process")
     # The runtime's MPICH from PyPI is built without CUDA (docs/gpu-validation.md).
-    assert grader.mpi_gpu_path(settings) == "staged through the host"
-    real = grader.environment(executor, [0], "real", settings, False, mpi=True)
+    assert environment.mpi_gpu_path(settings) == "staged through the host"
+    real = environment.environment(executor, [0], "real", settings, False, mpi=True)
     assert real.mpi_gpu_path == "staged through the host"
-    assert grader.environment(executor, [0], "none", settings, False, mpi=True).mpi_gpu_path is None
-    assert grader.environment(executor, [0], "real", settings, False).mpi_gpu_path is None
+    assert environment.environment(executor, [0], "none", settings, False, mpi=True).mpi_gpu_path is None
+    assert environment.environment(executor, [0], "real", settings, False).mpi_gpu_path is None
     # Test double for a CUDA-aware MPI (none can run here): a runtime whose probe answers yes.
     fake = tmp_path / "runtime"
     (fake / "bin").mkdir(parents=True)
     (fake / "bin" / "python").write_text("#!/bin/sh\necho yes\n")
     (fake / "bin" / "python").chmod(0o755)
-    assert grader.mpi_gpu_path(settings.model_copy(update={"runtime_dir": fake})) == "CUDA-aware"
+    assert environment.mpi_gpu_path(settings.model_copy(update={"runtime_dir": fake})) == "CUDA-aware"

@@ -1,6 +1,6 @@
 """MPI runs whose ranks span two stand-in nodes (network namespaces of this host, each node's
 sandbox on a per-run VXLAN overlay), built with the project's own code: runners/overlay.py and
-runners/gang.py through grader.make_config, Session and grade."""
+runners/gang.py through configure.make_config, Session and grade."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import gang, grader, overlay, package
+from runners import configure, gang, grader, hardware, overlay, package
 from runners.failures import SubmissionFailure
 from runners.protocol import Verdict
 from runners.runconfig import RunConfig
@@ -70,9 +70,9 @@ def two_nodes(nodes: list[overlay.Node], tmp_path_factory: pytest.TempPathFactor
 def _cfg(a: package.Assignment, settings: RunnerSettings, stage: Stage, source: str,
          workers: int = 2, name: str = "submission") -> RunConfig:
     code = stage.add_code(name, {"solution.py": textwrap.dedent(source).encode()})
-    return grader.make_config(a, executor=create_executor(settings, "bwrap"), stage=stage,
-                              code_dir=code, cpus=grader.host_cpus(), workers=workers,
-                              gpu_mode="none", settings=settings)
+    return configure.make_config(a, executor=create_executor(settings, "bwrap"), stage=stage,
+                                 code_dir=code, cpus=hardware.host_cpus(), workers=workers,
+                                 gpu_mode="none", settings=settings)
 
 
 PROBE = """
@@ -319,7 +319,7 @@ def _bad(source: str, old: str, new: str) -> str:
 def test_two_node_package_graded(two_nodes: tuple) -> None:
     """Passed, failed and crashed on two nodes (the timed path: through the server, below)."""
     a, settings = two_nodes
-    reference = grader.code_of(a, "reference")
+    reference = package.code_of(a, "reference")
     r = grader.grade(a, reference, settings=settings, with_timing=False)
     assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
     assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
@@ -343,7 +343,7 @@ SEED_FORM = Path(__file__).parent / "fixtures" / "sbatch-two-nodes"
 def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) -> None:
     _, settings = two_nodes
     a = package.load(SEED_FORM)
-    reference = grader.code_of(a, "reference")
+    reference = package.code_of(a, "reference")
     r = grader.grade(a, reference, settings=settings, with_timing=False)
     assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
     assert "ran task2.py as 2 MPI ranks on 2 nodes" in " ".join(r.notes)
@@ -367,7 +367,7 @@ def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) ->
 def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
     a = package.load(two_node_package(tmp_path))
     settings = get_settings().model_copy(update={"standin_nodes": 0})
-    r = grader.grade(a, grader.code_of(a, "reference"), settings=settings)
+    r = grader.grade(a, package.code_of(a, "reference"), settings=settings)
     assert r.verdict == Verdict.PLATFORM_ERROR
     assert "2 nodes" in r.summary and not r.tests
     # The runner hands it back as the platform's failure: the server grades it again, uncharged.
@@ -381,17 +381,18 @@ def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
 KILLED_RUNNER = """
 import sys
 from pathlib import Path
-from runners import grader, package
+from runners import configure, hardware, package
+from runners.sandbox import create_executor
 from runners.session import Session
-from runners.stage import Stage
 from runners.settings import get_settings
+from runners.stage import Stage
 a = package.load(Path(sys.argv[1]))
 settings = get_settings()
 stage = Stage(scratch=settings.scratch_dir)
 code = stage.add_code("submission", {"solution.py": sys.argv[2].encode()})
-cfg = grader.make_config(a, executor=grader.create_executor(settings, "bwrap"), stage=stage,
-                         code_dir=code, cpus=grader.host_cpus(), workers=2, gpu_mode="none",
-                         settings=settings)
+cfg = configure.make_config(a, executor=create_executor(settings, "bwrap"), stage=stage,
+                            code_dir=code, cpus=hardware.host_cpus(), workers=2, gpu_mode="none",
+                            settings=settings)
 s = Session(cfg)
 s.start()
 print("started", flush=True)
@@ -519,7 +520,7 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
     scratch = slurm_two_nodes / "scratch"
     scratch.mkdir()
     settings = RunnerSettings(backend="slurm", scratch_dir=scratch, standin_nodes=2)
-    r = slurm.grade(a, grader.code_of(a, "reference"), settings=settings, time_limit_s=600)
+    r = slurm.grade(a, package.code_of(a, "reference"), settings=settings, time_limit_s=600)
     assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
     assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
     assert all("SLURM job" in n for n in r.environment.nodes)
@@ -528,7 +529,7 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
     assert top is not None and top.work_ratio > 0.75  # node 2's CPU time came over its step
     # The seed's own form: its batch script's ranks on both nodes of the allocation.
     seed = package.load(SEED_FORM)
-    r = slurm.grade(seed, grader.code_of(seed, "reference"), settings=settings,
+    r = slurm.grade(seed, package.code_of(seed, "reference"), settings=settings,
                     time_limit_s=600, with_timing=False)
     assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
     assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]

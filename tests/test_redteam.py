@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from runners import grader, package
+from runners import grader, hardware, package
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.protocol import GradeReport, TestOutcome, Verdict
 from runners.session import Session
@@ -196,7 +196,7 @@ def test_oversubscription_cannot_beat_the_core_bound(sum1: package.Assignment) -
     assert r.verdict is Verdict.PASSED
     assert r.speedup is not None
     assert r.speedup.median <= sum1.manifest.resources.cores * 1.1
-    assert r.environment.core_set == [grader.host_cpus()[0]]
+    assert r.environment.core_set == [hardware.host_cpus()[0]]
 
 
 # 10b. burning the CPU while the baseline is timed -------------------------------------------
@@ -237,7 +237,7 @@ def test_timed_sandboxes_overlap_only_when_the_idle_one_is_frozen(
     monkeypatch.setattr(Session, "start", start)
     monkeypatch.setattr(Session, "close", close)
     monkeypatch.setattr(Session, "freeze", freeze)
-    r = grader.grade(sum1, grader.code_of(sum1, "reference"))
+    r = grader.grade(sum1, package.code_of(sum1, "reference"))
     assert r.verdict is Verdict.PASSED and r.speedup is not None and r.speedup.repetitions >= 3
     assert not unfrozen_overlap[0]
     assert most[0] == (2 if freezer else 1)

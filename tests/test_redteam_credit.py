@@ -36,7 +36,7 @@ def grading_backend(request: pytest.FixtureRequest) -> str:
 
 def graded(slug: str, fixture: str | None) -> GradeReport:
     a = package.load(COURSE / slug)
-    files = grader.code_of(a, "reference") if fixture is None else {
+    files = package.code_of(a, "reference") if fixture is None else {
         "solution.py": (CHEATS / fixture).read_bytes()}
     r = grader.grade(a, files)
     assert r.verdict is Verdict.PASSED, r.summary  # every answer is right

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runners import grader, package
+from runners import configure, package
 from runners.codec import decode
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.protocol import Verdict
@@ -347,8 +347,8 @@ def probe(home):
             sorted(k for k in os.environ if "TOKEN" in k))
 """})
         settings = get_settings()
-        cfg = grader.make_config(t1, executor=create_executor(settings, "bwrap"), stage=stage,
-                                 code_dir=code, cpus=[0], workers=1, gpu_mode="real")
+        cfg = configure.make_config(t1, executor=create_executor(settings, "bwrap"), stage=stage,
+                                    code_dir=code, cpus=[0], workers=1, gpu_mode="real")
         session = Session(cfg)
         try:
             session.start()
@@ -356,8 +356,8 @@ def probe(home):
             assert list(value) == [str(toolkit), ["libnvvm.so"], []]
         finally:
             session.close()
-        cfg = grader.make_config(t1, executor=create_executor(settings, "bwrap"), stage=stage,
-                                 code_dir=code, cpus=[0], workers=1, gpu_mode="none")
+        cfg = configure.make_config(t1, executor=create_executor(settings, "bwrap"), stage=stage,
+                                    code_dir=code, cpus=[0], workers=1, gpu_mode="none")
         assert "CUDA_HOME" not in cfg.extra_env and cfg.extra_mounts == ()
     finally:
         get_settings.cache_clear()

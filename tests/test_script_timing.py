@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runners import grader, package
-from runners.protocol import Verdict
+from runners.protocol import GradeReport, Verdict
 
 pytestmark = pytest.mark.slow
 PACKAGE = Path(__file__).parent / "fixtures" / "script-mpi"
@@ -51,7 +51,7 @@ if comm.rank == 0:
 '''
 
 
-def grade(source: str) -> grader.GradeReport:
+def grade(source: str) -> GradeReport:
     return grader.grade(package.load(PACKAGE), {"solution.py": source.encode()})
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runners import array, grader, package, slurm
+from runners import array, configure, grader, package, slurm
 from runners.protocol import Verdict
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, RunnerSettings
@@ -64,7 +64,7 @@ def test_a_two_rank_mpi_job_is_graded_on_the_cluster(cluster: SlurmCluster,
                                                       settings: RunnerSettings) -> None:
     # The hidden tests run the reference on 2 MPI ranks (timing is covered by test_course).
     a = package.load(COURSE / "t2-mpi")
-    report = slurm.grade(a, grader.code_of(a, "reference"), settings=settings, time_limit_s=600,
+    report = slurm.grade(a, package.code_of(a, "reference"), settings=settings, time_limit_s=600,
                          tag="t2-ref", with_timing=False)
     assert report.verdict is Verdict.PASSED, report.summary
     assert report.tests and all(t.outcome.value == "passed" for t in report.tests)
@@ -131,7 +131,7 @@ def test_a_job_array_package_runs_its_tasks_through_sbatch(cluster: SlurmCluster
     # The engine's job takes one core; every array of the hidden tests is an sbatch --array
     # submitted from the node, each task a sandbox in its own allocation.
     a = package.load(SWEEP)
-    report = slurm.grade(a, grader.code_of(a, "reference"), settings=settings, time_limit_s=600,
+    report = slurm.grade(a, package.code_of(a, "reference"), settings=settings, time_limit_s=600,
                          tag="sweep", with_timing=False)
     assert report.verdict is Verdict.PASSED, report.summary
     assert "NumCPUs=1 " in _job(cluster, "paragrade-sweep")
@@ -152,10 +152,10 @@ def test_an_array_is_timed_from_the_tasks_own_records(cluster: SlurmCluster,
     try:
         made = {}
         for role, tasks, slots in (("baseline", 1, 1), ("reference", 4, 2)):
-            cfg = grader.make_config(a, executor=create_executor(slurm_settings, "bwrap"),
-                                     stage=stage, code_dir=stage.add_code(role, grader.code_of(
-                                         a, role)), cpus=[0, 1], workers=slots, gpu_mode="none",
-                                     settings=slurm_settings)
+            cfg = configure.make_config(a, executor=create_executor(slurm_settings, "bwrap"),
+                                        stage=stage, code_dir=stage.add_code(role, package.code_of(
+                                            a, role)), cpus=[0, 1], workers=slots, gpu_mode="none",
+                                        settings=slurm_settings)
             made[role] = array.run(cfg, "run_task", inputs, n_tasks=tasks, concurrency=slots,
                                    settings=slurm_settings, assignment_root=a.root)
             assert hook.check(inputs, made[role].values) is None
