@@ -331,7 +331,7 @@ def drive(base: str, request: Request, *, clients: int, expect: int, server_pid:
     def go() -> None:
         """The clock starts once every client has its connection pool: building eight
         httpx.Clients (their TLS contexts) takes ≈ 0.2 s, which a clock started earlier charged
-        to the first uploads due (the "phase start" p99 of an earlier README table)."""
+        to the first uploads due (the "phase start" p99 of an earlier benchmarks table)."""
         t0 = time.perf_counter()
         start.update(cpu=cpu_s(server_pid), t0=t0, stop=t0 + (seconds or 0))
 

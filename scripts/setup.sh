@@ -83,3 +83,19 @@ fi
 for job in "${jobs[@]}"; do
   wait "$job" || { echo "setup: building an environment failed (see pip's output above)" >&2; exit 1; }
 done
+
+# The guide: docs/ and mkdocs.yml built into site/ (for the server to serve), with the
+# venv's MkDocs; skipped when none of its sources changed. A page that fails the strict build
+# leaves the last good site in place and does not stop the start (tests/test_docs.py fails on it).
+want=$(stamp mkdocs.yml $(find -L docs -type f | sort))
+if [ ! -f site/.paragrade-stamp ] || [ "$(cat site/.paragrade-stamp)" != "$want" ]; then
+  if [ ! -x "$VENV/bin/mkdocs" ]; then
+    echo "setup: $VENV has no mkdocs (pip install -e '.[dev]'): the guide is not built" >&2
+  elif out=$("$VENV/bin/mkdocs" build --quiet --site-dir "$ROOT/build/site.new" 2>&1); then
+    rm -rf site && mv build/site.new site && echo "$want" > site/.paragrade-stamp
+  else
+    echo "setup: the guide did not build; site/ keeps the last one:" >&2
+    echo "$out" >&2
+    rm -rf build/site.new
+  fi
+fi
