@@ -1,5 +1,5 @@
 """Time to a trustworthy figure: the timed seconds a grading spends when the headline stops
-once its CI fixes the points to within 1 (`timing.StopRule.points_curve`, today's rule) against
+once its CI fixes the points to within 1 (`stopping.StopRule.points_curve`, today's rule) against
 the fixed relative CI width it stopped at before (`target_ci_width` for every figure), on the
 shipped CPU references and every cheat class, gradings of the two rules alternating.
 
@@ -17,13 +17,13 @@ from typing import Any
 
 from bench.common import publish
 from bench.credit import subjects
-from runners import grader, package, timing
+from runners import grader, package, stopping
 from runners.settings import get_settings
 
-POINTS_RULE = grader.stop_rules
+POINTS_RULE = stopping.stop_rules
 
 
-def width_rules(*args: Any, **kwargs: Any) -> Callable[[int], timing.StopRule]:
+def width_rules(*args: Any, **kwargs: Any) -> Callable[[int], stopping.StopRule]:
     """The rule before: every figure stops at the package's relative CI width."""
     rule = POINTS_RULE(*args, **kwargs)
     return lambda k: dataclasses.replace(rule(k), points_curve=None)
@@ -39,7 +39,7 @@ def main() -> None:
         a = package.resolve(ref, get_settings().assignments_dir)
         for i in range(rounds):
             for rule in (("width", "points") if i % 2 == 0 else ("points", "width")):
-                grader.stop_rules = POINTS_RULE if rule == "points" else width_rules  # type: ignore[assignment]
+                stopping.stop_rules = POINTS_RULE if rule == "points" else width_rules  # type: ignore[assignment]
                 r = grader.grade(a, files)
                 rows.append({"name": name, "rule": rule, "timed_s": r.timed_time_s,
                              "wall_s": r.wall_time_s,
@@ -50,7 +50,7 @@ def main() -> None:
                              "points": r.performance_points})
                 print(f"{name} [{rule}]: timed {r.timed_time_s:.1f} s of {r.wall_time_s:.1f} s; "
                       f"{r.summary}", flush=True)
-    grader.stop_rules = POINTS_RULE  # type: ignore[assignment]
+    stopping.stop_rules = POINTS_RULE  # type: ignore[assignment]
     summary = []
     for rule in ("width", "points"):
         timed = sorted(r["timed_s"] for r in rows if r["rule"] == rule)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import publish
-from runners import configure, grader, hardware, package, timing
+from runners import configure, grader, hardware, package, stats, stopping, timing
 from runners.runconfig import RunConfig
 from runners.sandbox import create_executor
 from runners.settings import get_settings
@@ -88,12 +88,12 @@ def main() -> None:
                             hook=hook, function=m.entry.function, workers=workers,
                             workers_arg=m.entry.workers_arg, baseline_cfg=cfg(base, 1, True),
                             submission_cfg=cfg(code, workers, False),
-                            rng=np.random.default_rng(i), stop=timing.StopRule(
+                            rng=np.random.default_rng(i), stop=stopping.StopRule(
                                 budget_s=budget, min_reps=m.timing.min_repetitions,
                                 max_reps=m.timing.max_repetitions,
                                 target_width=m.timing.target_ci_width),
                             paired=mode == "paired")
-                        point, _, _ = timing.ratio_ci(s.baseline, s.submission)
+                        point, _, _ = stats.ratio_ci(s.baseline, s.submission)
                         got[mode].append((point, min(len(s.baseline), len(s.submission))))
                         print(f"{label}, {mode} {i + 1}: {point:.3f} ({got[mode][-1][1]} runs)",
                               flush=True)

@@ -26,8 +26,11 @@ from runners import (
     overlay,
     package,
     service,
+    stats,
+    stopping,
     testrun,
     timing,
+    whole_runs,
 )
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.package import Assignment
@@ -35,7 +38,6 @@ from runners.protocol import (
     Credit,
     GradeReport,
     Manifest,
-    SpeedupFigure,
     TestOutcome,
     TestResult,
     Verdict,
@@ -78,61 +80,6 @@ def load_hook(assignment: Assignment) -> ModuleType:
     if not callable(getattr(module, "make_warmup_input", callable)):  # optional, but a function
         raise ImportError(f"{path.name}: make_warmup_input is not a function")
     return module
-
-
-def _startups(assignment: Assignment, samples: list[timing.Samples], *, executor: Executor,
-              stage: Stage, cpus: list[int], gpu_mode: str, settings: RunnerSettings,
-              script: bytes | None = None, program: str = ""
-              ) -> tuple[timing.Startup, dict[int, timing.Startup]]:
-    """Script entries: the baseline's start-up and the submission's at each worker count."""
-    # MPI's initialisation belongs to its launcher's start-up (it costs 2 ranks ≈ 0.4 s here).
-    m = assignment.manifest
-    probe = b"from mpi4py import MPI\n" if m.launcher.kind in ("mpirun", "sbatch") else b""
-    files = {m.entry.file: probe}
-    if script is not None:  # the submission's own launch line, an empty program
-        job = batchscript.parse(script.decode(errors="replace"), m.resources, {program})
-        files = {m.entry.file: script, job.program: probe}
-    empty = stage.add_code("empty", files)
-
-    def startup(workers: int, serial: bool) -> timing.Startup:
-        return timing.startup(configure.make_config(
-            assignment, executor=executor, stage=stage, code_dir=empty, cpus=cpus,
-            workers=workers, gpu_mode=gpu_mode, serial=serial, settings=settings))
-
-    return startup(1, True), {s.workers: startup(s.workers, False) for s in samples}
-
-
-def startup_note(figure: SpeedupFigure) -> str:
-    """How much of each side's median time is start-up, in words."""
-    sub, base = figure.startup_submission_s or 0.0, figure.startup_baseline_s or 0.0
-    return (f"timed as whole programs; start-up (sandbox, launcher and interpreters running an "
-            f"empty script; MPI's initialisation under mpirun) is {sub:.2f} s of your "
-            f"{figure.submission_median_s:.2f} s median "
-            f"({sub / figure.submission_median_s:.0%}) and {base:.2f} s of the baseline's "
-            f"{figure.baseline_median_s:.2f} s ({base / figure.baseline_median_s:.0%}); busy "
-            "cores and work ratio leave start-up out")
-
-
-def stop_rules(m: Manifest, budget_s: float, *, top: int, weak_top: int
-               ) -> Callable[[int], timing.StopRule]:
-    """The stop rule of each measurement (k workers; -k: weak scaling at k workers): the
-    figures points come from (the top worker count, strong and weak) stop once their points
-    are fixed."""
-    sc = m.scoring
-    weak_share = sc.weak_share if m.timing.weak_scaling else 0.0
-
-    def rule(k: int) -> timing.StopRule:
-        curve = None
-        if k == top:
-            curve = (sc.performance_points * (1 - weak_share), sc.speedup_min, sc.speedup_full)
-        elif k == -weak_top:
-            curve = (sc.performance_points * weak_share, sc.weak_efficiency_min,
-                     sc.weak_efficiency_full)
-        return timing.StopRule(budget_s=budget_s, min_reps=m.timing.min_repetitions,
-                               max_reps=m.timing.max_repetitions,
-                               target_width=m.timing.target_ci_width, points_curve=curve)
-
-    return rule
 
 
 def probes(gpu_mode: str, m: Manifest, settings: RunnerSettings) -> bool:
@@ -208,7 +155,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         if verdict.fault != "student":
             test_points, perf = 0.0, 0.0
         kf = scaling[-1].karp_flatt if scaling else None
-        amdahl = timing.amdahl_fit([(p.workers, p.speedup) for p in scaling]) if scaling else None
+        amdahl = stats.amdahl_fit([(p.workers, p.speedup) for p in scaling]) if scaling else None
         return GradeReport(
             assignment=assignment.ref, assignment_version=m.version, verdict=verdict,
             summary=summary, tests=tests, score=round(test_points + perf, 2),
@@ -275,14 +222,14 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             notes.append(m.timing.note)
         hook = load_hook(assignment)
         rng = np.random.default_rng(seed)
-        all_samples: list[timing.Samples] = []
-        weak_samples: list[timing.Samples] = []
+        all_samples: list[stats.Samples] = []
+        weak_samples: list[stats.Samples] = []
         counts = assignment.scaling_workers
         weak_counts = [k for k in counts if k > 1] if m.timing.weak_scaling else []
         # The operator's cap (PARAGRADE_TIMING_BUDGET_S) bounds the package's own budget.
         total = min(m.timing.budget_s, settings.timing_budget_s)
         budget = total / (len(counts) + len(weak_counts))
-        stops = stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0))
+        stops = stopping.stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0))
         paired = can_pair(assignment, executor, gpu_mode)
         probe = (stack.enter_context(capacity.CapacityProbe(cpus))
                  if probes(gpu_mode, m, settings) else None)
@@ -303,7 +250,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 progress(f"timing with {k} worker{'s' * (k > 1)} against the baseline")
 
                 if script:
-                    samples = timing.measure_script(
+                    samples = whole_runs.measure_script(
                         hook=hook, workers=k, baseline_cfg=cfg(base_dir, 1, True),
                         submission_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(k),
                         gauge=gauge(k))
@@ -311,7 +258,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     all_samples.append(samples)
                     continue
                 if m.array is not None:
-                    samples = timing.measure_array(
+                    samples = whole_runs.measure_array(
                         hook=hook, workers=k, rng=rng, stop=stops(k),
                         baseline=array.array_runner(assignment, cfg(base_dir, 1, True), 1, 1, settings),
                         submission=array.array_runner(assignment, cfg(code_dir, k, False),
@@ -353,8 +300,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             return report(Verdict.CRASHED, f"during timing your code raised {exc}", tests,
                           output=output)
         laps.start("report")
-        figure, scaling = timing.summarize(all_samples)
-        weak = timing.summarize_weak(weak_samples)
+        figure, scaling = stats.summarize(all_samples)
+        weak = stats.summarize_weak(weak_samples)
         for s in all_samples:
             if s.windows is not None and (said := s.windows.note()):
                 notes.append(f"timing with {s.workers} worker{'s' * (s.workers > 1)}: {said}")
@@ -366,19 +313,20 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             progress("timing an empty script under each side's launcher (start-up)")
             laps.start("start-up runs")
             sbatch = m.launcher.kind == "sbatch"
-            base_up, sub_up = _startups(assignment, all_samples, executor=executor, stage=stage,
-                                        cpus=cpus, gpu_mode=gpu_mode, settings=settings,
-                                        script=files[m.entry.file] if sbatch else None,
-                                        program=job.program if sbatch else "")
+            base_up, sub_up = whole_runs.startups(
+                assignment, all_samples, executor=executor, stage=stage, cpus=cpus,
+                gpu_mode=gpu_mode, settings=settings,
+                script=files[m.entry.file] if sbatch else None,
+                program=job.program if sbatch else "")
             laps.start("report")
             top_up = sub_up[scaling[-1].workers]
             figure = figure.model_copy(update={"startup_baseline_s": round(base_up.wall_s, 4),
                                                "startup_submission_s": round(top_up.wall_s, 4)})
             # Busy cores and work ratio of the code's own work: start-up left out on both sides.
-            _, own = timing.summarize([timing.without_startup(s, base_up, sub_up[s.workers])
-                                       for s in all_samples])
+            _, own = stats.summarize([whole_runs.without_startup(s, base_up, sub_up[s.workers])
+                                      for s in all_samples])
             scaling = [p.model_copy(update={"cpu": o.cpu}) for p, o in zip(scaling, own, strict=True)]
-            notes.append(startup_note(figure))
+            notes.append(whole_runs.startup_note(figure))
         if any(s.paired for s in all_samples + weak_samples):
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
                          "frozen (no CPU while the other side is timed)")

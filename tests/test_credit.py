@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners import credit, timing
+from runners import credit, stats
 from runners.protocol import Credit, Parallelism, ScalingPoint, SpeedupFigure, credited_speedup
 from runners.sandbox import base, cgroups
 from tests.conftest import SessionFactory
@@ -161,14 +161,14 @@ def test_points_come_from_the_credited_speedup_or_a_grant() -> None:
 
 
 def test_no_negative_serial_fraction() -> None:
-    assert timing.karp_flatt(2.5, 2) is None
-    assert timing.karp_flatt(1.5, 2) == pytest.approx(1 / 3)
-    assert timing.amdahl_fit([(2, 2.6), (4, 5.0)]) is None
-    s = timing.Samples(2, baseline=[1.0] * 5, submission=[0.3] * 5,
+    assert stats.karp_flatt(2.5, 2) is None
+    assert stats.karp_flatt(1.5, 2) == pytest.approx(1 / 3)
+    assert stats.amdahl_fit([(2, 2.6), (4, 5.0)]) is None
+    s = stats.Samples(2, baseline=[1.0] * 5, submission=[0.3] * 5,
                        baseline_cpu=[1.0] * 5, submission_cpu=[0.6] * 5)
-    _, points = timing.summarize([s])
+    _, points = stats.summarize([s])
     assert points[0].karp_flatt is None and points[0].cpu is not None
     assert points[0].cpu.parallelism == pytest.approx(2.0)
     assert points[0].cpu.work_ratio == pytest.approx(0.6)
     s.submission_cpu[2] = None  # one call unmeasured: no figure at all rather than a biased one
-    assert timing.parallelism(s) is None
+    assert stats.parallelism(s) is None

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners import configure, environment, grader, hardware, package, testrun, timing
+from runners import configure, environment, grader, hardware, package, stats, stopping, testrun, timing
 from runners.protocol import GradeReport, TestOutcome, Verdict
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
@@ -241,8 +241,8 @@ def test_empty_submission_measures_under_one_percent_of_the_baseline(
         s = timing.measure(hook=AcceptAll, function="parallel_sum", workers=2,  # type: ignore[arg-type]
                            workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
                            rng=np.random.default_rng(1),
-                           stop=timing.StopRule(budget_s=5, min_reps=3, max_reps=6,
-                                                target_width=1.0))
+                           stop=stopping.StopRule(budget_s=5, min_reps=3, max_reps=6,
+                                                  target_width=1.0))
     ratio = float(np.median(s.submission) / np.median(s.baseline))
     assert ratio < 0.01, f"empty submission measured {ratio:.2%} of the baseline"
 
@@ -279,13 +279,13 @@ def test_each_sandbox_warms_up_on_the_hooks_warm_up_input(t1: package.Assignment
             seen.append(inputs["n"])
             return None if result == float(inputs["n"]) else "the sum is wrong"
 
-    def measure(code: bytes) -> timing.Samples:
+    def measure(code: bytes) -> stats.Samples:
         with t1_configs(t1, {"solution.py": code}, {"solution.py": SLEEPY % 0}) as (base, sub):
             return timing.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
                                   workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
                                   rng=np.random.default_rng(2), paired=paired,
-                                  stop=timing.StopRule(budget_s=1, min_reps=3, max_reps=3,
-                                                       target_width=1.0))
+                                  stop=stopping.StopRule(budget_s=1, min_reps=3, max_reps=3,
+                                                         target_width=1.0))
 
     s = measure(SLEEPY % 0)
     assert s.paired is paired
@@ -335,7 +335,7 @@ def test_a_timing_sandbox_is_killed_once_its_last_answer_is_in(
         timing.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
                        workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
                        rng=np.random.default_rng(3),
-                       stop=timing.StopRule(budget_s=1, min_reps=3, max_reps=3, target_width=1.0))
+                       stop=stopping.StopRule(budget_s=1, min_reps=3, max_reps=3, target_width=1.0))
     assert len(closes) == 2 and max(closes) < 1.0, closes
 
 

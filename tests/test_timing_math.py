@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from runners import timing
+from runners import stats, stopping
 from runners.protocol import Manifest, Scoring, curve_share, performance_share
 
 
@@ -13,7 +13,7 @@ def test_ratio_ci_brackets_the_median_ratio() -> None:
     rng = np.random.default_rng(1)
     base = list(1.0 + 0.05 * rng.standard_normal(30))
     sub = list(0.5 + 0.025 * rng.standard_normal(30))
-    point, lo, hi = timing.ratio_ci(base, sub)
+    point, lo, hi = stats.ratio_ci(base, sub)
     assert lo < point < hi
     assert 1.9 < point < 2.1
     assert hi - lo < 0.3
@@ -25,7 +25,7 @@ def test_ratio_ci_covers_the_truth_most_of_the_time() -> None:
     for i in range(100):
         base = list(rng.lognormal(0.0, 0.1, 15))
         sub = list(rng.lognormal(np.log(0.5), 0.1, 15))
-        _, lo, hi = timing.ratio_ci(base, sub, seed=i)
+        _, lo, hi = stats.ratio_ci(base, sub, seed=i)
         covered += lo <= 2.0 <= hi
     assert covered >= 85  # nominal 95 %; percentile bootstrap on n=15 runs a little narrow
 
@@ -33,23 +33,23 @@ def test_ratio_ci_covers_the_truth_most_of_the_time() -> None:
 def test_wider_noise_gives_a_wider_interval() -> None:
     rng = np.random.default_rng(3)
     z = rng.standard_normal(20)
-    _, lo1, hi1 = timing.ratio_ci(list(1 + 0.01 * z), list(0.5 + 0.005 * z[::-1]))
-    _, lo2, hi2 = timing.ratio_ci(list(1 + 0.2 * z), list(0.5 + 0.1 * z[::-1]))
+    _, lo1, hi1 = stats.ratio_ci(list(1 + 0.01 * z), list(0.5 + 0.005 * z[::-1]))
+    _, lo2, hi2 = stats.ratio_ci(list(1 + 0.2 * z), list(0.5 + 0.1 * z[::-1]))
     assert hi2 - lo2 > 5 * (hi1 - lo1)
 
 
 def test_karp_flatt() -> None:
-    assert timing.karp_flatt(2.0, 2) == pytest.approx(0.0)
-    assert timing.karp_flatt(1.0, 4) == pytest.approx(1.0)
-    assert timing.karp_flatt(1.6, 2) == pytest.approx(0.25)
-    assert timing.karp_flatt(3.0, 1) is None
+    assert stats.karp_flatt(2.0, 2) == pytest.approx(0.0)
+    assert stats.karp_flatt(1.0, 4) == pytest.approx(1.0)
+    assert stats.karp_flatt(1.6, 2) == pytest.approx(0.25)
+    assert stats.karp_flatt(3.0, 1) is None
 
 
 def test_amdahl_fit_recovers_the_serial_fraction() -> None:
     f = 0.1
     points = [(p, 1 / (f + (1 - f) / p)) for p in (1, 2, 4, 8, 16)]
-    assert timing.amdahl_fit(points) == pytest.approx(f, abs=0.002)
-    assert timing.amdahl_fit([(1, 1.0)]) is None
+    assert stats.amdahl_fit(points) == pytest.approx(f, abs=0.002)
+    assert stats.amdahl_fit([(1, 1.0)]) is None
 
 
 def test_performance_curve_is_continuous_and_clamped() -> None:
@@ -78,8 +78,8 @@ def test_weak_scaling_blends_into_the_performance_share() -> None:
 
 
 def test_weak_efficiency_is_one_worker_time_over_k_worker_time() -> None:
-    s = timing.Samples(2, baseline=[0.10, 0.11, 0.09, 0.10], submission=[0.125, 0.12, 0.13, 0.125])
-    (point,) = timing.summarize_weak([s])
+    s = stats.Samples(2, baseline=[0.10, 0.11, 0.09, 0.10], submission=[0.125, 0.12, 0.13, 0.125])
+    (point,) = stats.summarize_weak([s])
     assert point.workers == 2 and point.efficiency == pytest.approx(0.8, abs=0.02)
     assert point.ci_low <= point.efficiency <= point.ci_high
 
@@ -93,10 +93,10 @@ def test_an_arrays_makespan_is_its_tasks_list_scheduled_in_id_order() -> None:
     assert list_schedule([4.0, 1.0], 8) == 4.0  # more slots than tasks: the longest
 
 
-def _sequential(rule: timing.StopRule, true: float, sigma: float,
-                rng: np.random.Generator) -> timing.Samples:
+def _sequential(rule: stopping.StopRule, true: float, sigma: float,
+                rng: np.random.Generator) -> stats.Samples:
     """Samples drawn one pair at a time (lognormal noise, true ratio `true`) until `rule` stops."""
-    s = timing.Samples(workers=2)
+    s = stats.Samples(workers=2)
     started = time.monotonic()
     while True:
         s.baseline.append(float(rng.lognormal(0.0, sigma)))
@@ -105,8 +105,8 @@ def _sequential(rule: timing.StopRule, true: float, sigma: float,
             return s
 
 
-POINTS_RULE = timing.StopRule(budget_s=1e9, min_reps=5, max_reps=40, target_width=0.10,
-                              points_curve=(40.0, 1.0, 2.0))
+POINTS_RULE = stopping.StopRule(budget_s=1e9, min_reps=5, max_reps=40, target_width=0.10,
+                                points_curve=(40.0, 1.0, 2.0))
 
 
 def test_points_rule_stops_clear_cases_early_and_spends_the_budget_on_borderline_ones() -> None:
@@ -117,7 +117,7 @@ def test_points_rule_stops_clear_cases_early_and_spends_the_budget_on_borderline
     assert max(fast) <= 6 and max(slow) <= 6, (fast, slow)  # every end earns 40 (or 0) points
     assert min(border) == 40, border  # 1 point is a speedup of 0.025: never that sure here
     # The width rule (figures that earn no points) ignores the curve: same noise, wider CI.
-    width = timing.StopRule(budget_s=1e9, min_reps=5, max_reps=40, target_width=0.10)
+    width = stopping.StopRule(budget_s=1e9, min_reps=5, max_reps=40, target_width=0.10)
     assert len(_sequential(width, 3.0, 0.1, rng).submission) > max(fast)
 
 
@@ -131,8 +131,8 @@ def test_early_stop_reports_the_ci_of_every_sample_and_it_still_covers() -> None
     for i in range(trials):
         true = (1.3, 1.9, 2.4, 0.8)[i % 4]
         s = _sequential(POINTS_RULE, true, 0.15, rng)
-        figure, _ = timing.summarize([s])
-        _, lo, hi = timing.ratio_ci(s.baseline, s.submission)
+        figure, _ = stats.summarize([s])
+        _, lo, hi = stats.ratio_ci(s.baseline, s.submission)
         assert (figure.ci_low, figure.ci_high) == (round(lo, 4), round(hi, 4))
         if len(s.submission) < POINTS_RULE.max_reps:
             stopped_early += 1

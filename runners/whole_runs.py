@@ -1,0 +1,169 @@
+"""Timing whole runs rather than calls: script entries as whole programs (launch to exit, their
+start-up measured apart) and job arrays as whole arrays, the two sides alternating A B, B A."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from runners import batchscript
+from runners.array import ArrayRun
+from runners.capacity import Gauge
+from runners.configure import make_config
+from runners.launch import ScriptResult, run_script
+from runners.package import Assignment
+from runners.protocol import SpeedupFigure
+from runners.runconfig import RunConfig
+from runners.sandbox import Executor
+from runners.settings import RunnerSettings
+from runners.stage import Stage
+from runners.stats import Samples
+from runners.stopping import StopRule
+from runners.timing import blamed, judge
+
+STARTUP_RUNS = 3
+
+
+def _script(cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
+    """One whole program run; one that hit a limit is its side's failure (its exit status and
+    files are the check's to judge)."""
+    with blamed(side):
+        return run_script(cfg, argv)
+
+
+@dataclass(frozen=True)
+class Startup:
+    """What an empty script costs run one side's way: the sandbox, the launcher and its
+    interpreters (medians of STARTUP_RUNS runs; cpu_s None where not measured)."""
+
+    wall_s: float
+    cpu_s: float | None
+
+
+def startup(cfg: RunConfig) -> Startup:
+    """The start-up of `cfg`, whose code_dir must hold an empty entry script (or the
+    launcher's minimal one: MPI's initialisation is the launcher's)."""
+    runs = [run_script(cfg, []) for _ in range(STARTUP_RUNS)]
+    cpu = [r.cpu_s for r in runs]
+    return Startup(float(np.median([r.elapsed_s for r in runs])),
+                   None if None in cpu else float(np.median([c for c in cpu if c is not None])))
+
+
+def without_startup(samples: Samples, baseline: Startup, submission: Startup) -> Samples:
+    """Each run's time and CPU time less its side's start-up: what the code's own work took,
+    for the busy-core and work-ratio figures (two interpreters starting at once are parallel,
+    but not the parallel work an assignment asks for)."""
+    def less(values: list[float], by: float) -> list[float]:
+        return [max(v - by, 1e-3) for v in values]
+
+    def less_cpu(values: list[float | None], by: float | None) -> list[float | None]:
+        return [None if v is None or by is None else max(v - by, 0.0) for v in values]
+
+    return Samples(samples.workers, less(samples.baseline, baseline.wall_s),
+                   less(samples.submission, submission.wall_s),
+                   baseline_cpu=less_cpu(samples.baseline_cpu, baseline.cpu_s),
+                   submission_cpu=less_cpu(samples.submission_cpu, submission.cpu_s))
+
+
+def _drop_last(samples: Samples, gauge: Gauge | None) -> None:
+    """After one A/B pair of whole runs: the gauge's probe says whether the pair counts."""
+    if gauge is not None and not gauge.counts():
+        for values in (samples.baseline, samples.submission, samples.baseline_cpu,
+                       samples.submission_cpu):
+            values.pop()
+
+
+def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
+                   submission_cfg: RunConfig, rng: np.random.Generator, stop: StopRule,
+                   gauge: Gauge | None = None) -> Samples:
+    """Script entries, timed as whole programs: the baseline script run serially against the
+    submission under its launcher with `workers` workers, alternating (A B, then B A), each run
+    a fresh sandbox from launch to exit, with the CPU time of the whole sandbox. The arguments
+    are drawn per run (`hook.make_args(rng, workers)`) and every run's output is checked
+    (`hook.check(argv, result)`). One untimed run of each side first warms the page cache."""
+    samples = Samples(workers, windows=gauge.windows if gauge else None)
+    sides = [("baseline", baseline_cfg, samples.baseline, samples.baseline_cpu),
+             ("submission", submission_cfg, samples.submission, samples.submission_cpu)]
+    warm = hook.make_args(rng, workers)
+    for side, cfg, _, _ in sides:
+        judge(hook.check(warm, _script(cfg, [str(a) for a in warm], side)), side)
+    started = time.monotonic()
+    if gauge is not None:
+        gauge.begin()
+    block = 0
+    while True:
+        argv = [str(a) for a in hook.make_args(rng, workers)]
+        for side, cfg, into, cpu_into in (sides[::-1] if block % 2 else sides):
+            result = _script(cfg, argv, side)
+            judge(hook.check(argv, result), side)
+            into.append(result.elapsed_s)
+            cpu_into.append(result.cpu_s)
+        _drop_last(samples, gauge)
+        block += 1
+        if stop.enough(samples, started):
+            return samples
+
+
+def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submission: ArrayRun,
+                  rng: np.random.Generator, stop: StopRule, gauge: Gauge | None = None
+                  ) -> Samples:
+    """Job arrays: each sample is one whole array's makespan (start-up included on both sides),
+    the baseline's single task against the submission's tasks, with the CPU time of all their
+    sandboxes; the gathered values (one per task) are checked each time."""
+    samples = Samples(workers, windows=gauge.windows if gauge else None)
+    started = time.monotonic()
+    if gauge is not None:
+        gauge.begin()
+    block = 0
+    while True:
+        inputs = hook.make_input(rng, workers)
+        sides = [("baseline", baseline, samples.baseline, samples.baseline_cpu),
+                 ("submission", submission, samples.submission, samples.submission_cpu)]
+        if block % 2:
+            sides.reverse()
+        for side, run, into, cpu_into in sides:
+            with blamed(side):
+                result = run(inputs)
+            judge(hook.check(inputs, result.values), side, "array")
+            into.append(result.makespan_s)
+            cpu_into.append(result.cpu_s)
+        _drop_last(samples, gauge)
+        block += 1
+        if stop.enough(samples, started):
+            return samples
+
+
+def startups(assignment: Assignment, samples: list[Samples], *, executor: Executor,
+             stage: Stage, cpus: list[int], gpu_mode: str, settings: RunnerSettings,
+             script: bytes | None = None, program: str = ""
+             ) -> tuple[Startup, dict[int, Startup]]:
+    """Script entries: the baseline's start-up and the submission's at each worker count."""
+    # MPI's initialisation belongs to its launcher's start-up (it costs 2 ranks ≈ 0.4 s here).
+    m = assignment.manifest
+    probe = b"from mpi4py import MPI\n" if m.launcher.kind in ("mpirun", "sbatch") else b""
+    files = {m.entry.file: probe}
+    if script is not None:  # the submission's own launch line, an empty program
+        job = batchscript.parse(script.decode(errors="replace"), m.resources, {program})
+        files = {m.entry.file: script, job.program: probe}
+    empty = stage.add_code("empty", files)
+
+    def one_side(workers: int, serial: bool) -> Startup:
+        return startup(make_config(
+            assignment, executor=executor, stage=stage, code_dir=empty, cpus=cpus,
+            workers=workers, gpu_mode=gpu_mode, serial=serial, settings=settings))
+
+    return one_side(1, True), {s.workers: one_side(s.workers, False) for s in samples}
+
+
+def startup_note(figure: SpeedupFigure) -> str:
+    """How much of each side's median time is start-up, in words."""
+    sub, base = figure.startup_submission_s or 0.0, figure.startup_baseline_s or 0.0
+    return (f"timed as whole programs; start-up (sandbox, launcher and interpreters running an "
+            f"empty script; MPI's initialisation under mpirun) is {sub:.2f} s of your "
+            f"{figure.submission_median_s:.2f} s median "
+            f"({sub / figure.submission_median_s:.0%}) and {base:.2f} s of the baseline's "
+            f"{figure.baseline_median_s:.2f} s ({base / figure.baseline_median_s:.0%}); busy "
+            "cores and work ratio leave start-up out")
