@@ -1,0 +1,95 @@
+"""The messages between the server and a runner: jobs, claims, heartbeats and outcomes."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from runners.protocol.base import PROTOCOL_VERSION, Frozen
+from runners.protocol.queues import Queue
+from runners.protocol.report import GradeReport
+from runners.protocol.similarity import SimilarityJob, SimilarityResult
+
+
+class GradeJob(Frozen):
+    """A grading request as it crosses the queue: ids and data only."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    submission_id: int
+    assignment: str = Field(description="course/slug")
+    assignment_version: str
+    bundle_sha256: str = Field(description="Content hash of the assignment bundle to fetch")
+    submission_sha256: str = Field(description="Content hash of the submission archive to fetch")
+    queue: Queue
+    time_limit_s: int
+    entry_file: str = Field(description="Name the submission's main file is graded under")
+    reference_speedup: float | None = Field(
+        default=None, description="The reference's speedup measured when this version was "
+        "validated (GPU packages: a speedup far above it is held for review)")
+    reference_test_seconds: dict[str, float] = Field(
+        default_factory=dict, description="The reference's seconds per test at validation "
+        "(test name -> seconds): each test's time limit is calibrated from them "
+        "(runners/runaway.py)")
+
+
+class ValidateJob(Frozen):
+    """Validate an imported package on a runner (reference passes, starter fails, …)."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    version_id: int
+    assignment: str = Field(description="course/slug")
+    bundle_sha256: str
+    queue: Queue
+
+
+class ValidationCheck(Frozen):
+    """One check of `paragrade assignments validate`."""
+
+    name: str = Field(max_length=200)
+    ok: bool
+    problems: list[str] = Field(default_factory=list)
+    skipped: str | None = None
+    figure: float | None = Field(default=None, description="What the check measured, where it "
+                                 "measured something (the reference's speedup)")
+    test_seconds: dict[str, float] | None = Field(
+        default=None, description="The 'reference passes' check: the reference's seconds per "
+        "test, which gradings calibrate their per-test time limits from")
+
+
+class JobOffer(Frozen):
+    """What a runner gets when it claims a job: the job and a secret valid for this job only."""
+
+    job_id: int
+    token: str = Field(description="Bearer secret for this job's bundle, archive and result")
+    job: GradeJob | None = Field(default=None, description="A grading (or else `validate`)")
+    validate_job: ValidateJob | None = Field(default=None, description="A package validation")
+    similarity_job: SimilarityJob | None = Field(default=None, description="A similarity run")
+
+
+class RunnerHello(Frozen):
+    """What a runner announces when it joins the fleet (and repeats with each heartbeat)."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")
+    queues: list[Queue] = Field(min_length=1)
+    backend: str = Field(max_length=40, description="bwrap | docker | apptainer | slurm | process")
+    cores: int = Field(ge=1, le=1 << 20)
+    memory_mb: int = Field(ge=0, le=1 << 40)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    gpu_model: str | None = Field(default=None, max_length=200, pattern=r"^[^\x00]*$")
+    mpi: str | None = Field(default=None, max_length=200, pattern=r"^[^\x00]*$",
+                            description="The MPI the sandbox runtime ships, if any")
+    image: str | None = Field(default=None, max_length=300, pattern=r"^[^\x00]*$",
+                              description="Container image (and digest) the backend runs")
+    current_job: int | None = Field(default=None, description="The job it is grading now")
+    nodes: int = Field(default=1, ge=1, le=4096, description="Nodes it holds for multi-node "
+                       "MPI jobs (itself included)")
+
+
+class JobOutcome(Frozen):
+    """What a runner posts back: a report or checks, or why the platform could not produce one."""
+
+    report: GradeReport | None = None
+    checks: list[ValidationCheck] | None = Field(default=None, description="For validate jobs")
+    similarity: SimilarityResult | None = Field(default=None, description="For similarity runs")
+    platform_error: str | None = Field(
+        default=None, description="Set when grading failed for a reason not the student's")

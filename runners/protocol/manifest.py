@@ -1,0 +1,235 @@
+"""An assignment package's manifest (`assignment.toml`; documented in assignments/README.md):
+entry, files, resources, launcher, scoring and its curve, timing, service, job array."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from runners.protocol.base import Frozen
+from runners.protocol.names import SLUG_RE, check_relpath
+from runners.protocol.queues import Queue
+
+MANIFEST = "assignment.toml"
+
+
+class Entry(Frozen):
+    """How the grader reaches the student's code."""
+
+    style: Literal["function", "script"]
+    file: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\.(py|sh|sbatch)$",
+                      description="A Python file; a batch script for launcher 'sbatch'")
+    function: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    workers_arg: str | None = Field(
+        default=None, description="Keyword the grader passes the worker count as"
+    )
+    allowed_files: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_files")
+    @classmethod
+    def _safe_names(cls, names: list[str]) -> list[str]:
+        return [check_relpath(n) for n in names]
+
+    @model_validator(mode="after")
+    def _function_named(self) -> Entry:
+        if self.style == "function" and not self.function:
+            raise ValueError("entry.style 'function' needs entry.function")
+        return self
+
+
+class Files(Frozen):
+    """Folders of the package, relative to it."""
+
+    starter: str = "starter"
+    public_tests: str = "public_tests"
+    hidden_tests: str = "hidden"
+    baseline: str = "baseline"
+    reference: str = "reference"
+    data: str | None = None
+
+    @field_validator("starter", "public_tests", "hidden_tests", "baseline", "reference", "data")
+    @classmethod
+    def _inside(cls, name: str | None) -> str | None:
+        return None if name is None else check_relpath(name)
+
+
+class Resources(Frozen):
+    """What one grading needs from a runner."""
+
+    kind: Literal["cpu", "mpi", "gpu"]
+    cores: int = Field(ge=1, le=1024, description="All nodes' together")
+    ranks: int = Field(default=1, ge=1, le=4096)
+    nodes: int = Field(default=1, ge=1, le=64, description="Nodes the ranks may span (mpi only): "
+                       "each has cores / nodes of the cores; a run uses as few as its ranks need")
+    gpus: int = Field(default=0, ge=0, le=64)
+    memory_mb: int = Field(default=2048, ge=64)
+    pids: int = Field(default=1024, ge=16, le=65536, description="Processes and threads a run "
+                      "may have at once (CUDA simulator runs: at least 1024 + the harness's)")
+    wall_seconds: int = Field(default=120, ge=1, le=86400, description="Per sandboxed run")
+    tests_seconds: int | None = Field(
+        default=None, ge=1, le=86400, description="Runner seconds all tests of one grading may "
+        "take before the next is not started (default 3 × wall_seconds, at least 60; "
+        "runners/runaway.py)")
+    simulate_gpu: bool = Field(
+        default=False, description="Grade correctness under numba's CUDA simulator without a GPU"
+    )
+    image: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Resources:
+        if self.kind == "gpu" and self.gpus < 1:
+            raise ValueError("resources.kind 'gpu' needs resources.gpus >= 1")
+        if self.kind != "gpu" and self.gpus:
+            raise ValueError("resources.gpus is set but resources.kind is not 'gpu'")
+        if self.nodes > 1:
+            if self.kind != "mpi":
+                raise ValueError("resources.nodes > 1 needs resources.kind 'mpi'")
+            if self.cores % self.nodes:
+                raise ValueError(f"resources.cores ({self.cores}) must divide evenly among "
+                                 f"resources.nodes ({self.nodes})")
+        return self
+
+    @property
+    def cores_per_node(self) -> int:
+        return self.cores // self.nodes
+
+    @property
+    def queue(self) -> Queue:
+        """The queue whose runners can serve this: multi-node jobs need a runner with a gang."""
+        return "mpinodes" if self.nodes > 1 else self.kind
+
+
+class Launcher(Frozen):
+    kind: Literal["python", "mpirun", "torchrun", "sbatch"] = Field(
+        default="python", description="sbatch: the entry is a SLURM batch script that starts "
+        "the program (runners/batchscript.py says what it may say); it runs under MPI")
+
+
+class Scoring(Frozen):
+    test_points: float = Field(default=60, ge=0)
+    credit: Literal["parallel", "any"] = Field(
+        default="parallel", description="parallel: only speedup that parallel work explains "
+        "earns points (GPU packages: a speedup far above the reference's is held for review); "
+        "any: every measured speedup (competitions where algorithmic gains count)")
+    reference_factor: float = Field(
+        default=3.0, gt=1, description="GPU packages under 'parallel': a speedup above this "
+        "many times the reference's (measured at validation) is held for review")
+    performance_points: float = Field(default=40, ge=0)
+    speedup_min: float = Field(default=1.0, gt=0)
+    speedup_full: float = Field(default=2.0, gt=0)
+    scaling_workers: list[int] = Field(default_factory=list)
+    weights: dict[str, float] = Field(default_factory=dict)
+    weak_share: float = Field(default=0.0, ge=0, le=1, description="Share of the performance "
+                              "points earned by weak-scaling efficiency (timing.weak_scaling)")
+    weak_efficiency_min: float = Field(default=0.5, gt=0, le=2)
+    weak_efficiency_full: float = Field(default=0.9, gt=0, le=2)
+
+    @model_validator(mode="after")
+    def _curve(self) -> Scoring:
+        if self.speedup_full <= self.speedup_min:
+            raise ValueError("scoring.speedup_full must be greater than scoring.speedup_min")
+        if any(w < 1 for w in self.scaling_workers):
+            raise ValueError("scoring.scaling_workers must be positive")
+        if self.weak_efficiency_full <= self.weak_efficiency_min:
+            raise ValueError("scoring.weak_efficiency_full must be greater than "
+                             "scoring.weak_efficiency_min")
+        return self
+
+
+def curve_share(speedup: float, speedup_min: float, speedup_full: float) -> float:
+    """Share (0..1) of the performance points a speedup earns: linear from min to full."""
+    return float(min(1.0, max(0.0, (speedup - speedup_min) / (speedup_full - speedup_min))))
+
+
+def performance_share(scoring: Scoring, speedup: float, weak_efficiency: float | None = None, *,
+                      speedup_min: float | None = None, speedup_full: float | None = None) -> float:
+    """Share (0..1) of the performance points: the speedup curve, blended with the weak-scaling
+    curve by `weak_share` where weak scaling was measured (the server passes its own curve)."""
+    strong = curve_share(speedup, speedup_min or scoring.speedup_min,
+                         speedup_full or scoring.speedup_full)
+    if weak_efficiency is None or not scoring.weak_share:
+        return strong
+    weak = curve_share(weak_efficiency, scoring.weak_efficiency_min, scoring.weak_efficiency_full)
+    return (1 - scoring.weak_share) * strong + scoring.weak_share * weak
+
+
+class Timing(Frozen):
+    enabled: bool = True
+    hook: str = Field(default="timing.py", description="Module in the hidden tests folder: "
+                      "make_input(rng, workers) -> kwargs and check(kwargs, value) for function "
+                      "entries; make_args(rng, workers) -> argv and check(argv, result) for "
+                      "script entries, timed as whole programs")
+    budget_s: float = Field(default=30, gt=0, description="Wall time for the timed A/B runs")
+    min_repetitions: int = Field(default=5, ge=3)
+    max_repetitions: int = Field(default=40, ge=3)
+    target_ci_width: float = Field(default=0.10, gt=0, description="Relative CI width at which "
+                                   "the figures that earn no points stop (the headline stops "
+                                   "once its CI fixes its points to within 1)")
+    weak_scaling: bool = Field(default=False, description="Also measure weak scaling: the hook's "
+                               "make_weak_input(rng, workers) sizes the problem ∝ workers")
+    note: str | None = Field(default=None, max_length=300,
+                             description="Shown with every measured speedup, e.g. what the timed "
+                                         "region leaves out")
+
+
+class Service(Frozen):
+    """A trusted I/O service the sandboxed program reaches through a Unix socket (no network)."""
+
+    hook: str = Field(default="service.py", description="Module in the hidden folder: "
+                      "LATENCY_S and respond(request) -> str")
+    max_connections: int = Field(default=64, ge=1, le=1024,
+                                 description="Connections served at once; more are closed")
+
+
+class Array(Frozen):
+    """A job array: the submission's function is one task, `function(task_id=i, n_tasks=N, **inputs)`.
+
+    Graded by running the tasks as independent sandboxes (an `sbatch --array` on a SLURM runner,
+    concurrent local sandboxes otherwise); timing compares the array's makespan with the serial
+    baseline run as one task."""
+
+    tasks: int = Field(ge=1, le=10000, description="Array size: task ids 0 … tasks-1")
+
+
+class Manifest(Frozen):
+    """The whole `assignment.toml`."""
+
+    schema_version: int = Field(default=1, alias="schema")
+    slug: str = Field(pattern=SLUG_RE)
+    title: str = Field(min_length=1)
+    version: str = Field(pattern=r"^[0-9]+(\.[0-9]+)*$")
+    statement: str = "statement.md"
+    entry: Entry
+    files: Files = Files()
+    resources: Resources
+    launcher: Launcher = Launcher()
+    scoring: Scoring = Scoring()
+    timing: Timing = Timing()
+    service: Service | None = None
+    array: Array | None = None
+
+    @model_validator(mode="after")
+    def _weak(self) -> Manifest:
+        if self.entry.style == "script" and self.timing.weak_scaling:
+            raise ValueError("script entries are timed as whole programs: no weak scaling")
+        if self.scoring.weak_share and not self.timing.weak_scaling:
+            raise ValueError("scoring.weak_share needs timing.weak_scaling = true")
+        if self.resources.nodes > 1 and self.launcher.kind not in ("mpirun", "sbatch"):
+            raise ValueError("resources.nodes > 1 needs launcher 'mpirun' or 'sbatch'")
+        script = self.entry.file.endswith((".sh", ".sbatch"))
+        if (self.launcher.kind == "sbatch") != script:
+            raise ValueError("launcher 'sbatch' goes with a batch script entry (.sh, .sbatch), "
+                             "and a batch script entry with launcher 'sbatch'")
+        if script and (self.entry.style != "script" or self.resources.kind != "mpi"):
+            raise ValueError("a batch script entry needs entry.style 'script' and "
+                             "resources.kind 'mpi'")
+        if script and self.scoring.scaling_workers not in ([], [self.resources.ranks]):
+            raise ValueError("a batch script fixes its task count: scoring.scaling_workers "
+                             f"may only be [{self.resources.ranks}] (resources.ranks)")
+        if self.array is not None:
+            if self.entry.style != "function" or self.launcher.kind != "python":
+                raise ValueError("an [array] package needs a function entry and launcher 'python'")
+            if self.timing.weak_scaling:
+                raise ValueError("an [array] package cannot also measure weak scaling")
+        return self

@@ -1,0 +1,209 @@
+"""A grade report and its parts: test results, the speedup figure, scaling tables, the speedup's
+credit, and where the grading ran."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from runners.protocol.base import PROTOCOL_VERSION, Frozen
+from runners.protocol.verdicts import TestOutcome, Verdict
+
+
+class TestResult(Frozen):
+    """One test's outcome, as a student may see it."""
+
+    __test__ = False
+
+    name: str = Field(max_length=300,
+                      description="Test name (file::function), stable across gradings")
+    outcome: TestOutcome
+    verdict: Verdict = Field(description="What this test's outcome means, from the closed set")
+    message: str = Field(
+        description="Human-readable reason; for hidden tests never the source or expected values"
+    )
+    hidden: bool = Field(description="True for hidden tests")
+    weight: float = Field(ge=0, description="Share of the test points this test carries")
+    duration_s: float = Field(ge=0)
+
+
+class SpeedupFigure(Frozen):
+    """Speedup over the serial baseline: median ratio with a nonparametric 95 % CI."""
+
+    median: float
+    ci_low: float
+    ci_high: float
+    baseline_median_s: float
+    submission_median_s: float
+    repetitions: int = Field(description="Timed runs per side")
+    startup_baseline_s: float | None = Field(
+        default=None, description="Script entries: median wall time of an empty script run the "
+        "baseline's way (sandbox, launcher, interpreter), inside every baseline time")
+    startup_submission_s: float | None = Field(
+        default=None, description="The same under the submission's launcher and worker count")
+    interference: Interference | None = Field(
+        default=None, description="What the node delivered around the timed windows (None: "
+        "not probed: a real GPU, or ranks on several nodes)")
+
+
+class Interference(Frozen):
+    """The node's capacity around one worker count's timed windows (runners/capacity.py)."""
+
+    cores: int = Field(description="Cores the submission's side was allotted")
+    windows: int = Field(description="Timed windows probed (A/B pairs of calls, or blocks)")
+    short: int = Field(description="Windows in which the node delivered under 90 % of the cores")
+    retimed: int = Field(description="Short windows whose calls were timed again")
+    delivered: float | None = Field(description="Median cores the node delivered in the short "
+                                    "windows (None: none was short)")
+    unreliable: bool = Field(description="Most counted windows were short (the node did not "
+                             "come back within twice the timing budget): the speedup was "
+                             "measured under interference and may be low")
+
+
+class Parallelism(Frozen):
+    """What the CPU time of the timed calls says at one worker count: each call's CPU seconds
+    are those of the whole sandbox (every process, thread and rank), read from outside it."""
+
+    parallelism: float = Field(description="The submission's CPU seconds / wall seconds per "
+                               "timed call (median): how many cores were busy")
+    parallelism_ci_low: float
+    parallelism_ci_high: float
+    baseline_parallelism: float = Field(description="The same for the baseline (≈ 1: serial)")
+    work_ratio: float = Field(description="The submission's CPU seconds per call / the "
+                              "baseline's (medians): below 1 it did less work")
+    work_ratio_ci_low: float
+    work_ratio_ci_high: float
+    submission_cpu_median_s: float
+    baseline_cpu_median_s: float
+
+
+class ScalingPoint(Frozen):
+    """Strong-scaling result at one worker count."""
+
+    workers: int = Field(ge=1, le=1 << 16)
+    speedup: float
+    efficiency: float = Field(description="speedup / workers")
+    ci_low: float
+    ci_high: float
+    submission_median_s: float
+    karp_flatt: float | None = Field(
+        default=None, description="Experimentally determined serial fraction (workers > 1; "
+        "None where the speedup is superlinear and the fraction would be negative)"
+    )
+    cpu: Parallelism | None = Field(
+        default=None, description="Effective parallelism and work ratio; None: not measured")
+    nodes: int = Field(default=1, ge=1, le=4096, description="Nodes the submission's ranks "
+                       "spanned at this worker count (more than one: they talked over the network)")
+
+
+class WeakScalingPoint(Frozen):
+    """Weak scaling at one worker count: the problem grows with the workers, so the ideal time
+    stays that of one worker on the one-worker size."""
+
+    workers: int = Field(ge=1, le=1 << 16)
+    efficiency: float = Field(description="T(1 worker, size 1) / T(workers, size ∝ workers)")
+    ci_low: float
+    ci_high: float
+    one_worker_median_s: float
+    submission_median_s: float
+
+
+CreditStatus = Literal["credited", "capped", "held", "refused"]
+
+
+class Credit(Frozen):
+    """How much of the measured speedup earns performance points, and why (scoring.credit)."""
+
+    policy: Literal["parallel", "any"]
+    status: CreditStatus = Field(description="credited: all of it; capped: the part parallelism "
+                                 "explains; held: points pending an instructor's review; "
+                                 "refused: no performance points")
+    speedup: float = Field(description="The speedup the performance points come from (held and "
+                           "refused: none until an instructor grants the measured one)")
+    measured: bool = Field(description="False where the backend could not measure CPU time")
+    reason: str = Field(description="One plain sentence with the figures")
+
+
+CORES_TOLERANCE = 0.15
+"""A speedup up to cores × (1 + this) counts as within the cores (timing noise on 2 vCPUs)."""
+
+
+def credited_speedup(credit: Credit | None, measured: float, *,
+                     review: str | None = None) -> float | None:
+    """The speedup performance points come from: the credited one; the measured one once an
+    instructor granted a held or refused speedup (`review` "granted"), none once refused; None
+    while it earns nothing."""
+    if review == "granted":
+        return measured
+    if review == "refused":
+        return None
+    if credit is None:
+        return measured
+    if credit.status in ("held", "refused"):
+        return None
+    return credit.speedup
+
+
+MpiGpuPath = Literal["CUDA-aware", "staged through the host"]
+
+
+class Environment(Frozen):
+    """Where the grading ran: enough to reproduce or to compare two gradings."""
+
+    hostname: str
+    cpu_model: str
+    logical_cpus: int
+    memory_mb: int
+    core_set: list[int] = Field(description="CPUs the timed runs were confined to")
+    core_set_enforced: bool = Field(description="True when a cgroup cpuset (not only affinity) held")
+    backend: str = Field(description="Executor backend: bwrap, process, docker, apptainer")
+    sandboxed: bool = Field(description="False for the unsafe 'process' backend")
+    isolation: list[str] = Field(description="Limits that held: namespaces, cgroups, rlimits")
+    gpu: str | None = Field(default=None, description="GPU model, or None")
+    gpu_mode: Literal["none", "real", "simulated"] = "none"
+    versions: dict[str, str] = Field(description="Python, numpy, numba, mpi4py, MPI, torch, CUDA")
+    image_digest: str | None = None
+    paragrade_version: str
+    mpi_gpu_path: MpiGpuPath | None = Field(
+        default=None, description="MPI jobs on a real GPU: whether the runtime's MPI takes device "
+        "buffers (CUDA-aware) or they must be staged through host memory; None elsewhere")
+    nodes: list[str] = Field(
+        default_factory=list, description="Multi-node runs: each node the ranks ran on, with its "
+        "hardware, the leader (rank 0, the clock) first; empty for one node")
+    network: str | None = Field(
+        default=None, description="Multi-node runs: the network joining the nodes' sandboxes")
+    phases: dict[str, float] = Field(
+        default_factory=dict, description="Wall seconds of the grading's phases: set-up, tests, "
+        "timing (of which 'timed calls' is what the clock measured), start-up runs, report")
+
+
+class GradeReport(Frozen):
+    """Everything a grading produced; stored by the server, shown to the student."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    assignment: str = Field(description="course/slug")
+    assignment_version: str
+    verdict: Verdict
+    summary: str = Field(description="One line a student reads first")
+    tests: list[TestResult]
+    score: float
+    max_score: float
+    test_points: float
+    performance_points: float
+    speedup: SpeedupFigure | None = Field(
+        description="None when not measured (tests failed, simulated GPU, no timing configured)"
+    )
+    scaling: list[ScalingPoint]
+    weak_scaling: list[WeakScalingPoint] = Field(
+        default_factory=list, description="Measured only where the package asks for it")
+    serial_fraction: float | None = Field(description="Karp–Flatt at the largest worker count")
+    amdahl_serial_fraction: float | None = Field(description="Least-squares Amdahl fit")
+    credit: Credit | None = Field(default=None, description="None when no speedup was measured")
+    notes: list[str] = Field(description="Labels such as 'simulated: no speedup points'")
+    output_excerpt: str = Field(description="Capped stdout/stderr of the submission's runs")
+    seed: int = Field(description="Seed the grader drew this run's inputs from")
+    environment: Environment
+    started_at: str
+    wall_time_s: float = Field(description="Whole grading, platform overhead included")
+    timed_time_s: float = Field(description="Sum of the timed runs it contains")
