@@ -1,9 +1,19 @@
 """The boundaries DESIGN.md draws, checked on the source."""
 
+from __future__ import annotations
+
 import ast
 from pathlib import Path
 
+import pytest
+
 from runners.settings import REPO_ROOT
+
+PACKAGES = ("runners", "server", "paragrade")
+MODULE_LINES_MAX = 460
+"""A module a newcomer reads in one sitting holds one idea; past this many lines it holds several
+and is split by concept (tests and benchmarks, read a case at a time, are exempt)."""
+NOT_MODULE_FOLDERS = ("tests", "bench")
 
 
 def imports_of(folder: Path) -> dict[Path, set[str]]:
@@ -19,6 +29,85 @@ def imports_of(folder: Path) -> dict[Path, set[str]]:
     return found
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:` (imports for annotations, never executed)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            skipped |= {id(inner) for stmt in node.body for inner in ast.walk(stmt)}
+    return skipped
+
+
+def import_graph(package: str) -> dict[str, dict[str, int]]:
+    """Each module of `package` -> the modules of `package` it imports, with the line of the first
+    such import; function-level imports count, TYPE_CHECKING-only ones do not.
+
+    `from pkg import sub` is an edge to the submodule `pkg.sub` (not to `pkg`'s `__init__`): the
+    parent package Python loads on the way is no dependency of the importing module's code."""
+    paths = {module_name(p): p for p in (REPO_ROOT / package).rglob("*.py")}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text())
+        skipped = _type_checking_only(tree)
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        edges: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(here[: len(here) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base
+                           for a in node.names]
+            for target in targets:
+                while target and target not in paths:  # `import a.b.c` of a name inside a.b
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges.setdefault(target, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan): each holds a circle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group: list[str] = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
 def test_runners_never_import_server() -> None:
     for path, names in imports_of(REPO_ROOT / "runners").items():
         assert not any(n == "server" or n.startswith("server.") for n in names), path
@@ -26,8 +115,34 @@ def test_runners_never_import_server() -> None:
 
 def test_server_imports_only_the_protocol_from_runners() -> None:
     for path, names in imports_of(REPO_ROOT / "server").items():
-        bad = {n for n in names if n.startswith("runners") and n != "runners.protocol"}
+        bad = {n for n in names if n.startswith("runners")
+               and n != "runners.protocol" and not n.startswith("runners.protocol.")}
         assert not bad, f"{path} imports {bad}"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circles(package: str) -> None:
+    """Each package's modules import one another without a circle (a DAG), lazy imports inside
+    functions included: a circle broken only by importing late still ties its modules into one.
+    Imports under `if TYPE_CHECKING:` are left out (annotations only, never run)."""
+    graph = import_graph(package)
+    problems = []
+    for group in circles(graph):
+        edges = [f"{a}:{graph[a][b]} -> {b}" for a in group for b in graph[a] if b in group]
+        problems.append(f"{', '.join(group)} import one another: {'; '.join(edges)}")
+    assert not problems, "\n".join(problems)
+
+
+def test_modules_stay_readable() -> None:
+    too_long = []
+    for path in sorted(REPO_ROOT.rglob("*.py")):
+        rel = path.relative_to(REPO_ROOT)
+        if rel.parts[0] in NOT_MODULE_FOLDERS or any(p.startswith(".") for p in rel.parts):
+            continue
+        lines = len(path.read_text().splitlines())
+        if lines > MODULE_LINES_MAX:
+            too_long.append(f"{rel}: {lines} lines")
+    assert not too_long, f"over {MODULE_LINES_MAX} lines: split by concept: {too_long}"
 
 
 def test_only_settings_reads_the_environment() -> None:
