@@ -11,8 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.dispatch import Dispatcher
 from server.services import jobs as job_service
-from server.services import lti as lti_service
+from server.services import outcomes as outcome_service
 from server.services import users as user_service
+from server.services.lti import launch as lti_launch
+from server.services.lti import passback as lti_passback
 
 log = logging.getLogger("paragrade.reaper")
 
@@ -21,13 +23,13 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
           max_attempts: int, grace_s: float, login_window_s: int = 900) -> tuple[int, int]:
     """One pass: (jobs re-queued or failed, jobs published again)."""
     with sessions() as session:
-        reaped = job_service.reap(session=session, lease_s=lease_s, max_attempts=max_attempts)
+        reaped = outcome_service.reap(session=session, lease_s=lease_s, max_attempts=max_attempts)
         session.commit()
     with sessions() as session:
         user_service.purge(session=session, login_window_s=login_window_s)
-        lti_service.purge(session=session)
+        lti_launch.purge(session=session)
         session.commit()
-    sent, failed = lti_service.send_pending(sessions=sessions)
+    sent, failed = lti_passback.send_pending(sessions=sessions)
     if failed:
         log.warning("%d grade(s) could not be posted to an LMS (sent %d); retried later",
                     failed, sent)

@@ -29,6 +29,7 @@ from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
 from server.services import leaderboard as leaderboard_service
+from server.services import policies as policy_service
 from server.services.errors import Invalid
 
 router = APIRouter(prefix="/api/courses", tags=["courses"],
@@ -147,9 +148,9 @@ def update_assignment(slug: str, body: AssignmentUpdate, access: CourseInstructo
     """Deadline, late policy, quotas."""
     with committing(session):
         a = assignment_service.get(session=session, course=access.course, slug=slug)
-        assignment_service.update_policy(session=session, actor=access.user, assignment=a,
-                                         role=access.role,
-                                         changes=body.model_dump(exclude_unset=True))
+        policy_service.update(session=session, actor=access.user, assignment=a,
+                              role=access.role,
+                              changes=body.model_dump(exclude_unset=True))
         return assignment_public(a, access.role)
 
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from server.deps import DispatcherDep, InstructorUser, SessionDep, SettingsDep
 from server.schemas import ErrorPublic, FleetPublic, QueuePublic, RunnerPublic
-from server.services import jobs as job_service
+from server.services import fleet as fleet_service
 
 router = APIRouter(prefix="/api", tags=["fleet"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic}})
@@ -16,8 +16,8 @@ router = APIRouter(prefix="/api", tags=["fleet"],
 def fleet(_: InstructorUser, session: SessionDep, settings: SettingsDep,
           dispatcher: DispatcherDep) -> FleetPublic:
     """Every runner that announced itself (live or not) and each queue's depth."""
-    runners, queues = job_service.fleet(session=session, live_s=settings.runner_live_s,
-                                        broker_depth=dispatcher.depth())
+    runners, queues = fleet_service.fleet(session=session, live_s=settings.runner_live_s,
+                                          broker_depth=dispatcher.depth())
     return FleetPublic(
         runners=[RunnerPublic(name=r.name, queues=r.queues, capabilities=r.capabilities,
                               current_job_id=r.current_job_id, first_seen=r.first_seen,

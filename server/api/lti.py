@@ -19,7 +19,9 @@ from server.schemas import (
     LtiPlatformPublic,
 )
 from server.services import assignments as assignment_service
-from server.services import lti as lti_service
+from server.services.lti import launch as lti_launch
+from server.services.lti import passback as lti_passback
+from server.services.lti import platforms as lti_platforms
 from server.web.pages import Csrf, PageUser, render, start_session
 
 router = APIRouter(tags=["lti"], responses={401: {"model": ErrorPublic},
@@ -39,7 +41,7 @@ def _platform_public(request: Request, p: LtiPlatform) -> LtiPlatformPublic:
                              allow_private_network=p.allow_private_network,
                              login_url=f"{base}/lti/login",
                              launch_url=f"{base}/lti/launch", jwks_url=f"{base}/lti/jwks",
-                             public_key=lti_service.public_pem(p))
+                             public_key=lti_platforms.public_pem(p))
 
 
 @router.post("/api/courses/{course}/lti/platforms", response_model=LtiPlatformPublic,
@@ -49,9 +51,9 @@ def register(body: LtiPlatformCreate, access: CourseInstructorDep, session: Sess
     """Register an LMS (LTI 1.3 platform) for this course; the answer is what to enter in the
     LMS's tool registration."""
     with committing(session):
-        p = lti_service.register(session=session, actor=access.user, course=access.course,
-                                 role=access.role, **body.model_dump(),
-                                 development=settings.environment == "development")
+        p = lti_platforms.register(session=session, actor=access.user, course=access.course,
+                                   role=access.role, **body.model_dump(),
+                                   development=settings.environment == "development")
         return _platform_public(request, p)
 
 
@@ -59,7 +61,7 @@ def register(body: LtiPlatformCreate, access: CourseInstructorDep, session: Sess
 def platforms(access: CourseInstructorDep, session: SessionDep,
               request: Request) -> list[LtiPlatformPublic]:
     return [_platform_public(request, p)
-            for p in lti_service.platforms(session=session, course=access.course)]
+            for p in lti_platforms.platforms(session=session, course=access.course)]
 
 
 @router.get("/api/courses/{course}/lti/grades", response_model=list[LtiGradePostPublic])
@@ -70,13 +72,13 @@ def grade_posts(access: CourseStaffDep, session: SessionDep) -> list[LtiGradePos
                                max_score=p.max_score, state=p.state, attempts=p.attempts,
                                last_error=p.last_error, sent_at=p.sent_at,
                                next_try=p.next_at if p.state == "pending" else None)
-            for p in lti_service.posts(session=session, course=access.course)]
+            for p in lti_passback.posts(session=session, course=access.course)]
 
 
 @router.get("/lti/jwks")
 def jwks(session: SessionDep) -> dict[str, list[dict[str, object]]]:
     """The tool's public keys (an LMS checks the tool's signed requests with them)."""
-    return lti_service.jwks(session=session)
+    return lti_platforms.jwks(session=session)
 
 
 async def _params(request: Request) -> dict[str, str]:
@@ -95,10 +97,10 @@ async def login(request: Request, settings: SettingsDep) -> Response:
     def run() -> Response:
         sessions = request.app.state.sessions
         with sessions() as session:
-            return lti_service.login(session=session, sessions=sessions, settings=settings,
-                                     params=params, cookies=dict(request.cookies),
-                                     secure=request.url.scheme == "https",
-                                     launch_url=f"{_base(request)}/lti/launch")
+            return lti_launch.login(session=session, sessions=sessions, settings=settings,
+                                    params=params, cookies=dict(request.cookies),
+                                    secure=request.url.scheme == "https",
+                                    launch_url=f"{_base(request)}/lti/launch")
 
     return await run_in_threadpool(run)
 
@@ -114,9 +116,9 @@ async def launch(request: Request, settings: SettingsDep) -> Response:
     def run() -> Response:
         sessions = request.app.state.sessions
         with sessions() as session, committing(session):
-            arrival = lti_service.launch(session=session, sessions=sessions, settings=settings,
-                                         params=params, cookies=dict(request.cookies),
-                                         secure=request.url.scheme == "https")
+            arrival = lti_launch.launch(session=session, sessions=sessions, settings=settings,
+                                        params=params, cookies=dict(request.cookies),
+                                        secure=request.url.scheme == "https")
             start_session(request, session, settings, arrival.user)
             if arrival.deep_link is not None:  # an instructor places assignments in the LMS
                 items = assignment_service.offered(session=session, course=arrival.course)
@@ -135,7 +137,7 @@ def deep_link(request: Request, session: SessionDep, user: PageUser, settings: S
               launch_id: Annotated[str, Form(max_length=200)],
               slugs: Annotated[list[str], Form(default_factory=list)]) -> Response:
     """Hand the chosen assignments back to the LMS (a signed deep linking response)."""
-    html = lti_service.deep_link_response(
+    html = lti_launch.deep_link_response(
         session=session, sessions=request.app.state.sessions, settings=settings,
         launch_id=launch_id,
         cookies=dict(request.cookies), secure=request.url.scheme == "https", user=user,

@@ -15,7 +15,8 @@ from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
 from server.models import AssignmentVersion, SimilarityRun, Submission
 from server.schemas import ErrorPublic
 from server.services import artifacts
-from server.services import jobs as job_service
+from server.services import claims as claim_service
+from server.services import outcomes as outcome_service
 from server.services import runners as runner_service
 from server.services import similarity as similarity_service
 from server.services.errors import Conflict, NotFound
@@ -50,8 +51,8 @@ def claim(job_id: RowId, identity: RunnerDep, key: RunnerKey, session: SessionDe
     only the runner process (its X-Runner-Key) that claimed it. 403, the job left queued: a name
     or a queue the runner's credential does not give it."""
     runner_service.check_name(session=session, identity=identity, name=runner)
-    return job_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key,
-                             queues=identity.queues)
+    return claim_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key,
+                               queues=identity.queues)
 
 
 @router.post("/jobs/{job_id}/heartbeat", status_code=status.HTTP_204_NO_CONTENT)
@@ -61,7 +62,7 @@ def heartbeat(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken,
     401 once the runner's credential was revoked."""
     job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
                                    token=token, key=key)
-    job_service.heartbeat(session=session, job=job)
+    claim_service.heartbeat(session=session, job=job)
     session.commit()
 
 
@@ -109,6 +110,6 @@ def result(job_id: RowId, outcome: JobOutcome, runner: RunnerDep, key: RunnerKey
     """Record the outcome once (a redelivery changes nothing), from the runner that claimed it."""
     job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
                                    token=token, key=key)
-    job_service.record(session=session, job=job, outcome=outcome,
-                       max_attempts=settings.max_job_attempts)
+    outcome_service.record(session=session, job=job, outcome=outcome,
+                           max_attempts=settings.max_job_attempts)
     session.commit()

@@ -13,7 +13,7 @@ from server.models import GradeReportRow, Job, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
-from server.services import jobs as job_service
+from server.services import fleet as fleet_service
 from server.services import submissions as submission_service
 from server.settings import ServerSettings
 
@@ -38,8 +38,8 @@ def public(session: SessionDep, sub: Submission, *, with_report: bool,
     out.queue = job.queue if job is not None else None
     if job is not None and job.state == "queued":
         out.queue_position = submission_service.queue_position(session=session, job=job)
-        out.waiting_for = job_service.waiting_for(session=session, queue=job.queue,
-                                                  live_s=settings.runner_live_s)
+        out.waiting_for = fleet_service.waiting_for(session=session, queue=job.queue,
+                                                    live_s=settings.runner_live_s)
     return out
 
 

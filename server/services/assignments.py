@@ -1,4 +1,7 @@
-"""Assignment packages on the server: import (folder or zip), versions, starter downloads."""
+"""Assignment packages on the server: reading them (folder or zip, every problem named), importing
+one as a new version (validated on a runner before students get it), finding a course's
+assignments, starter downloads. Their policy (deadline, quotas, scoring curve) is
+services/policies.py's."""
 
 from __future__ import annotations
 
@@ -9,9 +12,7 @@ import struct
 import tomllib
 import zipfile
 import zlib
-from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -197,7 +198,7 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
     session.flush()
     jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.queue)
     if current is None or current.status != "ready":
-        # A ready version keeps serving students until its successor validates (jobs.record).
+        # A ready version keeps serving students until its successor validates (services/outcomes.py).
         assignment.title = manifest.title
         assignment.current_version_id = version.id
     session.add(AuditLog(actor_id=actor.id, action="assignment.import",
@@ -247,34 +248,3 @@ def student_files(*, assignment: Assignment, artifacts_root: Path) -> bytes:
     public = (f"{m.files.starter}/", f"{m.files.public_tests}/")
     keep = {n: c for n, c in members.items() if n == m.statement or n.startswith(public)}
     return bundle(keep)
-
-
-def update_policy(*, session: Session, actor: User, assignment: Assignment, role: str | None,
-                  changes: dict[str, Any]) -> Assignment:
-    """Deadline, late policy and quotas (instructors only)."""
-    if role != "instructor":
-        raise Forbidden("only the course's instructors change assignments")
-    for key, value in changes.items():
-        if value is None and key != "deadline":  # only the deadline can be cleared
-            raise Invalid(f"{key} cannot be null (leave it out to keep its value)")
-        if key == "deadline" and isinstance(value, datetime):
-            if value.tzinfo is None:
-                raise Invalid("deadline needs a time zone (e.g. 2026-12-01T23:59:00+01:00)")
-            try:
-                value = value.astimezone(UTC)  # SQLite drops the offset: store every time in UTC
-            except OverflowError as exc:  # 9999-12-31T23:59-12:00 is in the year 10000
-                raise Invalid("deadline is out of range (years 1 to 9999 in UTC)") from exc
-        setattr(assignment, key, value)
-    if {"speedup_min", "speedup_full"} & changes.keys():
-        scoring = manifest_of(assignment).scoring
-        lo = assignment.speedup_min or scoring.speedup_min
-        hi = assignment.speedup_full or scoring.speedup_full
-        if hi <= lo:
-            raise Invalid(f"the full-points speedup ({hi:g}) must be above the starting one ({lo:g})")
-        session.flush()
-        jobs.rescore(session=session, assignment=assignment)
-    session.add(AuditLog(actor_id=actor.id, action="assignment.update",
-                         target=f"{assignment.course.slug}/{assignment.slug}",
-                         detail={k: str(v) for k, v in changes.items()}))
-    session.flush()
-    return assignment

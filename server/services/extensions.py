@@ -22,7 +22,7 @@ from server.models import (
     User,
     aware,
 )
-from server.services import jobs, leaderboard
+from server.services import grade_changes, grading
 from server.services.errors import Forbidden, Invalid, NotFound
 
 
@@ -122,8 +122,8 @@ def _restate_lateness(session: Session, assignment: Assignment, user_id: int) ->
             continue
         sub.late, changed = late, True
         if row is not None:
-            row.score = sub.score = jobs.course_score(
+            row.score = sub.score = grading.course_score(
                 sub=sub, report=GradeReport.model_validate(row.report), review=row.review)
     if changed:
         session.flush()
-        leaderboard.refresh(session=session, assignment_id=assignment.id, user_id=user_id)
+        grade_changes.of_student(session=session, assignment_id=assignment.id, user_id=user_id)

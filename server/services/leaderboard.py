@@ -58,7 +58,7 @@ def _best(assignment_id: int, user_id: int | None = None) -> Any:
 
 def refresh(*, session: Session, assignment_id: int, user_id: int) -> None:
     """Choose the student's board submission again, in the caller's transaction (after a grade
-    lands, a regrade replaces one or a review decides)."""
+    lands, a regrade replaces one or a review decides: services/grade_changes.py)."""
     # Two gradings of one student landing at once: the second waits for the first's commit
     # and then sees its report (PostgreSQL; SQLite writes one transaction at a time).
     session.execute(select(User.id).where(User.id == user_id).with_for_update())
@@ -73,7 +73,6 @@ def refresh(*, session: Session, assignment_id: int, user_id: int) -> None:
     else:
         entry.submission_id = best.submission_id
     _bump(session, assignment_id)
-    _owed_to_lms(session, assignment_id, user_id)
 
 
 def _bump(session: Session, assignment_id: int) -> None:
@@ -90,14 +89,6 @@ def rebuild(*, session: Session, assignment_id: int) -> None:
         ["assignment_id", "user_id", "submission_id"],
         select(literal(assignment_id), *_best(assignment_id).subquery().c)))
     _bump(session, assignment_id)
-    _owed_to_lms(session, assignment_id, None)
-
-
-def _owed_to_lms(session: Session, assignment_id: int, user_id: int | None) -> None:
-    """Every change of a grade passes here: what LMS gradebooks are owed follows it."""
-    from server.services import lti  # lti needs the assignment services, which need this module
-
-    lti.grade_changed(session=session, assignment_id=assignment_id, user_id=user_id)
 
 
 def entries(*, session: Session, assignment: Assignment) -> list[Entry]:

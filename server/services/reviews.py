@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import GradeReport
 from server.models import Assignment, AuditLog, Enrollment, GradeReportRow, Submission, User
-from server.services import jobs, leaderboard
+from server.services import grade_changes, grading
 from server.services.errors import Conflict, Forbidden
 
 REVIEWABLE = ("held", "refused")
@@ -57,16 +57,16 @@ def decide(*, session: Session, actor: User, submission: Submission, role: str |
         raise Conflict("this submission has no held or refused speedup to review")
     report = GradeReport.model_validate(row.report)
     row.review = "granted" if decision == "grant" else "refused"
-    row.credited_speedup = jobs.ranked_speedup(
+    row.credited_speedup = grading.ranked_speedup(
         submission, row.speedup_median if decision == "grant" else None, row.review)
-    row.score = submission.score = jobs.course_score(sub=submission, report=report,
-                                                     review=row.review)
+    row.score = submission.score = grading.course_score(sub=submission, report=report,
+                                                        review=row.review)
     session.add(AuditLog(actor_id=actor.id, action=f"speedup.{decision}", target=str(submission.id),
                          detail={"speedup": row.speedup_median, "credit": row.credit_status,
                                  "score": row.score, "at": datetime.now(UTC).isoformat()}))
     session.flush()
-    leaderboard.refresh(session=session, assignment_id=submission.assignment_id,
-                        user_id=submission.user_id)
+    grade_changes.of_student(session=session, assignment_id=submission.assignment_id,
+                             user_id=submission.user_id)
     alias = session.scalar(select(Enrollment.alias).where(
         Enrollment.user_id == submission.user_id,
         Enrollment.course_id == submission.assignment.course_id))

@@ -15,7 +15,7 @@ Two kinds of secret open `/api/runner/*`:
 A name belongs to a credential, not to one process: replicas started from one credential (a
 scaled compose service, a Kubernetes deployment) serve under one name, and a restarted runner
 takes its name back at once. What tells a runner's processes apart is each one's own key: a
-job answers only the process that claimed it (services/jobs.py).
+job answers only the process that claimed it (services/claims.py).
 
 A credential's secret is 256 random bits, stored as its SHA-256. A slow password hash (argon2)
 protects secrets people choose, which a guesser can enumerate; nobody enumerates 2^256, so a
@@ -38,7 +38,9 @@ from sqlalchemy.orm import Session
 from runners.protocol import QUEUES, RunnerHello
 from server import security
 from server.models import Job, Runner, RunnerCredential, aware, now
-from server.services import jobs as job_service
+from server.services import claims as claim_service
+from server.services import fleet as fleet_service
+from server.services import outcomes as outcome_service
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound, Unauthenticated
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -86,10 +88,10 @@ def check_name(*, session: Session, identity: RunnerIdentity, name: str) -> None
 
 def authorize(*, session: Session, identity: RunnerIdentity, job_id: int, token: str,
               key: str) -> Job:
-    """The claimed job a runner asks about (services/jobs.py `authorize`), if it is this
+    """The claimed job a runner asks about (services/claims.py `authorize`), if it is this
     runner's: a credential's job answers that credential alone, never the fleet token."""
-    job = job_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
-                                runner=identity.name)
+    job = claim_service.authorize(session=session, job_id=job_id, token=token, runner_key=key,
+                                  runner=identity.name)
     if identity.name is None and job.runner is not None and _held_by_credential(session,
                                                                                 job.runner):
         raise Forbidden("this job was claimed by another runner")
@@ -109,7 +111,7 @@ def hello(*, session: Session, identity: RunnerIdentity, runner: RunnerHello) ->
     """A runner's hello, under the name and on the queues its secret gives it."""
     check_name(session=session, identity=identity, name=runner.name)
     check_queues(identity=identity, name=runner.name, queues=runner.queues)
-    job_service.hello(session=session, runner=runner)
+    fleet_service.hello(session=session, runner=runner)
 
 
 # --- the operators' side (`paragrade admin runner …`) --------------------------------------
@@ -157,8 +159,8 @@ def revoke(*, session: Session, name: str, max_attempts: int) -> int:
     row.revoked_at = now()
     held = list(session.scalars(select(Job).where(Job.state == "claimed", Job.runner == name)))
     for job in held:
-        job_service.release(session=session, job=job, max_attempts=max_attempts,
-                            reason=f"runner {name}'s credential was revoked while it held the job")
+        outcome_service.release(session=session, job=job, max_attempts=max_attempts,
+                                reason=f"runner {name}'s credential was revoked while it held the job")
     session.flush()
     return len(held)
 

@@ -22,12 +22,14 @@ from server.schemas import (
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
-from server.services import jobs as job_service
-from server.services import lti as lti_service
+from server.services import fleet as fleet_service
+from server.services import policies as policy_service
 from server.services import similarity as similarity_service
 from server.services import submissions as submission_service
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError, Forbidden, Invalid
+from server.services.lti import passback as lti_passback
+from server.services.lti import platforms as lti_platforms
 from server.web.pages import Csrf, PageUser, act_on_submission, reasons, render
 
 router = APIRouter(include_in_schema=False)
@@ -62,8 +64,8 @@ def _course_page(request: Request, session: SessionDep, user: User, c: Course, r
                  **extra: Any) -> HTMLResponse:
     items = assignment_service.of_course(session=session, course=c)
     if role == "instructor":
-        extra.setdefault("platforms", lti_service.platforms(session=session, course=c))
-        extra.setdefault("grade_posts", lti_service.posts(session=session, course=c))
+        extra.setdefault("platforms", lti_platforms.platforms(session=session, course=c))
+        extra.setdefault("grade_posts", lti_passback.posts(session=session, course=c))
         extra.setdefault("base", str(request.base_url).rstrip("/"))
     just = request.query_params.get("imported") if request.method == "GET" else None
     for a in (a for a in items if a.slug == just):  # after the import's redirect
@@ -97,9 +99,9 @@ def register_lms(course: str, request: Request, session: SessionDep, user: PageU
                                                  if d.strip()],
                                  allow_private_network=allow_private_network == "on")
         with committing(session):
-            lti_service.register(session=session, actor=user, course=c, role=role,
-                                 **body.model_dump(),
-                                 development=settings.environment == "development")
+            lti_platforms.register(session=session, actor=user, course=c, role=role,
+                                   **body.model_dump(),
+                                   development=settings.environment == "development")
     except ValidationError as exc:
         return _course_page(request, session, user, c, role, error=reasons(exc),
                             status_code=422)
@@ -182,9 +184,9 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
             changes |= {"speedup_min": speedup_min, "speedup_full": speedup_full}
         body = AssignmentUpdate(**changes)  # the API's rules
         with committing(session):
-            assignment_service.update_policy(session=session, actor=user, assignment=a,
-                                             role="instructor",
-                                             changes=body.model_dump(exclude_unset=True))
+            policy_service.update(session=session, actor=user, assignment=a,
+                                  role="instructor",
+                                  changes=body.model_dump(exclude_unset=True))
     except ValidationError as exc:
         return _manage(request, session, user, course, slug, error=reasons(exc),
                        status_code=422)
@@ -368,7 +370,7 @@ def fleet(request: Request, session: SessionDep, settings: SettingsDep, user: Pa
           dispatcher: DispatcherDep) -> HTMLResponse:
     if not user.is_instructor:
         raise Forbidden("instructors only")
-    runners, queues = job_service.fleet(session=session, live_s=settings.runner_live_s,
-                                        broker_depth=dispatcher.depth())
+    runners, queues = fleet_service.fleet(session=session, live_s=settings.runner_live_s,
+                                          broker_depth=dispatcher.depth())
     return render(request, "fleet.html", user=user, runners=runners,
                   queues=queues)

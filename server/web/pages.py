@@ -28,7 +28,7 @@ from server.services import artifacts
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
-from server.services import jobs as job_service
+from server.services import fleet as fleet_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
@@ -280,8 +280,8 @@ def _live(session: SessionDep, settings: SettingsDep, sub: Submission) -> dict[s
         out["queue"] = job.queue
         if job.state == "queued":
             out["position"] = submission_service.queue_position(session=session, job=job)
-            out["waiting_for"] = job_service.waiting_for(session=session, queue=job.queue,
-                                                         live_s=settings.runner_live_s)
+            out["waiting_for"] = fleet_service.waiting_for(session=session, queue=job.queue,
+                                                           live_s=settings.runner_live_s)
     return out
 
 

@@ -61,11 +61,11 @@ def store(engine: Engine, submission_id: int, report: dict[str, Any] | None = No
     result would."""
     from server.db import session_factory
     from server.models import Submission
-    from server.services import jobs
+    from server.services import grading
 
     with session_factory(engine)() as s:
         sub = s.get(Submission, submission_id)
         assert sub is not None
-        jobs.store_report(session=s, sub=sub,
+        grading.store_report(session=s, sub=sub,
                           report=GradeReport.model_validate(report or sample_report()))
         s.commit()

@@ -329,7 +329,7 @@ def test_platform_error_requeues_and_is_not_charged(world: World, engine: Engine
 
 def test_leaderboard_ties_on_overlapping_intervals(world: World, engine: Engine) -> None:
     from runners.protocol import GradeReport
-    from server.services import jobs
+    from server.services import grading
     from tests.server.reports import sample_report
 
     c = world.client
@@ -340,7 +340,7 @@ def test_leaderboard_ties_on_overlapping_intervals(world: World, engine: Engine)
             sub = s.get(Submission, sid)
             assert sub is not None
             med, lo, hi = figures[who]
-            jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
+            grading.store_report(session=s, sub=sub, report=GradeReport.model_validate(
                 sample_report(median=med, lo=lo, hi=hi)))
             s.commit()
     board = c.get("/api/courses/th/assignments/t1-multiprocessing/leaderboard",
@@ -368,19 +368,19 @@ def test_openapi_has_error_models(world: World) -> None:
 
 def test_reaper_requeues_then_fails_without_charging(world: World, engine: Engine) -> None:
     from server.models import Job
-    from server.services import jobs
+    from server.services import outcomes
 
     sid = world.submit(world.ada, REFERENCE).json()["id"]
     for attempt in (1, 2):
         offer = claim(world.client)
         assert offer is not None and offer["job"]["submission_id"] == sid
         with session_factory(engine)() as s:
-            assert jobs.reap(session=s, lease_s=60, max_attempts=2) == 0  # it just reported
+            assert outcomes.reap(session=s, lease_s=60, max_attempts=2) == 0  # it just reported
             job = s.get(Job, offer["job_id"])
             assert job is not None
             job.heartbeat_at = datetime.now(UTC) - timedelta(minutes=2)  # the runner went silent
             s.commit()
-            assert jobs.reap(session=s, lease_s=60, max_attempts=2) == 1
+            assert outcomes.reap(session=s, lease_s=60, max_attempts=2) == 1
             s.commit()
         got = world.get(world.ada, f"/api/submissions/{sid}").json()
         assert got["status"] == ("queued" if attempt == 1 else "error")
@@ -526,7 +526,7 @@ def test_joining_a_second_course_with_its_code(world: World) -> None:
 
 def test_a_new_scoring_curve_rescores_stored_grades(world: World, engine: Engine) -> None:
     from runners.protocol import GradeReport
-    from server.services import jobs
+    from server.services import grading
     from tests.server.reports import sample_report
 
     url = "/api/courses/th/assignments/t1-multiprocessing"
@@ -534,7 +534,7 @@ def test_a_new_scoring_curve_rescores_stored_grades(world: World, engine: Engine
     with session_factory(engine)() as s:  # speedup 1.8, scored 90 on the runner
         sub = s.get(Submission, sid)
         assert sub is not None
-        row = jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(
+        row = grading.store_report(session=s, sub=sub, report=GradeReport.model_validate(
             sample_report(median=1.8)))
         s.commit()
         assert row.score == 90.0  # the package's own curve: the runner's score stands

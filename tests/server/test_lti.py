@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from server.services import lti
+from server.services.lti import passback
 from tests.server.conftest import REFERENCE, World
 from tests.server.lms import StandInLms
 from tests.server.reports import sample_report, store
@@ -66,14 +66,14 @@ def test_a_launched_student_submits_and_the_grade_reaches_the_gradebook(
     assert people["lea@uni.edu"] == "student"
     store(engine, sid, sample_report())  # the grade lands
     sessions = world.client.app.state.sessions  # type: ignore[attr-defined]
-    assert lti.send_pending(sessions=sessions) == (1, 0)  # what the reaper does
+    assert passback.send_pending(sessions=sessions) == (1, 0)  # what the reaper does
     (column, user), posted = next(iter(lms.gradebook.items()))
     assert (column, user) == ("/lineitems/7", "student-1")
     assert (posted["scoreGiven"], posted["scoreMaximum"]) == (90, 100)
     assert posted["gradingProgress"] == "FullyGraded"
     # A regrade changes the grade: it is posted again.
     store(engine, sid, sample_report(credit="held"))
-    assert lti.send_pending(sessions=sessions) == (1, 0)
+    assert passback.send_pending(sessions=sessions) == (1, 0)
     assert lms.gradebook[("/lineitems/7", "student-1")]["scoreGiven"] == 60
     # The same student launching again is the same account.
     r, _, _ = _launch(_browser(world), lms)
@@ -92,15 +92,15 @@ def test_a_failed_post_is_retried_and_shown_never_lost(world: World, engine: Eng
     store(engine, int(r.headers["location"].rsplit("/", 1)[1]), sample_report())
     lms.fail_scores = 1
     sessions = world.client.app.state.sessions  # type: ignore[attr-defined]
-    assert lti.send_pending(sessions=sessions) == (0, 1)
+    assert passback.send_pending(sessions=sessions) == (0, 1)
     shown, = world.get(world.prof, "/api/courses/th/lti/grades").json()
     assert shown["state"] == "pending" and "503" in shown["last_error"]
     assert shown["attempts"] == 1 and shown["next_try"] is not None
-    assert lti.send_pending(sessions=sessions) == (0, 0)  # not due yet: backoff
+    assert passback.send_pending(sessions=sessions) == (0, 0)  # not due yet: backoff
     with sessions() as s, s.begin():  # time passes
         from server.models import LtiGradePost, now
         s.query(LtiGradePost).update({"next_at": now()})
-    assert lti.send_pending(sessions=sessions) == (1, 0)
+    assert passback.send_pending(sessions=sessions) == (1, 0)
     shown, = world.get(world.prof, "/api/courses/th/lti/grades").json()
     assert (shown["state"], shown["last_error"]) == ("sent", None)
     assert lms.gradebook[("/lineitems/7", "student-1")]["scoreGiven"] == 90

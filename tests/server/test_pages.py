@@ -10,7 +10,7 @@ from sqlalchemy import Engine, select
 from runners.protocol import GradeReport
 from server.db import session_factory
 from server.models import Enrollment, Submission, User
-from server.services import jobs
+from server.services import grading
 from tests.server.conftest import (
     REFERENCE,
     REPO_ROOT,
@@ -112,7 +112,7 @@ def test_report_alias_and_statement_are_escaped(world: World, engine: Engine) ->
     with session_factory(engine)() as s:
         sub = s.get(Submission, sid)
         assert sub is not None
-        jobs.store_report(session=s, sub=sub, report=GradeReport.model_validate(report))
+        grading.store_report(session=s, sub=sub, report=GradeReport.model_validate(report))
         s.commit()
     b = browser(world)
     for url in (T1, f"/s/{sid}", f"{T1}/leaderboard"):

@@ -27,8 +27,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from server.models import Course, User
-from server.services import lti, outbound
+from server.services import outbound
 from server.services.errors import Invalid
+from server.services.lti import messages, passback, platforms
 from server.settings import REPO_ROOT, ServerSettings
 from tests.server.conftest import REFERENCE, World
 from tests.server.lms import AGS, LTI, SCORE, StandInLms
@@ -175,7 +176,7 @@ def test_a_grade_post_shows_the_lms_status_never_its_answer(world: World, engine
                files=[("files", ("solution.py", REFERENCE))])
     store(engine, int(r.headers["location"].rsplit("/", 1)[1]), sample_report())
     lms.fail_scores = 1  # answers 503 {"error": "gradebook unavailable"}
-    assert lti.send_pending(sessions=world.client.app.state.sessions) == (0, 1)  # type: ignore[attr-defined]
+    assert passback.send_pending(sessions=world.client.app.state.sessions) == (0, 1)  # type: ignore[attr-defined]
     shown, = world.get(world.prof, "/api/courses/th/lti/grades").json()
     assert "503" in shown["last_error"] and "gradebook unavailable" not in shown["last_error"]
     lms.close()
@@ -272,8 +273,8 @@ def test_registration_needs_https_outside_development(world: World) -> None:
         course = s.query(Course).one()
         prof = s.query(User).filter_by(email="prof@uni.edu").one()
         with pytest.raises(Invalid, match="https"):
-            lti.register(session=s, actor=prof, course=course, role="instructor",
-                         **{**body, "client_id": "prod"}, development=False)
+            platforms.register(session=s, actor=prof, course=course, role="instructor",
+                               **{**body, "client_id": "prod"}, development=False)
     lms.close()
 
 
@@ -356,7 +357,7 @@ def test_a_key_set_is_fetched_once_per_platform_and_again_when_the_lms_rotates_k
 
     assert [launch(), launch(), launch()] == [303] * 3
     assert len(fetches) == 1  # cached for the platform
-    monkeypatch.setattr(lti, "KEY_SET_REFETCH_S", 0)
+    monkeypatch.setattr(messages, "KEY_SET_REFETCH_S", 0)
     lms.key, lms.kid = rsa.generate_private_key(public_exponent=65537, key_size=2048), "key-2"
     served_new = StandInLms.jwks.__get__(lms)
     monkeypatch.setattr(lms, "jwks", lambda: fetches.append(1) or served_new())

@@ -1,0 +1,143 @@
+"""A runner takes a job: the claim, the per-job secret it receives, its heartbeats.
+
+A runner that gets a job's message claims the job over HTTP with its credential
+(compare-and-set, so a redelivered message is refused) and receives a per-job secret for the
+job's bundle, archive, heartbeats and result.
+
+A job answers only the runner process that claimed it. Every runner process makes a random key
+at its start and sends it with the claim and with every request about the job; the claim stores
+its hash beside the per-job secret's. `authorize` wants all three: the runner's credential says
+"this runner" (services/runners.py: a credential's runner claims only under its own name and on
+its own queues), the key says "this process of it", the per-job secret says "this attempt". So
+another runner cannot fetch, renew or report a job someone else claimed, even with its per-job
+secret (a log line, a proxy). What the shared fleet token cannot stop: its holder claims queued
+jobs of any queue under a name nobody holds (see docs/security.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from runners.protocol import (
+    QUEUES,
+    GradeJob,
+    JobOffer,
+    Manifest,
+    SimilarityJob,
+    ValidateJob,
+)
+from server import security
+from server.models import AssignmentVersion, Job, Runner, SimilarityRun, Submission, now
+from server.services.errors import Conflict, Forbidden, NotFound
+
+
+def grade_job(submission: Submission, job: Job) -> GradeJob:
+    """What a runner is told of a grading job: the submission, its package, what to expect."""
+    a = submission.assignment
+    manifest = Manifest.model_validate(submission.version.manifest)
+    return GradeJob(submission_id=submission.id, assignment=f"{a.course.slug}/{a.slug}",
+                    assignment_version=submission.version.version,
+                    bundle_sha256=submission.version.bundle_sha256,
+                    submission_sha256=submission.archive_sha256, queue=manifest.resources.queue,
+                    time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
+                    reference_speedup=reference_speedup(submission.version),
+                    reference_test_seconds=reference_test_seconds(submission.version))
+
+
+def reference_speedup(version: AssignmentVersion) -> float | None:
+    """The reference's speedup its validation measured (GPU runners measure it), if any."""
+    for check in version.checks or []:
+        if check.get("figure") is not None and str(check.get("name", "")).startswith(
+                "reference speeds up"):
+            return float(check["figure"])
+    return None
+
+
+def reference_test_seconds(version: AssignmentVersion) -> dict[str, float]:
+    """The reference's seconds per test its validation measured ({}: none recorded)."""
+    for check in version.checks or []:
+        seconds = check.get("test_seconds")
+        if check.get("name") == "reference passes" and isinstance(seconds, dict):
+            return {str(k): float(v) for k, v in seconds.items()
+                    if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {}
+
+
+def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
+          queues: Collection[str] = QUEUES) -> JobOffer:
+    """Claim one queued job for `runner`, bound to its key (compare-and-set); Conflict if it is
+    not claimable, Forbidden (the job left queued) if its queue is not one of `queues`."""
+    queue = session.scalar(select(Job.queue).where(Job.id == job_id))
+    if queue is None:
+        raise NotFound("no such job")
+    if queue not in queues:
+        raise Forbidden(f"runner {runner}'s credential does not serve the {queue} queue (it "
+                        f"serves {', '.join(sorted(queues))})")
+    token = security.new_token()
+    won = session.execute(
+        update(Job).where(Job.id == job_id, Job.state == "queued")
+        .values(state="claimed", token_hash=security.token_hash(token), runner=runner,
+                runner_key_hash=security.token_hash(runner_key),
+                claimed_at=now(), heartbeat_at=now(), attempts=Job.attempts + 1))
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound("no such job")
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        raise Conflict(f"job {job_id} is {job.state}, not queued")
+    session.refresh(job)
+    session.execute(update(Runner).where(Runner.name == runner).values(current_job_id=job.id))
+    if job.kind == "similarity":
+        run = session.get(SimilarityRun, job.run_id)
+        assert run is not None
+        run.status = "running"
+        session.commit()
+        a = run.assignment
+        return JobOffer(job_id=job.id, token=token, similarity_job=SimilarityJob(
+            run_id=run.id, assignment=f"{a.course.slug}/{a.slug}",
+            bundle_sha256=run.version.bundle_sha256, submission_ids=run.submission_ids,
+            threshold=run.threshold, queue="cpu"))
+    if job.kind == "validate":
+        version = session.get(AssignmentVersion, job.version_id)
+        assert version is not None
+        session.commit()
+        a = version.assignment
+        return JobOffer(job_id=job.id, token=token, validate_job=ValidateJob(
+            version_id=version.id, assignment=f"{a.course.slug}/{a.slug}",
+            bundle_sha256=version.bundle_sha256, queue=job.queue))  # type: ignore[arg-type]
+    sub = session.get(Submission, job.submission_id)
+    assert sub is not None
+    sub.status, sub.started_at = "running", now()
+    session.commit()
+    return JobOffer(job_id=job.id, token=token, job=grade_job(sub, job))
+
+
+def authorize(*, session: Session, job_id: int, token: str, runner_key: str,
+              runner: str | None = None) -> Job:
+    """The job this per-job secret was issued for (claimed, not yet finished), asked about by
+    the runner process that claimed it; `runner`: the name the caller's credential gives it
+    (None: the fleet token)."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound("no such job")
+    # Both compared, always: the answer takes as long whichever of the two is wrong.
+    token_ok = job.token_hash is not None and security.same_secret(
+        job.token_hash, security.token_hash(token))
+    key_ok = job.runner_key_hash is not None and security.same_secret(
+        job.runner_key_hash, security.token_hash(runner_key))
+    if not token_ok:
+        raise Forbidden(f"this token is not valid for this job (the job is {job.state})")
+    if not key_ok or (runner is not None and job.runner != runner):
+        raise Forbidden("this job was claimed by another runner")
+    return job
+
+
+def heartbeat(*, session: Session, job: Job) -> None:
+    """The runner is still at it: extend the job's lease."""
+    job.heartbeat_at = now()
+    if job.runner is not None:
+        session.execute(update(Runner).where(Runner.name == job.runner)
+                        .values(current_job_id=job.id, last_seen=now()))

@@ -1,0 +1,74 @@
+"""The fleet as the server sees it: each runner as it last announced itself, whether it is live,
+and what each queue holds and who serves it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runners.protocol import RunnerHello
+from server.models import Job, Runner, aware, now
+from server.services import jobs
+
+
+def hello(*, session: Session, runner: RunnerHello) -> None:
+    """Record (or refresh) a runner's announcement: its capabilities and that it is alive
+    (services/runners.py decides who may say it)."""
+    row = session.get(Runner, runner.name)
+    caps = runner.model_dump(mode="json", exclude={"name", "queues", "current_job"})
+    if row is None:
+        row = Runner(name=runner.name, queues=list(runner.queues), capabilities=caps)
+        session.add(row)
+    row.queues, row.capabilities, row.last_seen = list(runner.queues), caps, now()
+    if runner.current_job is not None:
+        row.current_job_id = runner.current_job
+    elif row.current_job_id is not None:  # the claim set it; keep it while the job runs there
+        job = session.get(Job, row.current_job_id)
+        if job is None or job.state != "claimed" or job.runner != runner.name:
+            row.current_job_id = None
+    session.flush()
+
+
+def all_runners(*, session: Session) -> list[Runner]:
+    return list(session.scalars(select(Runner).order_by(Runner.name)))
+
+
+def live_runners(*, session: Session, live_s: int) -> list[Runner]:
+    """Runners heard from (a hello or a heartbeat) within the last `live_s` seconds."""
+    cutoff = now() - timedelta(seconds=live_s)
+    return [r for r in all_runners(session=session) if aware(r.last_seen) >= cutoff]
+
+
+@dataclass(frozen=True)
+class QueueState:
+    name: str
+    queued: int
+    claimed: int
+    broker: int | None  # messages in the broker; None when it is unreachable
+    live: int  # live runners serving it
+
+
+def fleet(*, session: Session, live_s: int, broker_depth: dict[str, int] | None
+          ) -> tuple[list[tuple[Runner, bool]], list[QueueState]]:
+    """Every runner with whether it is live, and the state of each queue."""
+    live = {r.name for r in live_runners(session=session, live_s=live_s)}
+    runners = [(r, r.name in live) for r in all_runners(session=session)]
+    queues = [QueueState(name=q, queued=n["queued"], claimed=n["claimed"],
+                         broker=None if broker_depth is None else broker_depth.get(q, 0),
+                         live=sum(1 for r, up in runners if up and q in r.queues))
+              for q, n in jobs.depth(session=session).items()]
+    return runners, queues
+
+
+WAITING = {"gpu": "waiting for a GPU runner", "mpi": "waiting for an MPI runner",
+           "cpu": "waiting for a runner"}
+
+
+def waiting_for(*, session: Session, queue: str, live_s: int) -> str | None:
+    """Why a queued job is not moving, when no live runner serves its queue."""
+    if any(queue in r.queues for r in live_runners(session=session, live_s=live_s)):
+        return None
+    return WAITING.get(queue, "waiting for a runner")

@@ -1,0 +1,100 @@
+"""A report becomes a grade: its score under the assignment's own scoring curve and late policy,
+stored with its tests and scaling points; a changed curve rescores what is stored."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runners.protocol import CORES_TOLERANCE, GradeReport, Manifest, credited_speedup, performance_share
+from server.models import Assignment, GradeReportRow, ScalingPointRow, Submission, TestResultRow, now
+from server.services import grade_changes
+
+
+def storable(value: str) -> str:
+    """Text a database column can hold: PostgreSQL refuses NUL (program output can carry one)."""
+    return value.replace("\x00", "\ufffd")
+
+
+def store_report(*, session: Session, sub: Submission, report: GradeReport) -> GradeReportRow:
+    """One report per submission (a regrade replaces it), with its tests and scaling points.
+    An instructor's review of a held or refused speedup carries over to a regrade that holds or
+    refuses it again (the same code, judged already)."""
+    old = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
+    review = None
+    if old is not None:
+        if report.credit is not None and report.credit.status in ("held", "refused"):
+            review = old.review
+        session.delete(old)
+        session.flush()
+    score = course_score(sub=sub, report=report, review=review)
+    row = GradeReportRow(
+        submission_id=sub.id, verdict=report.verdict.value, score=score,
+        max_score=report.max_score,
+        speedup_median=report.speedup.median if report.speedup else None,
+        speedup_ci_low=report.speedup.ci_low if report.speedup else None,
+        speedup_ci_high=report.speedup.ci_high if report.speedup else None,
+        serial_fraction=report.serial_fraction, report=report.model_dump(mode="json"),
+        credit_status=report.credit.status if report.credit else None, review=review,
+        timing_interfered=report.speedup is not None and report.speedup.interference is not None
+        and report.speedup.interference.unreliable,
+        credited_speedup=None if report.speedup is None else ranked_speedup(
+            sub, credited_speedup(report.credit, report.speedup.median, review=review), review))
+    session.add(row)
+    session.flush()
+    session.add_all([TestResultRow(report_id=row.id, name=storable(t.name)[:300],
+                                   outcome=t.outcome.value, verdict=t.verdict.value,
+                                   message=storable(t.message), hidden=t.hidden, weight=t.weight)
+                     for t in report.tests])
+    session.add_all([ScalingPointRow(report_id=row.id, workers=p.workers, speedup=p.speedup,
+                                     efficiency=p.efficiency, ci_low=p.ci_low, ci_high=p.ci_high,
+                                     karp_flatt=p.karp_flatt) for p in report.scaling])
+    fault = report.verdict.fault
+    sub.status = "graded" if fault != "platform" else "error"
+    sub.verdict, sub.score, sub.finished_at = report.verdict.value, score, now()
+    # Only what the student caused counts (a retried platform failure that then graded does).
+    sub.counts_for_quota = fault == "student"
+    session.flush()
+    grade_changes.of_student(session=session, assignment_id=sub.assignment_id, user_id=sub.user_id)
+    return row
+
+
+def ranked_speedup(sub: Submission, earned: float | None, review: str | None) -> float | None:
+    """What the leaderboard ranks by: the credited speedup; a granted one no higher than the
+    package's cores can give (a granted 60× NumPy-in-a-pool is not 30 times a perfect parallel
+    sum)."""
+    if earned is None or review != "granted":
+        return earned
+    res = Manifest.model_validate(sub.version.manifest).resources
+    return earned if res.kind == "gpu" else min(earned, res.cores * (1 + CORES_TOLERANCE))
+
+
+def course_score(*, sub: Submission, report: GradeReport, review: str | None = None) -> float:
+    """The report's score under the assignment's own scoring curve and late policy; `review`:
+    an instructor granted ("granted") or refused ("refused") a held or refused speedup."""
+    a, score = sub.assignment, report.score
+    if report.speedup is not None and (a.speedup_min or a.speedup_full or review):
+        scoring = Manifest.model_validate(sub.version.manifest).scoring
+        weak = report.weak_scaling[-1].efficiency if report.weak_scaling else None
+        earned = credited_speedup(report.credit, report.speedup.median, review=review)
+        share = 0.0 if earned is None or report.verdict.value != "passed" else performance_share(
+            scoring, earned, weak, speedup_min=a.speedup_min, speedup_full=a.speedup_full)
+        score = report.test_points + scoring.performance_points * share
+    if sub.late and a.late_policy == "penalty":
+        score *= 1 - a.late_penalty
+    return round(score, 2)
+
+
+def rescore(*, session: Session, assignment: Assignment) -> int:
+    """Apply a changed scoring curve to every stored grade of the assignment (no regrading:
+    the measured speedups stay what they were)."""
+    rows = session.execute(select(GradeReportRow, Submission).join(
+        Submission, GradeReportRow.submission_id == Submission.id).where(
+        Submission.assignment_id == assignment.id)).all()
+    for row, sub in rows:
+        score = course_score(sub=sub, report=GradeReport.model_validate(row.report),
+                             review=row.review)
+        row.score = sub.score = score
+    session.flush()
+    grade_changes.of_everyone(session=session, assignment_id=assignment.id)
+    return len(rows)
