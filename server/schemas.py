@@ -121,6 +121,10 @@ class AssignmentPublic(Public):
     entry_file: str
     allowed_files: list[str]
     validation: str = Field(description="validating | ready | invalid | error (runner-side checks)")
+    readiness: str | None = Field(
+        default=None, description="While students cannot submit yet, why, in the words the course "
+                                  "page shows ('waiting for a GPU runner', 'being checked, ready "
+                                  "in about 40 s'); null once they can")
     checks: list[dict[str, Any]] | None = Field(
         default=None, description="Each validation check and its problems (instructors only)")
     candidate: VersionPublic | None = Field(

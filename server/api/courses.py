@@ -30,16 +30,18 @@ from server.services import courses as course_service
 from server.services import extensions as extension_service
 from server.services import leaderboard as leaderboard_service
 from server.services import policies as policy_service
+from server.services import readiness as readiness_service
 from server.services.errors import Invalid
+from server.settings import ServerSettings
 
 router = APIRouter(prefix="/api/courses", tags=["courses"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
                               404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 
 
-def assignment_public(a: Assignment, role: str = "student", session: Session | None = None,
+def assignment_public(a: Assignment, role: str, session: Session, settings: ServerSettings,
                       user: User | None = None) -> AssignmentPublic:
-    """The assignment as `role` sees it; with `session` and `user`, their own deadline too."""
+    """The assignment as `role` sees it; with `user`, their own deadline too."""
     m = assignment_service.manifest_of(a)
     assert a.current_version is not None
     v, newest = a.current_version, a.versions[-1]
@@ -48,7 +50,7 @@ def assignment_public(a: Assignment, role: str = "student", session: Session | N
         candidate = VersionPublic(version=newest.version, validation=newest.status,
                                   checks=newest.checks)
     own = None
-    if session is not None and user is not None:
+    if user is not None:
         own = extension_service.extended(session=session, assignment=a, user_id=user.id)
     return AssignmentPublic(slug=a.slug, title=a.title, version=a.current_version.version,
                             deadline=a.deadline, your_deadline=own,
@@ -61,6 +63,8 @@ def assignment_public(a: Assignment, role: str = "student", session: Session | N
                             entry_file=m.entry.file,
                             allowed_files=sorted(set(m.entry.allowed_files) | {m.entry.file}),
                             validation=v.status,
+                            readiness=readiness_service.reason(session=session, assignment=a,
+                                                               live_s=settings.runner_live_s),
                             checks=v.checks if course_service.is_staff(role) else None,
                             candidate=candidate)
 
@@ -91,8 +95,9 @@ def join(body: JoinCreate, session: SessionDep, user: CurrentUser) -> CoursePubl
 
 
 @router.get("/{course}/assignments", response_model=list[AssignmentPublic])
-def list_assignments(access: CourseDep, session: SessionDep) -> list[AssignmentPublic]:
-    return [assignment_public(a, access.role, session, access.user)
+def list_assignments(access: CourseDep, session: SessionDep,
+                     settings: SettingsDep) -> list[AssignmentPublic]:
+    return [assignment_public(a, access.role, session, settings, access.user)
             for a in assignment_service.offered(session=session, course=access.course)]
 
 
@@ -133,25 +138,27 @@ def _import(access: CourseInstructorDep, session: SessionDep, settings: Settings
         a = session.get(Assignment, v.assignment_id)
         assert a is not None
         session.refresh(a)
-        return assignment_public(a, access.role)
+        return assignment_public(a, access.role, session, settings)
 
 
 @router.get("/{course}/assignments/{slug}", response_model=AssignmentPublic)
-def get_assignment(slug: str, access: CourseDep, session: SessionDep) -> AssignmentPublic:
+def get_assignment(slug: str, access: CourseDep, session: SessionDep,
+                   settings: SettingsDep) -> AssignmentPublic:
     return assignment_public(assignment_service.get(session=session, course=access.course,
-                                                    slug=slug), access.role, session, access.user)
+                                                    slug=slug), access.role, session, settings,
+                             access.user)
 
 
 @router.patch("/{course}/assignments/{slug}", response_model=AssignmentPublic)
 def update_assignment(slug: str, body: AssignmentUpdate, access: CourseInstructorDep,
-                      session: SessionDep) -> AssignmentPublic:
+                      session: SessionDep, settings: SettingsDep) -> AssignmentPublic:
     """Deadline, late policy, quotas."""
     with committing(session):
         a = assignment_service.get(session=session, course=access.course, slug=slug)
         policy_service.update(session=session, actor=access.user, assignment=a,
                               role=access.role,
                               changes=body.model_dump(exclude_unset=True))
-        return assignment_public(a, access.role)
+        return assignment_public(a, access.role, session, settings)
 
 
 @router.get("/{course}/assignments/{slug}/starter",

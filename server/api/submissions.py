@@ -57,7 +57,8 @@ def submit(slug: str, files: Annotated[list[UploadFile], File(description="solut
                                     role=access.role, uploads=uploads,
                                     artifacts_root=settings.artifacts_dir,
                                     max_bytes=settings.max_upload_bytes,
-                                    max_unzipped=settings.max_unzipped_bytes)
+                                    max_unzipped=settings.max_unzipped_bytes,
+                                    live_s=settings.runner_live_s)
     return public(session, sub, with_report=False, settings=settings, job=job)
 
 

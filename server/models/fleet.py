@@ -46,6 +46,9 @@ class Job(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0)  # 0 first … 9 last (regrade-all)
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    # When it became done (recorded, or failed on the platform's side): with claimed_at, how long
+    # its last attempt ran, which is what estimates of a job's length start from.
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     time_limit_s: Mapped[int] = mapped_column(Integer, default=1800)
 
 

@@ -81,7 +81,7 @@ def _free_runner(session: Session, job: Job) -> None:
 
 
 def _done(job: Job) -> None:
-    job.state, job.token_hash = "done", None
+    job.state, job.token_hash, job.finished_at = "done", None, now()
 
 
 def _queued_again(session: Session, job: Job) -> None:

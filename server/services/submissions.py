@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import LOWEST_PRIORITY, Manifest, check_relpath
 from server.models import Assignment, AuditLog, Job, Submission, User, now
-from server.services import MAX_ROW_ID, artifacts, courses, extensions, jobs
+from server.services import MAX_ROW_ID, artifacts, courses, extensions, jobs, readiness
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import (
     Conflict,
@@ -20,12 +20,6 @@ from server.services.errors import (
     QuotaExceeded,
     TooLarge,
 )
-
-NOT_READY = {
-    "validating": "this assignment is still being checked on a runner; try again in a few minutes",
-    "invalid": "this assignment's package failed its checks; your instructors can see why",
-    "error": "this assignment's package could not be checked; your instructors can see why",
-}
 
 
 def is_late(*, session: Session, assignment: Assignment, user: User) -> bool:
@@ -92,15 +86,17 @@ def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_byt
 
 def create(*, session: Session, user: User, assignment: Assignment, role: str | None,
            uploads: list[tuple[str, bytes]], artifacts_root: Path, max_bytes: int,
-           max_unzipped: int) -> tuple[Submission, Job]:
+           max_unzipped: int, live_s: int) -> tuple[Submission, Job]:
     """Check, store and queue an upload (the submission and its job); a refused upload stores
-    nothing."""
+    nothing. `live_s`: how recently a runner must have been heard from to count as live (what
+    a refusal says of an assignment not open yet depends on it)."""
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     version = assignment.current_version
     assert version is not None
     if version.status != "ready" and not courses.is_staff(role):
-        raise Conflict(NOT_READY.get(version.status, "this assignment does not take submissions"))
+        raise Conflict(readiness.refusal(session=session, assignment=assignment, live_s=live_s)
+                       or "this assignment does not take submissions")
     manifest = manifest_of(assignment)
     files = check_files(uploads, manifest=manifest, max_bytes=max_bytes, max_unzipped=max_unzipped)
     late = is_late(session=session, assignment=assignment, user=user)

@@ -24,12 +24,14 @@ from server.services import courses as course_service
 from server.services import extensions as extension_service
 from server.services import fleet as fleet_service
 from server.services import policies as policy_service
+from server.services import readiness as readiness_service
 from server.services import similarity as similarity_service
 from server.services import submissions as submission_service
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError, Forbidden, Invalid
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
+from server.settings import ServerSettings
 from server.web.pages import Csrf, PageUser, act_on_submission, reasons, render
 
 router = APIRouter(include_in_schema=False)
@@ -63,6 +65,9 @@ def create_course(request: Request, session: SessionDep, user: PageUser,
 def _course_page(request: Request, session: SessionDep, user: User, c: Course, role: str,
                  **extra: Any) -> HTMLResponse:
     items = assignment_service.of_course(session=session, course=c)
+    settings: ServerSettings = request.app.state.settings
+    extra.setdefault("not_open", {a.id: why for a in items if (why := readiness_service.reason(
+        session=session, assignment=a, live_s=settings.runner_live_s)) is not None})
     if role == "instructor":
         extra.setdefault("platforms", lti_platforms.platforms(session=session, course=c))
         extra.setdefault("grade_posts", lti_passback.posts(session=session, course=c))

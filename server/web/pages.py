@@ -29,6 +29,7 @@ from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
 from server.services import fleet as fleet_service
+from server.services import readiness as readiness_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
@@ -178,37 +179,49 @@ def logout(request: Request, session: SessionDep, user: PageUser) -> Response:
 
 # student pages -----------------------------------------------------------------------------
 @router.get("/")
-def home(request: Request, session: SessionDep, user: PageUser, joined: str = "") -> HTMLResponse:
-    return _home(request, session, user, joined=joined)
+def home(request: Request, session: SessionDep, settings: SettingsDep, user: PageUser,
+         joined: str = "") -> HTMLResponse:
+    return _home(request, session, settings, user, joined=joined)
 
 
-def _home(request: Request, session: SessionDep, user: User, *, status_code: int = 200,
-          **extra: str) -> HTMLResponse:
+def _home(request: Request, session: SessionDep, settings: ServerSettings, user: User, *,
+          status_code: int = 200, **extra: str) -> HTMLResponse:
     courses = []
     for course, role in course_service.mine(session=session, user=user):
         items = assignment_service.offered(session=session, course=course)
-        courses.append({"course": course, "role": role, "assignments": items})
+        courses.append({"course": course, "role": role, "assignments": items,
+                        "not_open": _not_open(session, settings, items)})
     return render(request, "home.html", status_code=status_code, user=user, courses=courses,
                   **extra)
 
 
 @router.post("/join", dependencies=[Csrf])
-def join(request: Request, session: SessionDep, user: PageUser,
+def join(request: Request, session: SessionDep, settings: SettingsDep, user: PageUser,
          join_code: Annotated[str, Form()], alias: Annotated[str, Form()] = "") -> Response:
     """Join another course with its join code (the first one came with registering)."""
     form = {"code": join_code, "alias": alias}
     try:
         body = JoinCreate(join_code=join_code, alias=alias or None)
     except ValidationError as exc:
-        return _home(request, session, user, status_code=422, error=reasons(exc), **form)
+        return _home(request, session, settings, user, status_code=422, error=reasons(exc),
+                     **form)
     try:
         with committing(session):
             enrollment = course_service.join(session=session, user=user,
                                              join_code=body.join_code, alias=body.alias)
             slug = enrollment.course.slug
     except DomainError as exc:
-        return _home(request, session, user, status_code=exc.status, error=exc.message, **form)
+        return _home(request, session, settings, user, status_code=exc.status,
+                     error=exc.message, **form)
     return RedirectResponse(f"/?joined={slug}", status_code=303)
+
+
+def _not_open(session: SessionDep, settings: ServerSettings, items: list[Assignment]
+              ) -> dict[int, str]:
+    """Why students cannot submit yet, for each of `items` that is not open."""
+    said = {a.id: readiness_service.reason(session=session, assignment=a,
+                                           live_s=settings.runner_live_s) for a in items}
+    return {k: why for k, why in said.items() if why is not None}
 
 
 def _assignment(session: SessionDep, user: User, course: str, slug: str
@@ -241,7 +254,8 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
                   late=submission_service.is_late(session=session, assignment=a, user=user),
                   extended=extension_service.extended(session=session, assignment=a,
                                                       user_id=user.id),
-                  mine=submission_service.mine(session=session, user=user, assignment=a))
+                  mine=submission_service.mine(session=session, user=user, assignment=a),
+                  not_open=_not_open(session, settings, [a]).get(a.id))
 
 
 @router.get("/c/{course}/{slug}")
@@ -259,7 +273,8 @@ def submit(course: str, slug: str, request: Request, session: SessionDep, settin
         sub, _ = submission_service.create(session=session, user=user, assignment=a, role=role,
                                         uploads=uploads, artifacts_root=settings.artifacts_dir,
                                         max_bytes=settings.max_upload_bytes,
-                                        max_unzipped=settings.max_unzipped_bytes)
+                                        max_unzipped=settings.max_unzipped_bytes,
+                                        live_s=settings.runner_live_s)
     except DomainError as exc:
         session.rollback()
         return _assignment_page(request, session, settings, user, course, slug,

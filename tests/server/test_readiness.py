@@ -1,0 +1,144 @@
+"""An assignment students cannot submit to yet says why on the course page, on its own page and in
+the API, and a submission to it is refused with the same words: waiting for a runner that serves
+its queue, or being checked with an estimate of when it is ready (never a bare status word)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from runners.protocol import PROTOCOL_VERSION
+from server.db import session_factory
+from server.models import AssignmentVersion, Job
+from server.services.assignments import read_folder
+from server.services.readiness import about
+from tests.server.conftest import REFERENCE, REPO_ROOT, RUNNER, World, claim, finish_validation, zip_of
+from tests.server.test_pages import browser, csrf
+
+T2 = "/api/courses/th/assignments/t2-mpi"
+
+
+def _hello(client: TestClient, name: str, queues: list[str]) -> None:
+    """A runner serving `queues` says hello: from now on it is live."""
+    r = client.post("/api/runner/hello", headers=RUNNER, json={
+        "name": name, "queues": queues, "backend": "bwrap", "cores": 2, "memory_mb": 2048,
+        "protocol_version": PROTOCOL_VERSION})
+    assert r.status_code == 204, r.text
+
+
+def _import(world: World, path: str) -> None:
+    r = world.post(world.prof, "/api/courses/th/assignments/import", json={"path": path})
+    assert r.status_code == 201, r.text
+
+
+def _upload(world: World, files: dict[str, bytes]) -> None:
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("p.zip", zip_of(files))})
+    assert r.status_code == 201, r.text
+
+
+def _said(world: World, slug: str) -> str | None:
+    """What the API tells a student of the assignment's readiness."""
+    listed = {a["slug"]: a for a in world.get(world.ada, "/api/courses/th/assignments").json()}
+    one = world.get(world.ada, f"/api/courses/th/assignments/{slug}").json()
+    assert listed[slug]["readiness"] == one["readiness"]
+    return str(one["readiness"]) if one["readiness"] is not None else None
+
+
+def _pages_say(world: World, slug: str, words: str) -> None:
+    """The course page (a student's home), the assignment's page and a submission through the
+    page all say `words`; the page shows no status word."""
+    b = browser(world)
+    home = b.get("/").text
+    assert f'<span class="badge not-open">{words}</span>' in home
+    page = b.get(f"/c/th/{slug}").text
+    assert f"Not open for submissions yet: {words}." in page
+    assert ">validating<" not in home + page and "(validating)" not in page
+    r = b.post(f"/c/th/{slug}/submit", data={"csrf_token": csrf(page)},
+               files={"files": ("solution.py", REFERENCE)})
+    assert r.status_code == 409 and f"not open for submissions yet: {words}" in r.text
+
+
+def test_a_gpu_task_waits_for_a_gpu_runner_then_is_being_checked(world: World) -> None:
+    _import(world, "treasure-hunt/t3-cuda")
+    assert _said(world, "t3-cuda") == "waiting for a GPU runner"  # no runner serves gpu
+    _pages_say(world, "t3-cuda", "waiting for a GPU runner")
+    r = world.submit(world.ada, b"x = 1\n", slug="t3-cuda")
+    assert (r.status_code, r.json()["detail"]) == (
+        409, "not open for submissions yet: waiting for a GPU runner")
+    _hello(world.client, "cpu-node", ["cpu", "mpi"])  # not one that can check it
+    assert _said(world, "t3-cuda") == "waiting for a GPU runner"
+
+    _hello(world.client, "gpu-node", ["gpu"])
+    # Nothing has been measured on this server: a first validation's typical length.
+    assert _said(world, "t3-cuda") == "being checked, ready in about 20 s"
+    _pages_say(world, "t3-cuda", "being checked, ready in about 20 s")
+    assert _said(world, "t1-multiprocessing") is None  # ready: nothing to say
+    finish_validation(world.client)
+    assert _said(world, "t3-cuda") is None
+    assert world.submit(world.ada, b"x = 1\n", slug="t3-cuda").status_code == 201  # open now
+
+
+def _measured(engine: Engine, job_id: int, seconds: float, *, ago: float = 0) -> None:
+    """The job ran `seconds` and finished `ago` seconds ago (as a runner's timing would leave it)."""
+    with session_factory(engine)() as s, s.begin():
+        job = s.get(Job, job_id)
+        assert job is not None
+        end = datetime.now(UTC) - timedelta(seconds=ago)
+        job.claimed_at, job.finished_at = end - timedelta(seconds=seconds), end
+
+
+def test_a_package_being_checked_says_when_it_is_ready(world: World, engine: Engine) -> None:
+    _hello(world.client, "mpi-node", ["mpi"])
+    _import(world, "treasure-hunt/t2-mpi")
+    first = finish_validation(world.client, ok=False)  # its checks failed, after 40 s
+    _measured(engine, first["job_id"], 40)
+    failed = "its package failed its checks; your instructors can see why"
+    assert _said(world, "t2-mpi") == failed
+    assert world.submit(world.ada, REFERENCE, slug="t2-mpi").json()["detail"] == (
+        f"not open for submissions yet: {failed}")
+
+    files = read_folder(REPO_ROOT / "assignments/treasure-hunt/t2-mpi")
+    files["statement.md"] += b"\nThe fixed package.\n"
+    _upload(world, files)
+    # The earlier validation of this package took 40 s: this one is expected to take as long.
+    assert _said(world, "t2-mpi") == "being checked, ready in about 40 s"
+    _pages_say(world, "t2-mpi", "being checked, ready in about 40 s")
+    r = world.submit(world.ada, REFERENCE, slug="t2-mpi")
+    assert (r.status_code, r.json()["detail"]) == (
+        409, "not open for submissions yet: being checked, ready in about 40 s")
+    assert world.get(world.prof, T2).json()["readiness"] == "being checked, ready in about 40 s"
+
+    offer = claim(world.client, ("mpi",))  # the runner took it 12 s ago: 28 s to go
+    assert offer is not None and offer["validate_job"] is not None
+    with session_factory(engine)() as s, s.begin():
+        job = s.get(Job, offer["job_id"])
+        assert job is not None
+        job.claimed_at = datetime.now(UTC) - timedelta(seconds=12)
+    assert _said(world, "t2-mpi") == "being checked, ready in about 30 s"
+
+
+def test_a_validation_behind_others_waits_for_them(world: World, engine: Engine) -> None:
+    with session_factory(engine)() as s:  # t1's validation (the world's) took 70 s
+        t1 = s.scalar(select(Job.id).join(AssignmentVersion, AssignmentVersion.id ==
+                                            Job.version_id).where(Job.state == "done"))
+    assert t1 is not None
+    _measured(engine, t1, 70, ago=60)
+    _hello(world.client, "cpu-node", ["cpu"])
+    _import(world, "treasure-hunt/t5-ddp")
+    _import(world, "parallel-python/dask")
+    # Neither was checked before: the queue's typical validation (70 s), the second one behind
+    # the first.
+    assert (_said(world, "t5-ddp"), _said(world, "dask")) == (
+        "being checked, ready in about 70 s", "being checked, ready in about 3 min")
+    _hello(world.client, "cpu-node-2", ["cpu", "mpi"])  # two runners share what is ahead
+    assert (_said(world, "t5-ddp"), _said(world, "dask")) == (
+        "being checked, ready in about 70 s", "being checked, ready in about 105 s")
+
+
+def test_estimates_are_rounded_up_and_never_promise_less_than_five_seconds() -> None:
+    assert [about(s) for s in (0, 4.2, 5, 5.1, 41, 119, 120, 121, 600)] == [
+        "about 5 s", "about 5 s", "about 5 s", "about 10 s", "about 45 s", "about 2 min",
+        "about 2 min", "about 3 min", "about 10 min"]
