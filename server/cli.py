@@ -12,23 +12,19 @@ import socket
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import select
 
 from runners.protocol import QUEUES
 from server import migrate
 from server.db import make_engine, session_factory
 from server.dispatch import publishing_sessions
-from server.models import Course, User
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
 from server.services import runners as runner_service
+from server.services import shipped
 from server.services import users as user_service
 from server.services.errors import DomainError
 from server.settings import (
@@ -53,48 +49,19 @@ def _prepare() -> None:
     migrate.upgrade(settings.database_url)
 
 
-def shipped_courses(root: Path) -> list[tuple[str, str]]:
-    """(slug, title) of every course folder under `root` (one with a `course.toml`)."""
-    found = []
-    for meta in sorted(root.glob("*/course.toml")):
-        try:
-            title = str(tomllib.loads(meta.read_text(encoding="utf-8"))["title"])
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as exc:
-            console.print(f"[red]{meta}: no usable title ({exc})[/]")
-            continue
-        found.append((meta.parent.name, title))
-    return found
-
-
 def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
-    """Create each shipped course (owned by the first instructor) and import its packages;
-    `course/slug` of each package (one unchanged since the last start is not imported again)."""
+    """Create each shipped course (owned by the first instructor) and import its packages, each
+    course's first ones first (services/shipped.py); `course/slug` of each package (one unchanged
+    since the last start is not imported again)."""
     settings = settings or get_settings()
     sessions, _ = publishing_sessions(settings)
-    imported: list[str] = []
-    for course_slug, title in shipped_courses(settings.assignments_dir):
-        with sessions() as session, session.begin():
-            owner = session.scalar(select(User).where(User.is_instructor.is_(True))
-                                   .order_by(User.id))
-            if owner is None:
-                return imported
-            course = session.scalar(select(Course).where(Course.slug == course_slug))
-            if course is None:
-                course = course_service.create(session=session, actor=owner, slug=course_slug,
-                                               title=title)
-            role = course_service.role(session=session, user=owner, course=course)
-            for folder in sorted((settings.assignments_dir / course_slug).glob(
-                    "*/assignment.toml")):
-                try:
-                    assignment_service.import_files(
-                        session=session, actor=owner, course=course,
-                        files=assignment_service.read_folder(folder.parent),
-                        artifacts_root=settings.artifacts_dir, role=role)
-                    imported.append(f"{course_slug}/{folder.parent.name}")
-                except DomainError as exc:
-                    console.print(f"[red]{folder.parent.name}: {exc.message}[/]")
-            console.print(f"course [bold]{course_slug}[/]: join code [bold]{course.join_code}[/]")
-    return imported
+    done = shipped.import_all(sessions=sessions, root=settings.assignments_dir,
+                              artifacts_root=settings.artifacts_dir)
+    for problem in done.problems:
+        console.print(f"[red]{problem}[/]", highlight=False)
+    for slug, code in done.join_codes.items():
+        console.print(f"course [bold]{slug}[/]: join code [bold]{code}[/]")
+    return done.packages
 
 
 def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",

@@ -1,6 +1,6 @@
-"""Both shipped courses reach the server: the first instructor's account imports them all, and
-(marked `full`, run by scripts/course-check.sh) every reference a CPU runner can grade is graded
-and ranked on its leaderboard."""
+"""Both shipped courses reach the server: the first instructor's account imports them all, each
+course's first task validated first, and (marked `full`, run by scripts/course-check.sh) every
+reference a CPU runner can grade is graded and ranked on its leaderboard."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from sqlalchemy import select
 from runners import package
 from server.cli import import_shipped_courses
 from server.db import make_engine, session_factory
-from server.models import Assignment, Course
+from server.models import Assignment, AssignmentVersion, Course, Job
+from server.services.shipped import ShippedCourse, find, round_order, validation_cost
 from server.settings import REPO_ROOT
 from tests.server.live import Platform, wait_until
 
@@ -47,7 +48,32 @@ def test_the_first_instructor_gets_every_shipped_course(tmp_path: Path) -> None:
             stored = set(s.scalars(select(Assignment.slug).where(
                 Assignment.course_id == course.id)))
             assert stored == {a.manifest.slug for a in packages(slug)}
+        # Validations are published in the order they were queued: each course's packages in
+        # their order, the treasure hunt's t1 (the cheapest first task) before everything else.
+        queued = [f"{c}/{a}" for c, a in s.execute(
+            select(Course.slug, Assignment.slug)
+            .join(Assignment, Assignment.course_id == Course.id)
+            .join(AssignmentVersion, AssignmentVersion.assignment_id == Assignment.id)
+            .join(Job, Job.version_id == AssignmentVersion.id).order_by(Job.id))]
+    assert queued[:2] == ["treasure-hunt/t1-multiprocessing", "parallel-python/dask"]
+    for course in COURSES:
+        mine = [q.split("/")[1] for q in queued if q.startswith(f"{course}/")]
+        assert mine == [a.manifest.slug for a in packages(course)]
     assert len(packages("parallel-python")) == 6
+
+
+def test_packages_are_validated_round_by_round_cheapest_first() -> None:
+    a = ShippedCourse("a", "A", [Path("a1"), Path("a2"), Path("a3")])
+    b = ShippedCourse("b", "B", [Path("b1"), Path("b2")])
+    cost = {"a1": (0, 2), "a2": (0, 0), "a3": (1, 0), "b1": (0, 1), "b2": (0, 0)}
+    order = round_order([a, b], cost=lambda p: cost[p.name])
+    assert [p.name for _, p in order] == ["b1", "a1", "a2", "b2", "a3"]  # ties: course order
+    courses, problems = find(SHIPPED)
+    assert problems == [] and [c.slug for c in courses] == ["parallel-python", "treasure-hunt"]
+    cost_of = {p.name: validation_cost(p) for c in courses for p in c.packages}
+    # t1 needs only NumPy and the standard library; dask's import costs every run a second.
+    assert cost_of["t1-multiprocessing"] < cost_of["dask"] < cost_of["t2-mpi"]
+    assert cost_of["t3-cuda"][0] == cost_of["t4-cuda-mpi"][0] == 1  # a CPU runner leaves them
 
 
 @pytest.mark.full
