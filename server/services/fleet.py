@@ -65,10 +65,12 @@ def fleet(*, session: Session, live_s: int, broker_depth: dict[str, int] | None
 
 WAITING = {"gpu": "waiting for a GPU runner", "mpi": "waiting for an MPI runner",
            "cpu": "waiting for a runner"}
+"""What a student reads of a job no live runner serves, by queue (any other queue: 'waiting for
+a runner serving the <queue> queue')."""
 
 
 def waiting_for(*, session: Session, queue: str, live_s: int) -> str | None:
     """Why a queued job is not moving, when no live runner serves its queue."""
     if any(queue in r.queues for r in live_runners(session=session, live_s=live_s)):
         return None
-    return WAITING.get(queue, "waiting for a runner")
+    return WAITING.get(queue, f"waiting for a runner serving the {queue} queue")

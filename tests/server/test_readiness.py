@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select
 from runners.protocol import PROTOCOL_VERSION
 from server.db import session_factory
 from server.models import AssignmentVersion, Job
+from server.services import fleet
 from server.services.assignments import read_folder
 from server.services.readiness import about
 from tests.server.conftest import REFERENCE, REPO_ROOT, RUNNER, World, claim, finish_validation, zip_of
@@ -61,7 +62,11 @@ def _pages_say(world: World, slug: str, words: str) -> None:
     assert r.status_code == 409 and f"not open for submissions yet: {words}" in r.text
 
 
-def test_a_gpu_task_waits_for_a_gpu_runner_then_is_being_checked(world: World) -> None:
+def test_a_gpu_task_waits_for_a_gpu_runner_then_is_being_checked(world: World,
+                                                                engine: Engine) -> None:
+    with session_factory(engine)() as s:  # a queue without words of its own is named
+        assert fleet.waiting_for(session=s, queue="mpinodes", live_s=45) == (
+            "waiting for a runner serving the mpinodes queue")
     _import(world, "treasure-hunt/t3-cuda")
     assert _said(world, "t3-cuda") == "waiting for a GPU runner"  # no runner serves gpu
     _pages_say(world, "t3-cuda", "waiting for a GPU runner")
@@ -73,8 +78,8 @@ def test_a_gpu_task_waits_for_a_gpu_runner_then_is_being_checked(world: World) -
 
     _hello(world.client, "gpu-node", ["gpu"])
     # Nothing has been measured on this server: a first validation's typical length.
-    assert _said(world, "t3-cuda") == "being checked, ready in about 20 s"
-    _pages_say(world, "t3-cuda", "being checked, ready in about 20 s")
+    assert _said(world, "t3-cuda") == "being checked, ready in about 15 s"
+    _pages_say(world, "t3-cuda", "being checked, ready in about 15 s")
     assert _said(world, "t1-multiprocessing") is None  # ready: nothing to say
     finish_validation(world.client)
     assert _said(world, "t3-cuda") is None
