@@ -193,6 +193,9 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(admin.router)
     app.include_router(reviews_pages.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
+    app.state.guide = (settings.guide_dir / "index.html").is_file()
+    if app.state.guide:  # the guide is static pages, served as they were built
+        app.mount("/guide", StaticFiles(directory=settings.guide_dir, html=True), name="guide")
     app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
 
     @app.exception_handler(DomainError)

@@ -42,6 +42,9 @@ class ServerSettings(BaseSettings):
                     "token it generated on its first start (mode 0600)")
     public_url: str = "http://127.0.0.1:8000"
     assignments_dir: Path = Field(default=REPO_ROOT / "assignments")
+    guide_dir: Path = Field(default=REPO_ROOT / "site",
+                            description="The built guide (`mkdocs build`, run by the set-up), served "
+                                        "at /guide/ and linked from every page when it is there")
     max_upload_bytes: int = 1024 * 1024
     max_package_bytes: int = 20 * 1024 * 1024
     max_unzipped_bytes: int = 8 * 1024 * 1024
