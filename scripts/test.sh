@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Set up (idempotent), then run the whole test suite; extra arguments go to pytest.
+# Set up (idempotent), then run the whole test suite; extra arguments go to one plain pytest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check runners server tests bench
 .venv/bin/mypy
-exec .venv/bin/pytest "$@"
+if [ $# -gt 0 ]; then
+  exec .venv/bin/pytest "$@"
+fi
+# Tests that start no sandbox and time nothing share the cores (tests/conftest.py, CONCURRENT);
+# then the rest, one at a time, as timing needs. Both parts run whatever the first one gives.
+status=0
+.venv/bin/pytest -n "$(nproc)" -m "concurrent and not full" || status=$?
+.venv/bin/pytest -m "not concurrent and not full" || status=$?
+exit "$status"

@@ -25,6 +25,35 @@ COURSE = REPO_ROOT / "assignments" / "treasure-hunt"
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+CONCURRENT = {
+    # The server over its database: pages, API, LTI, security, migrations (no runner).
+    "tests/server/test_api.py", "tests/server/test_board.py", "tests/server/test_course_people.py",
+    "tests/server/test_credit_review.py", "tests/server/test_fuzz_uploads.py",
+    "tests/server/test_guide.py", "tests/server/test_lti.py", "tests/server/test_migrations.py",
+    "tests/server/test_pages.py", "tests/server/test_readiness.py",
+    "tests/server/test_schemathesis.py", "tests/server/test_security_accounts.py",
+    "tests/server/test_security_auth.py", "tests/server/test_security_bodies.py",
+    "tests/server/test_security_fuzz.py", "tests/server/test_security_input.py",
+    "tests/server/test_security_lti.py", "tests/server/test_security_runners.py",
+    "tests/server/test_shipped_courses.py", "tests/server/test_similarity_runs.py",
+    # Files, manifests and rules read on the trusted side.
+    "tests/test_architecture.py", "tests/test_batchscript.py", "tests/test_containers.py",
+    "tests/test_docs.py", "tests/test_package.py", "tests/test_paths.py",
+    "tests/test_plugin_messages.py", "tests/test_similarity.py", "tests/test_timing_math.py",
+}
+"""Modules whose tests start no sandbox or runner and time nothing: their non-slow tests are
+marked `concurrent`, and scripts/test.sh runs those on every core (pytest-xdist) before the rest
+runs alone, as timing needs. A module joins only when none of its tests time anything, starts a
+sandbox, or looks machine-wide (pgrep, fixed ports)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.relative_to(REPO_ROOT).as_posix()
+        if module in CONCURRENT and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.concurrent)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # The images' tests come late; their build (minutes from nothing) starts now, in the idle
     # time of everything before them.

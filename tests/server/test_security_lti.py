@@ -205,7 +205,8 @@ def test_a_slow_key_set_does_not_delay_the_server(world: World) -> None:
         time.sleep(0.05)
     launch.join()
     took = time.monotonic() - started
-    assert worst < 0.1, f"/healthz took {worst:.3f} s while a launch waited on a key set"
+    # Blocked behind the fetch, /healthz would take the key set's whole budget (1.5 s or more).
+    assert worst < BUDGET_S / 3, f"/healthz took {worst:.3f} s while a launch waited on a key set"
     # The launch itself is cut off at the budget, with a fixed message.
     assert answer[0].status_code == 403 and "no complete answer" in answer[0].text
     assert took < BUDGET_S + 1.0, took
