@@ -106,3 +106,20 @@ def test_the_text_names_no_issue_or_session() -> None:
              for n, line in enumerate(path.read_text().splitlines(), 1)
              if TRACKER_NUMBER.search(line)]
     assert not found, "\n".join(found)
+
+
+SOURCE_PATH = re.compile(r"(?<![\w/.-])((?:runners|server|bench|scripts|containers|tests)/[\w./-]*[\w/])")
+"""A path into the source tree, as the text cites it (`runners/stopping.py`, `server/web/`); not
+`paragrade/…`, which the text mostly uses for image names."""
+WRITTEN_BY_RUNS = {"bench/results/"}
+"""Folders the benchmarks write (ignored by git): cited, never committed."""
+
+
+def test_every_source_path_the_text_cites_exists() -> None:
+    """Code moves; a page that sends a reader to a file that is gone is a broken link."""
+    gone = [f"{path.relative_to(ROOT)}:{n}: {cited}"
+            for path in [README, *doc_pages()]
+            for n, line in enumerate(path.read_text().splitlines(), 1)
+            for cited in SOURCE_PATH.findall(line)
+            if cited not in WRITTEN_BY_RUNS and not (ROOT / cited).exists()]
+    assert not gone, "\n".join(gone)
