@@ -1,4 +1,4 @@
-"""Speedup credit (issue 12): CPU time measured from outside every sandbox, and the policy that
+"""Speedup credit: CPU time measured from outside every sandbox, and the policy that
 credits only the speedup parallel work explains. Gradings of the cheat classes are in
 tests/test_redteam_credit.py."""
 

@@ -351,7 +351,7 @@ def test_the_test_process_gets_no_runner_credentials(monkeypatch: pytest.MonkeyP
 
 
 def test_environment_says_how_mpi_moves_device_buffers(tmp_path: Path) -> None:
-    """MPI jobs on a GPU report whether the runtime's MPI is CUDA-aware (issue 14, t4)."""
+    """MPI jobs on a GPU report whether the runtime's MPI is CUDA-aware (t4)."""
     settings = get_settings()
     executor = create_executor(settings, "process")
     # The runtime's MPICH from PyPI is built without CUDA (docs/gpu-validation.md).

@@ -1,4 +1,4 @@
-"""Red team for the speedup credit (issue 12): right answers without the parallel work earn no
+"""Red team for the speedup credit: right answers without the parallel work earn no
 performance points (or wait for review), honest parallel solutions keep theirs. Whole gradings
 of treasure hunts 1 and 2 against tests/fixtures/cheats; the figures behind the thresholds come
 from `python -m bench.credit` (assignments/README.md)."""
