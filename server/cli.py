@@ -135,7 +135,8 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
 
     stop = reaper.start(*publishing_sessions(settings), lease_s=settings.job_lease_s,
                         max_attempts=settings.max_job_attempts,
-                        login_window_s=settings.login_window_s)
+                        login_window_s=settings.login_window_s,
+                        retime_after_s=settings.retime_after_s)
     try:
         if workers == 1:
             # The app is built here, over the settings with this installation's secrets.

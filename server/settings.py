@@ -56,6 +56,9 @@ class ServerSettings(BaseSettings):
     broker_key_prefix: str = Field(default="", description="Redis key prefix (one per deployment)")
     job_lease_s: int = Field(default=60, ge=3, description="A claimed job whose runner has not "
                              "reported for this long is re-queued")
+    retime_after_s: int = Field(default=600, ge=0, description="A grading whose speedup was "
+                                "measured while the node was short of cores is graded again this "
+                                "long after it finished, once (0: never)")
     runner_live_s: int = Field(default=45, ge=3, description="A runner counts as live this long "
                                "after its last heartbeat")
     token_ttl_days: float = Field(default=30, gt=0, description="Bearer tokens (CLI and browser "

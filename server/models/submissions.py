@@ -37,6 +37,8 @@ class Submission(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    auto_retimes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Gradings the platform started again by itself because the node was short of cores."""
 
     user: Mapped[User] = relationship()
     assignment: Mapped[Assignment] = relationship()

@@ -24,7 +24,7 @@ from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, GradeReportRow, Submission, User
 from server.schemas import JoinCreate, UserCreate
-from server.services import artifacts
+from server.services import artifacts, retiming
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
@@ -311,6 +311,7 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
     return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
                   staff=course_service.is_staff(role), instructor=role == "instructor",
                   review=row.review if row else None,
+                  retime=retiming.promise(sub=sub, row=row, after_s=settings.retime_after_s),
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "",
                   weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")

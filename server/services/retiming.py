@@ -1,0 +1,60 @@
+"""Gradings timed again, later, by the platform itself: a speedup measured while the node was
+short of cores (the runner re-timed its windows for as long as it may, and the node never came
+back) is not the submission's speedup, and the student did nothing to earn a second try or a
+lower grade.
+
+Such a grading is queued again once, RETIME_AFTER_S after it finished (a neighbour that took the
+node's cores has usually gone by then), on the assignment's lowest priority so that no student's
+first grading waits for it. Its report replaces the marked one, higher or lower: keeping the
+better of two would reward noise, and the platform, not the student, chose to time it again.
+MAX_AUTO_RETIMES bounds it: a node that is always short gets its mark on the leaderboard, not a
+loop. Until the new report lands the marked one stands, as with any regrade.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.models import GradeReportRow, Job, Submission, now
+from server.services import jobs as job_service
+
+MAX_AUTO_RETIMES = 1
+"""Times the platform grades one submission again on its own; after that the mark stays."""
+RETIME_PRIORITY = 9
+"""The lowest priority, as for regrading a whole assignment: fresh submissions go first."""
+
+
+def due(*, session: Session, after_s: float) -> list[Submission]:
+    """Graded submissions whose stored speedup was measured under interference, finished at
+    least `after_s` ago, not yet timed again as often as the platform may, nothing pending."""
+    pending = select(Job.submission_id).where(Job.state.in_(("queued", "claimed")),
+                                              Job.submission_id.is_not(None))
+    return list(session.scalars(
+        select(Submission).join(GradeReportRow, GradeReportRow.submission_id == Submission.id)
+        .where(GradeReportRow.timing_interfered, Submission.status == "graded",
+               Submission.auto_retimes < MAX_AUTO_RETIMES,
+               Submission.finished_at <= now() - timedelta(seconds=after_s),
+               Submission.id.not_in(pending))
+        .order_by(Submission.finished_at)))
+
+
+def retime_due(*, session: Session, after_s: float) -> int:
+    """Queue every due submission again (the caller commits); how many were queued."""
+    subs = due(session=session, after_s=after_s)
+    for sub in subs:
+        sub.auto_retimes += 1
+        job_service.requeue(session=session, submission=sub, priority=RETIME_PRIORITY)
+    return len(subs)
+
+
+def promise(*, sub: Submission, row: GradeReportRow | None, after_s: float) -> str | None:
+    """What the report page tells its reader of a re-timing to come (None: none will)."""
+    if (row is None or not row.timing_interfered or sub.status != "graded" or not after_s
+            or sub.auto_retimes >= MAX_AUTO_RETIMES):
+        return None
+    minutes = max(1, round(after_s / 60))
+    return (f"The platform will time it again by itself, about {minutes} min after it was "
+            "graded; that grading's report replaces this one.")

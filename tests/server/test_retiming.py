@@ -1,0 +1,116 @@
+"""A grading whose speedup the platform judged unreliable (the node short of cores) is graded
+again once, later, by the reaper; its new report replaces the marked one, higher or lower."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import Engine, select
+
+from runners.protocol import JobOutcome
+from server import reaper
+from server.models import Job, Submission, now
+from server.services import retiming
+from tests.server.conftest import REFERENCE, RUNNER, World, claim
+from tests.server.reports import sample_report
+from tests.server.test_pages import browser
+
+BOARD = "/api/courses/th/assignments/t1-multiprocessing/leaderboard"
+
+
+def _sweep(world: World, after_s: int) -> None:
+    app = world.client.app
+    reaper.sweep(app.state.sessions, app.state.dispatcher, lease_s=60,  # type: ignore[attr-defined]
+                 max_attempts=3, grace_s=60, retime_after_s=after_s)
+
+
+def _graded(world: World, sid: int, **report: object) -> None:
+    """Play the runner: claim the submission's job and post `report` as its result."""
+    offer = claim(world.client)
+    assert offer is not None and offer["job"]["submission_id"] == sid, offer
+    outcome = JobOutcome.model_validate({"report": sample_report(**report)}).model_dump_json()  # type: ignore[arg-type]
+    r = world.client.post(f"/api/runner/jobs/{offer['job_id']}/result", content=outcome,
+                          headers={**RUNNER, "X-Job-Token": offer["token"],
+                                   "Content-Type": "application/json"})
+    assert r.status_code == 204, r.text
+
+
+def _marks(world: World) -> dict[str, tuple[float, str | None]]:
+    return {e["alias"]: (e["speedup"], e["mark"]) for e in world.get(world.ada, BOARD).json()}
+
+
+SHORT = "measured while the node was short of cores"
+
+
+def _finished_ago(engine: Engine, sid: int, seconds: float) -> None:
+    from server.db import session_factory
+
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None and sub.finished_at is not None
+        sub.finished_at = now() - timedelta(seconds=seconds)
+        s.commit()
+
+
+def _jobs(engine: Engine, sid: int) -> list[tuple[str, int]]:
+    from server.db import session_factory
+
+    with session_factory(engine)() as s:
+        return [(j.state, j.priority) for j in s.scalars(
+            select(Job).where(Job.submission_id == sid).order_by(Job.id))]
+
+
+def test_an_interfered_grading_is_timed_again_once_and_replaced(world: World,
+                                                               engine: Engine) -> None:
+    short = int(world.submit(world.ada, REFERENCE).json()["id"])
+    quiet = int(world.submit(world.bob, REFERENCE).json()["id"])
+    _graded(world, short, median=1.2, lo=1.1, hi=1.3, credit="credited", interfered=True)
+    _graded(world, quiet, median=1.2, lo=1.1, hi=1.3, credit="credited", interfered=False)
+    assert _marks(world) == {"ada": (1.2, SHORT), "bob": (1.2, None)}
+    before = {sid: len(_jobs(engine, sid)) for sid in (short, quiet)}
+
+    for sid in (short, quiet):
+        _finished_ago(engine, sid, 300)
+    _sweep(world, after_s=600)  # not yet
+    assert {sid: len(_jobs(engine, sid)) for sid in (short, quiet)} == before
+
+    page = browser(world, "ada@uni.edu").get(f"/s/{short}").text
+    assert "The platform will time it again by itself, about 10 min after it was graded" in page
+    assert "time it again" not in browser(world, "bob@uni.edu").get(f"/s/{quiet}").text
+
+    _sweep(world, after_s=60)
+    assert _jobs(engine, short)[-1] == ("queued", retiming.RETIME_PRIORITY)
+    assert len(_jobs(engine, quiet)) == before[quiet]  # a reliable figure is left alone
+    got = world.get(world.ada, f"/api/submissions/{short}").json()
+    assert got["status"] == "queued" and got["score"] is not None  # the marked grade stands meanwhile
+
+    _graded(world, short, median=1.9, lo=1.8, hi=2.0, credit="credited", interfered=False)
+    assert _marks(world) == {"ada": (1.9, None), "bob": (1.2, None)}
+    _finished_ago(engine, short, 300)
+    _sweep(world, after_s=60)  # timed again once: nothing more to do
+    assert len(_jobs(engine, short)) == before[short] + 1
+
+def test_a_node_that_stays_short_is_not_retimed_in_a_loop(world: World, engine: Engine) -> None:
+    sid = int(world.submit(world.ada, REFERENCE).json()["id"])
+    from server.db import session_factory
+
+    with session_factory(engine)() as s:
+        sub = s.get(Submission, sid)
+        assert sub is not None
+        sub.auto_retimes = retiming.MAX_AUTO_RETIMES  # timed again already, and short again
+        s.commit()
+    _graded(world, sid, credit="credited", interfered=True)
+    _finished_ago(engine, sid, 300)
+    jobs = len(_jobs(engine, sid))
+    _sweep(world, after_s=60)
+    assert len(_jobs(engine, sid)) == jobs
+    assert _marks(world)["ada"][1] == SHORT
+
+
+def test_retiming_off_queues_nothing(world: World, engine: Engine) -> None:
+    sid = int(world.submit(world.ada, REFERENCE).json()["id"])
+    _graded(world, sid, credit="credited", interfered=True)
+    _finished_ago(engine, sid, 300)
+    jobs = len(_jobs(engine, sid))
+    _sweep(world, after_s=0)
+    assert len(_jobs(engine, sid)) == jobs
