@@ -5,7 +5,8 @@ Usage: .venv/bin/python -m bench.grading_overhead [N] [COURSE/SLUG ...] [--compa
   (default: 3 gradings of treasure-hunt/t1-multiprocessing's reference). --compare grades each
   package both ways, alternating: tests in a fresh sandbox each (PARAGRADE_FORK_TESTS=0, the way
   before the zygote) and forked from one sandbox's zygote (the default). --detail also splits
-  timing's untimed part: sandbox starts (with the code's imports) and closes, warm-up calls, the
+  timing's untimed part: sandbox starts (with the code's imports) and closes, warm-up calls (and
+  the calls of windows re-timed because the node was short of cores: runners/capacity.py), the
   exchange around calls (arguments staged, answers decoded), the hook drawing inputs and checking
   answers (each side's time measured by wrapping those functions in this process).
 """
@@ -105,7 +106,7 @@ def main() -> None:
                              **extra})
                 print(f"{ref} ({mode}): {r.summary}; {ph}", flush=True)
     details = {"starts_s": "sandbox starts %.2f", "closes_s": "closes %.2f",
-               "warmups_s": "warm-up calls %.2f", "exchange_s": "exchange %.2f",
+               "warmups_s": "warm-up and re-timed calls %.2f", "exchange_s": "exchange %.2f",
                "draws_s": "drawing inputs %.2f", "checks_s": "checking answers %.2f"}
     publish("grading_overhead", rows, {
         "package": "package", "tests_in": "tests", "wall_s": "wall (s) %.1f",
