@@ -8,8 +8,8 @@ from pathlib import Path, PurePosixPath
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from runners.protocol import LOWEST_PRIORITY, Manifest, check_relpath
-from server.models import Assignment, AuditLog, Job, Submission, User, now
+from runners.protocol import LOWEST_PRIORITY, Manifest, Verdict, check_relpath
+from server.models import Assignment, AuditLog, GradeReportRow, Job, Submission, User, now
 from server.services import MAX_ROW_ID, artifacts, courses, extensions, jobs, readiness
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import (
@@ -191,15 +191,27 @@ def cancel(*, session: Session, actor: User, submission: Submission, role: str |
     """Stop a queued or running submission (its owner, or the course's staff).
 
     A cancelled submission never counts against the quota; a runner busy with it is told at its
-    next heartbeat and its result is refused.
+    next heartbeat and its result is refused. A grading again of a graded submission (a regrade,
+    or the platform timing it again) is the course's: only staff cancel it, and its previous
+    grade then stands (a student who could cancel it would keep a grade the course replaced).
     """
-    if submission.user_id != actor.id and not courses.is_staff(role):
+    staff = courses.is_staff(role)
+    if submission.user_id != actor.id and not staff:
         raise Forbidden("only its owner or the course's staff cancel a submission")
     if submission.status not in ("queued", "running"):
         raise Conflict(f"the submission is already {submission.status}")
+    previous = session.scalar(select(GradeReportRow.verdict).where(
+        GradeReportRow.submission_id == submission.id))
+    graded = previous is not None
+    if graded and not staff:
+        raise Forbidden("this submission is being graded again by the course; only its staff "
+                        "can cancel that, and its previous grade stands meanwhile")
     jobs.supersede(session=session, submission=submission, state="cancelled")
-    submission.status, submission.finished_at = "cancelled", now()
-    submission.counts_for_quota = False
+    if previous is not None:  # as the stored grade left it
+        submission.status = "error" if Verdict(previous).fault == "platform" else "graded"
+    else:
+        submission.status, submission.finished_at = "cancelled", now()
+        submission.counts_for_quota = False
     if actor.id != submission.user_id:
         session.add(AuditLog(actor_id=actor.id, action="submission.cancel",
                              target=str(submission.id)))

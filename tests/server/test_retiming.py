@@ -114,3 +114,24 @@ def test_retiming_off_queues_nothing(world: World, engine: Engine) -> None:
     jobs = len(_jobs(engine, sid))
     _sweep(world, after_s=0)
     assert len(_jobs(engine, sid)) == jobs
+
+
+def test_a_student_cannot_cancel_a_grading_the_course_started_again(world: World,
+                                                                    engine: Engine) -> None:
+    """Were a student able to cancel a regrade (the platform's or an instructor's), they would
+    keep a grade the course meant to replace: staff only, and the previous grade stands."""
+    sid = int(world.submit(world.ada, REFERENCE).json()["id"])
+    _graded(world, sid, median=1.2, lo=1.1, hi=1.3, credit="credited", interfered=True)
+    _finished_ago(engine, sid, 300)
+    _sweep(world, after_s=60)
+    r = world.post(world.ada, f"/api/submissions/{sid}/cancel")
+    assert r.status_code == 403 and "graded again by the course" in r.json()["detail"]
+    page = browser(world, "ada@uni.edu").get(f"/s/{sid}").text
+    assert "Cancel this submission" not in page
+    assert _jobs(engine, sid)[-1][0] == "queued"
+    r = world.post(world.prof, f"/api/submissions/{sid}/cancel")
+    assert r.status_code == 200, r.text
+    got = world.get(world.ada, f"/api/submissions/{sid}").json()
+    assert got["status"] == "graded" and got["score"] is not None
+    assert _jobs(engine, sid)[-1][0] == "cancelled"
+    assert _marks(world)["ada"] == (1.2, SHORT)
