@@ -159,3 +159,10 @@ def test_harness_needs_only_the_standard_library() -> None:
     assert top <= {"__future__", "argparse", "base64", "importlib", "json", "math", "mmap", "os",
                    "signal", "socket",
                    "struct", "sys", "traceback", "typing", "mpi4py", "numpy"}
+
+
+def test_every_module_run_concurrently_exists() -> None:
+    """A renamed test module would silently leave the concurrent part of the suite."""
+    from tests.conftest import CONCURRENT
+
+    assert not [m for m in CONCURRENT if not (REPO_ROOT / m).is_file()]
