@@ -249,8 +249,16 @@ def test_a_second_run_cannot_reach_the_first(two_nodes: tuple, stage: Stage) -> 
             # The first run's node 2 listens for the whole call; the second run's rank 0 tries
             # the very same overlay address meanwhile, and meets only its own node 2.
             done: dict[str, object] = {}
-            t = threading.Thread(target=lambda: done.update(
-                first=first.call("reach", [(f"{overlay.SUBNET}.2", port)], [port], 4.0)[0]))
+
+            def first_reaches() -> None:
+                try:
+                    done["first"] = first.call("reach", [(f"{overlay.SUBNET}.2", port)], [port],
+                                               4.0)[0]
+                except SubmissionFailure as exc:  # what each node said, for the assertion
+                    info = first.exit_info
+                    done["first"] = f"{exc}; {info.output_excerpt if info else ''}"
+
+            t = threading.Thread(target=first_reaches)
             t.start()
             time.sleep(1.0)
             got, _ = second.call("reach", [(f"{overlay.SUBNET}.2", port)], [])
