@@ -12,9 +12,11 @@ from pathlib import Path
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from pwdlib import PasswordHash
+from pwdlib.hashers.argon2 import Argon2Hasher
 from sqlalchemy import Engine, select, text
 
-from server import migrate
+from server import migrate, security
 from server.db import Base, make_engine
 from server.main import create_app
 from server.settings import REPO_ROOT, ServerSettings
@@ -31,6 +33,25 @@ def _pg_url() -> str | None:
     except psycopg.Error:
         return None
     return f"postgresql+psycopg://postgres@127.0.0.1:5432/{PG_TEST_DB}"
+
+
+CHEAP_HASHER = PasswordHash((Argon2Hasher(time_cost=1, memory_cost=1024, parallelism=1),))
+"""argon2id at its lowest cost: 1.5 ms a hash where the production cost takes 0.17 s, and a
+`world` makes six. The same algorithm and code paths; the stored hashes verify anywhere."""
+
+
+@pytest.fixture(autouse=True)
+def cheap_password_hashes(request: pytest.FixtureRequest,
+                          monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Server tests hash at argon2's lowest cost, except those marked real_password_hash (they
+    check the production cost, or time a login)."""
+    if request.node.get_closest_marker("real_password_hash"):
+        yield
+        return
+    security._dummy_hash.cache_clear()  # the unknown-email check's hash: made at this cost
+    monkeypatch.setattr(security, "_hasher", CHEAP_HASHER)
+    yield
+    security._dummy_hash.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -203,6 +203,7 @@ def test_registration_answers_alike_whether_or_not_the_account_exists(world: Wor
     assert answers[0] == answers[1] and answers[0][0] == 404, answers
 
 
+@pytest.mark.real_password_hash
 def test_a_login_for_an_unknown_email_checks_a_password_too(world: World,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     verified: list[str] = []
