@@ -57,6 +57,30 @@ def test_a_few_short_windows_kept_leave_the_figure_reliable() -> None:
     assert "7 of" not in (w.note() or "") and "3 count" in (w.note() or "")
 
 
+def test_a_node_short_in_most_windows_is_reported_though_some_probed_whole() -> None:
+    """Cores that come and go within a second: the few windows that probed whole between short
+    ones decide the figure, and the report says it may be low (the server then re-times it)."""
+    w = Windows(cores=2, budget_s=60)
+    readings = [1.6, 1.95, 1.6, 1.5, 1.6, 1.9, 1.55, 1.6, 1.6, 1.95]  # 7 of 10 short
+    kept = [w.keep(c) for c in readings]
+    assert kept.count(True) == 3 and w.kept_short == 0 and w.unreliable
+    note = w.note()
+    assert note is not None and note.startswith("7 of 10 timed windows found the node short")
+    assert "short in most of them" in note and "measured under interference" in note
+    figure = w.figure()
+    assert (figure.windows, figure.short, figure.retimed, figure.unreliable) == (10, 7, 7, True)
+
+
+def test_a_stretch_of_short_windows_that_passes_leaves_the_figure_reliable() -> None:
+    """A tenant that held a core for a while and left: its windows were timed again, and the
+    whole ones after it are the figure."""
+    w = Windows(cores=2, budget_s=60)
+    for c in [1.5] * 6 + [1.95] * 10:
+        w.keep(c)
+    assert w.retimed == 6 and not w.unreliable
+    assert (w.note() or "").endswith("their calls were timed again")
+
+
 def _spin(cpu: int, seconds: float) -> None:
     os.sched_setaffinity(0, {cpu})
     end = time.monotonic() + seconds
