@@ -54,7 +54,10 @@ def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
     g, b = wait_until("the reference's grade", lambda: graded(good), 180), \
         wait_until("the wrong solution's grade", lambda: graded(bad), 60)
     assert (g["status"], g["verdict"], g["queue"]) == ("graded", "passed", "cpu"), g
-    assert g["report"]["speedup"]["median"] > 1.0
+    speedup = g["report"]["speedup"]
+    # A 2-vCPU VM in a noisy hour can take the second core for most of a grading: the platform
+    # then says the figure was measured under interference (and re-times it later).
+    assert speedup["median"] > 1.0 or (speedup["interference"] or {}).get("unreliable"), speedup
     assert (b["status"], b["verdict"]) == ("graded", "failed")
     assert all("wrong answer" in t["message"] for t in b["report"]["tests"]
                if t["hidden"] and t["outcome"] == "failed")
