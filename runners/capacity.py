@@ -58,8 +58,8 @@ UNSTEADY_SHARE = 2 / 3
 """A figure more than this share of whose windows (re-timed ones included) found the node short
 was measured under interference too, even where the windows that count probed whole: on a node
 whose cores come and go within a second (host SMT siblings, measured on our VMs), a 20 ms probe
-that reads whole between short ones says little of the window beside it. Quiet gradings here
-find at most a quarter of their windows short."""
+that reads whole between short ones says little of the window beside it, and a slowed core may
+have slowed either side. Quiet gradings here find at most 27 % of their windows short."""
 PROBE_S = 0.02
 """One probe spins about this long on each core: long enough to span a few scheduler slices."""
 
@@ -208,7 +208,7 @@ class Windows:
         elif self.unsteady:
             text += ("; the node was short in most of them, so the windows that counted may "
                      "have been short too: this speedup was measured under interference and may "
-                     "be low")
+                     "be off either way")
         elif self.kept_short:
             again = f"{self.retimed} were timed again, and " if self.retimed else ""
             text += f": {again}{self.kept_short} count (the node did not come back in time)"
