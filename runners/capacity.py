@@ -54,12 +54,14 @@ that long is reported as such rather than waited for."""
 UNRELIABLE_SHARE = 0.5
 """A figure more than this share of whose counted windows were short was measured under
 interference (its median is then a short window's time): the report says so."""
-UNSTEADY_SHARE = 2 / 3
+UNSTEADY_SHARE = 0.5
 """A figure more than this share of whose windows (re-timed ones included) found the node short
 was measured under interference too, even where the windows that count probed whole: on a node
 whose cores come and go within a second (host SMT siblings, measured on our VMs), a 20 ms probe
 that reads whole between short ones says little of the window beside it, and a slowed core may
-have slowed either side. Quiet gradings here find at most 27 % of their windows short."""
+have slowed either side; and a probe woken beside a same-priority tenant is sometimes let run
+alone (the scheduler's credit to sleepers). Quiet gradings here find at most 27 % of their
+windows short."""
 PROBE_S = 0.02
 """One probe spins about this long on each core: long enough to span a few scheduler slices."""
 

@@ -22,9 +22,10 @@ def test_a_window_the_node_delivered_counts_and_a_short_one_is_timed_again() -> 
     assert w.keep(1.95)
     assert not w.keep(1.2)
     assert not w.keep(1.5)
-    assert (w.retimed, w.kept_short, w.delivered) == (2, 0, [1.95, 1.2, 1.5])
+    assert w.keep(1.9) and w.keep(2.0)
+    assert (w.retimed, w.kept_short, w.delivered) == (2, 0, [1.95, 1.2, 1.5, 1.9, 2.0])
     assert not w.unreliable
-    assert w.note() == ("2 of 3 timed windows found the node short (it delivered 1.4 of its 2 "
+    assert w.note() == ("2 of 5 timed windows found the node short (it delivered 1.4 of its 2 "
                         "cores): their calls were timed again")
 
 
@@ -108,26 +109,36 @@ def test_the_probe_finds_a_core_taken_away(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(capacity, "_RATES", {})
     cpu = sorted(os.sched_getaffinity(0))[0]
     with CapacityProbe([cpu]) as probe:
-        for _ in range(5):
+        for _ in range(20):  # spread over 2 s: one slow stretch of the host does not set the best
             probe.measure(1)
-        with tenant(cpu):
+            time.sleep(0.1)
+        # Two spinners: with one, a probe that wakes from sleep is sometimes let run its 20 ms
+        # nearly alone (the scheduler's credit to sleepers) and reads the core whole.
+        with tenant(cpu), tenant(cpu):
             busy = max(probe.measure(1) for _ in range(5))
-        after = max(probe.measure(1) for _ in range(5))
-    assert busy < 0.75  # the tenant gets about half of the core, in every probe
+        # Whole again once the tenant has gone; the host's own slow stretches (a busy SMT sibling,
+        # RUNTIME-NOTES) last up to ~25 s, so the probe may wait for one to pass.
+        after, deadline = 0.0, time.monotonic() + 30
+        while after < SHORT_SHARE and time.monotonic() < deadline:
+            after = max(after, probe.measure(1))
+            time.sleep(0.2)
+    assert busy < 0.75  # the tenants get most of the core, in every probe
     assert after >= SHORT_SHARE, (busy, after)
 
 
 @pytest.mark.slow
 def test_a_grading_beside_a_tenant_says_the_node_was_short() -> None:
-    """Another process holds the package's one core through the whole grading: every window
+    """Other processes hold the package's one core through the whole grading: every window
     finds the node short, is timed again for twice the budget, then counts, and the report says
     the speedup was measured under interference."""
     a = package.load(FIXTURES / "redteam" / "sum1")
     cpu = hardware.allotment(a)[0][0]
     with CapacityProbe([cpu]) as probe:  # a runner that has been up knows its node's best
-        for _ in range(5):
+        for _ in range(20):
             probe.measure(1)
-    with tenant(cpu, seconds=120):
+    # Two spinners: with one, a probe that wakes from sleep is sometimes let run its 20 ms
+    # nearly alone (the scheduler's credit to sleepers) and reads the core whole.
+    with tenant(cpu, seconds=120), tenant(cpu, seconds=120):
         r = grader.grade(a, package.code_of(a, "reference"))
     assert r.verdict is Verdict.PASSED and r.speedup is not None
     said = [n for n in r.notes if "timed windows found the node short" in n]
