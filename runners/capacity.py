@@ -21,7 +21,7 @@ found the node short (under SHORT_SHARE of the allotted cores: a single probe's 
 lasting loss shows in both); otherwise its calls are timed again. After RETIME_FACTOR ×
 the timing budget, windows count whatever the probes say (the node did not come back), and the
 figure says it was measured under interference; so does a figure most of whose windows found the
-node short (UNSTEADY_SHARE), whole windows between them or not. A submission cannot choose which
+node short (UNRELIABLE_SHARE), whole windows between them or not. A submission cannot choose which
 of its calls are dropped: the probes run while it is frozen or gone.
 """
 
@@ -52,16 +52,14 @@ RETIME_FACTOR = 2.0
 """Re-timing stops once timing has spent this many times its budget: a node that stays short
 that long is reported as such rather than waited for."""
 UNRELIABLE_SHARE = 0.5
-"""A figure more than this share of whose counted windows were short was measured under
-interference (its median is then a short window's time): the report says so."""
-UNSTEADY_SHARE = 0.5
 """A figure more than this share of whose windows (re-timed ones included) found the node short
-was measured under interference too, even where the windows that count probed whole: on a node
-whose cores come and go within a second (host SMT siblings, measured on our VMs), a 20 ms probe
-that reads whole between short ones says little of the window beside it, and a slowed core may
-have slowed either side; and a probe woken beside a same-priority tenant is sometimes let run
-alone (the scheduler's credit to sleepers). Quiet gradings here find at most 27 % of their
-windows short."""
+was measured under interference: the report says so. That covers a node that did not come back
+(most counted windows kept short) and one short in most windows though the windows that count
+probed whole: where cores come and go within a second (host SMT siblings, measured on our VMs), a
+20 ms probe that reads whole between short ones says little of the window beside it, a slowed
+core may have slowed either side, and a probe woken beside a same-priority tenant is sometimes
+let run alone (the scheduler's credit to sleepers). Quiet gradings here find at most 27 % of
+their windows short."""
 PROBE_S = 0.02
 """One probe spins about this long on each core: long enough to span a few scheduler slices."""
 
@@ -173,19 +171,16 @@ class Windows:
 
     @property
     def unreliable(self) -> bool:
-        """Whether the figure was measured under interference: the node did not come back (most
-        counted windows short), or it was short in most windows (an unsteady node)."""
-        return self.stayed_short or self.unsteady
+        """Whether the figure was measured under interference: most windows found the node short
+        (whether they were timed again or, past the re-timing budget, kept)."""
+        short = sum(self.short(c) for c in self.delivered)
+        return bool(self.delivered) and short / len(self.delivered) > UNRELIABLE_SHARE
 
     @property
     def stayed_short(self) -> bool:
+        """Whether most counted windows are short ones kept: the node did not come back."""
         counted = len(self.delivered) - self.retimed
         return counted > 0 and self.kept_short / counted > UNRELIABLE_SHARE
-
-    @property
-    def unsteady(self) -> bool:
-        short = sum(self.short(c) for c in self.delivered)
-        return bool(self.delivered) and short / len(self.delivered) > UNSTEADY_SHARE
 
     def figure(self) -> Interference:
         """These windows as the report carries them."""
@@ -207,7 +202,7 @@ class Windows:
         if self.stayed_short:
             text += (f"; the node did not come back, so {self.kept_short} of them count: "
                      "this speedup was measured under interference and may be low")
-        elif self.unsteady:
+        elif self.unreliable:
             text += ("; the node was short in most of them, so the windows that counted may "
                      "have been short too: this speedup was measured under interference and may "
                      "be off either way")
