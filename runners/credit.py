@@ -12,7 +12,7 @@ the reasoning and the measurements the thresholds below come from.
 
 from __future__ import annotations
 
-from runners.protocol import CORES_TOLERANCE, Credit, ScalingPoint, SpeedupFigure
+from runners.protocol import CORES_TOLERANCE, Credit, DeviceWork, ScalingPoint, SpeedupFigure
 
 EXPLAINED_TOLERANCE = 0.15
 """A speedup up to G × (1 + this) counts as explained by the parallel gain G (CPU-time noise)."""
@@ -21,10 +21,17 @@ MIN_WORK_RATIO = 0.5
 MIN_PARALLEL_GAIN = 1.25
 """Busy cores (relative to the baseline) that count as parallel execution: more than a quarter
 of a second core on average."""
+MIN_DEVICE_SHARE = 0.5
+"""GPU work moves at least this share of a call's input bytes over the GPU's link: the input
+lives in host memory, and work on the device starts by bringing it there."""
 
 
 def _fraction(w: float) -> str:
     return f"1/{1 / w:,.0f}" if 0 < w < 0.5 else f"{w:.2f}×"
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
 
 
 def _cores(n: float) -> str:
@@ -40,7 +47,8 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
         return Credit(policy="any", status="credited", speedup=s, measured=point.cpu is not None,
                       reason="every measured speedup earns points (credit = \"any\")")
     if gpu:
-        return _gpu(figure, reference_speedup, reference_factor, measured=point.cpu is not None)
+        return _gpu(figure, reference_speedup, reference_factor, measured=point.cpu is not None,
+                    device=point.device)
     cap = cores * (1 + CORES_TOLERANCE)
     superlinear = figure.ci_low > cap
     cpu = point.cpu
@@ -85,10 +93,28 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
                           "only that earns points"))
 
 
+def _off_gpu(s: float, device: DeviceWork) -> str | None:
+    """Why the timed calls were not GPU work, from what the driver saw (None: they were)."""
+    cpu = "a GPU task answered on the CPU earns no performance points"
+    if 2 * device.on_gpu_calls < device.calls:
+        return (f"{device.calls - device.on_gpu_calls} of your {device.calls} timed calls ran "
+                f"with none of your processes on the GPU: the {s:.2f}× comes from the CPU, and {cpu}")
+    moved = device.moved_bytes
+    if moved is not None and device.input_bytes > 0 and moved < MIN_DEVICE_SHARE * device.input_bytes:
+        return (f"your timed calls moved {_mib(moved)} over the GPU's link per call, for an input "
+                f"of {_mib(device.input_bytes)}: the {s:.2f}× does not come from work on the GPU, "
+                f"and {cpu}")
+    return None
+
+
 def _gpu(figure: SpeedupFigure, reference: float | None, factor: float, *,
-         measured: bool) -> Credit:
-    """GPU work: CPU time says little, so a speedup far above the reference's is held."""
+         measured: bool, device: DeviceWork | None = None) -> Credit:
+    """GPU work: the driver says whether the calls worked on the device (`device`, where it
+    could be read); CPU time says little, so a speedup far above the reference's is held."""
     s = figure.median
+    if device is not None and (why := _off_gpu(s, device)) is not None:
+        return Credit(policy="parallel", status="refused", speedup=0.0, measured=measured,
+                      reason=why)
     if reference is None or reference <= 0:
         return Credit(policy="parallel", status="credited", speedup=s, measured=measured,
                       reason="no reference speedup recorded for this package version: the "

@@ -20,6 +20,7 @@ from runners import (
     capacity,
     configure,
     credit,
+    devicework,
     environment,
     gang,
     hardware,
@@ -233,6 +234,13 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         paired = can_pair(assignment, executor, gpu_mode)
         probe = (stack.enter_context(capacity.CapacityProbe(cpus))
                  if probes(gpu_mode, m, settings) else None)
+        watch = None
+        if gpu_mode == "real":  # what each timed call did on the GPU, read through the driver
+            watch, why = devicework.open_watch()
+            if watch is None:
+                notes.append(f"work on the GPU not measured: {why}")
+            else:
+                stack.callback(watch.close)
 
         def cfg(code: Path, workers: int, serial: bool) -> RunConfig:
             return configure.make_config(assignment, executor=executor, stage=stage, code_dir=code,
@@ -273,7 +281,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
                     rng=rng, stop=stops(k), paired=paired, on_progress=lambda s: progress(
                         f"timing with {s.workers} workers: {len(s.submission)} runs"),
-                    gauge=gauge(k))
+                    gauge=gauge(k), watch=watch)
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 all_samples.append(samples)
             for k in weak_counts:

@@ -230,6 +230,10 @@ class Session:
         The wall limit does not run while frozen."""
         return self._run.proc.freeze(frozen)
 
+    def pids(self) -> set[int] | None:
+        """The sandbox's processes as the host numbers them (None: this backend cannot tell)."""
+        return self._run.proc.pids() if self._run.running is not None else set()
+
     @property
     def frozen(self) -> bool:
         return self._run.running is not None and self._run.running.clock.paused

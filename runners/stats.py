@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runners.capacity import Windows
-from runners.protocol import Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
+from runners.devicework import DeviceCall
+from runners.protocol import DeviceWork, Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
 
 BOOTSTRAP = 2000
 
@@ -25,6 +26,11 @@ class Samples:
     baseline_cpu: list[float | None] = field(default_factory=list)
     submission_cpu: list[float | None] = field(default_factory=list)
     windows: Windows | None = None  # what the node delivered around each window (capacity)
+    # What each timed call did on the GPU (real GPUs with NVML only), and its input's bytes
+    baseline_device: list[DeviceCall] = field(default_factory=list)
+    submission_device: list[DeviceCall] = field(default_factory=list)
+    input_bytes: list[int] = field(default_factory=list)
+    device_counter: str = ""
 
     def cpu(self) -> tuple[list[float], list[float]] | None:
         """Both sides' CPU seconds per call, or None unless every timed call has them."""
@@ -91,6 +97,24 @@ def parallelism(samples: Samples) -> Parallelism | None:
         baseline_cpu_median_s=float(np.median(base_cpu)))
 
 
+def device_work(samples: Samples) -> DeviceWork | None:
+    """What the submission's timed calls did on the GPU; None where nothing was watched."""
+    calls = samples.submission_device
+    if not calls:
+        return None
+
+    def moved(of: list[DeviceCall]) -> float | None:
+        got = [c.moved_bytes for c in of]
+        return None if not got or None in got else float(np.median(got))  # type: ignore[arg-type]
+
+    memory = [c.memory_bytes for c in calls if c.memory_bytes is not None]
+    return DeviceWork(
+        calls=len(calls), on_gpu_calls=sum(c.on_gpu for c in calls), moved_bytes=moved(calls),
+        input_bytes=float(np.median(samples.input_bytes)) if samples.input_bytes else 0.0,
+        baseline_moved_bytes=moved(samples.baseline_device),
+        memory_bytes=max(memory) if memory else None, counter=samples.device_counter)
+
+
 def amdahl_fit(points: list[tuple[int, float]]) -> float | None:
     """Serial fraction f minimising the squared error of S(p) = 1 / (f + (1 - f) / p)."""
     usable = [(p, s) for p, s in points if p > 1 and s > 0]
@@ -125,7 +149,7 @@ def summarize(all_samples: list[Samples]) -> tuple[SpeedupFigure, list[ScalingPo
             ci_low=round(lo, 4), ci_high=round(hi, 4),
             submission_median_s=float(np.median(s.submission)),
             karp_flatt=None if (kf := karp_flatt(sp, s.workers)) is None else round(kf, 4),
-            cpu=parallelism(s),
+            cpu=parallelism(s), device=device_work(s),
         ))
     top = max(all_samples, key=lambda x: x.workers)
     sp, lo, hi = ratio_ci(top.baseline, top.submission)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from runners.capacity import Gauge
+from runners.devicework import DeviceCall, Watch, input_bytes
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.runconfig import RunConfig
 from runners.session import Session
@@ -73,24 +74,35 @@ def judge(problem: str | None, side: str, what: str = "run") -> None:
 
 
 def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
-           extra: dict[str, Any], *, side: _Side) -> None:
+           extra: dict[str, Any], *, side: _Side, watch: Watch | None) -> None:
     with blamed(side.name):
-        _timed_calls(cfg, function, inputs, check, extra, side=side)
+        _timed_calls(cfg, function, inputs, check, extra, side=side, watch=watch)
+
+
+@contextlib.contextmanager
+def _watched(watch: Watch | None, session: Session) -> Iterator[DeviceCall | None]:
+    """What the call in the block did on the GPU (None: not watched)."""
+    if watch is None:
+        yield None
+        return
+    with watch.call(session.pids) as seen:
+        yield seen
 
 
 def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
-                 extra: dict[str, Any], *, side: _Side) -> None:
+                 extra: dict[str, Any], *, side: _Side, watch: Watch | None) -> None:
     with Session(cfg, exit_grace_s=EXIT_GRACE_S) as session:
         warm = inputs[0]
         value, _ = session.call(function, **warm, **extra)
         problem = check(warm, value)
         if problem is None:
             for kwargs in inputs[1:]:
-                value, elapsed = session.call(function, **kwargs, **extra)
+                with _watched(watch, session) as seen:
+                    value, elapsed = session.call(function, **kwargs, **extra)
                 problem = check(kwargs, value)
                 if problem is not None:
                     break
-                side.record(elapsed, session.last_cpu_s)
+                side.record(elapsed, session.last_cpu_s, seen, input_bytes(kwargs))
         judge(problem, side.name)
 
 
@@ -98,21 +110,25 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
             baseline_cfg: RunConfig, submission_cfg: RunConfig, rng: np.random.Generator,
             stop: StopRule, paired: bool = True,
             on_progress: Callable[[Samples], None] | None = None,
-            gauge: Gauge | None = None) -> Samples:
+            gauge: Gauge | None = None, watch: Watch | None = None) -> Samples:
     """A/B blocks at one worker count until `stop` says enough.
 
     `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise.
-    `gauge`: probe the node around each window and time again those it found short."""
-    samples = Samples(workers, windows=gauge.windows if gauge else None)
+    `gauge`: probe the node around each window and time again those it found short.
+    `watch`: read what each timed call did on the GPU (real GPUs)."""
+    samples = Samples(workers, windows=gauge.windows if gauge else None,
+                      device_counter=watch.counter if watch else "")
     started = time.monotonic()
     extra = {workers_arg: workers} if workers_arg else {}
     warm_input = getattr(hook, "make_warmup_input", hook.make_input)
     return _blocks(samples, function, hook.check, [
-        _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu),
-        _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu)],
+        _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu,
+              samples.baseline_device),
+        _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu,
+              samples.submission_device, samples.input_bytes)],
         lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
         enough=lambda: stop.enough(samples, started), on_progress=on_progress,
-        warm=lambda: [warm_input(rng, workers)] * 2, gauge=gauge)
+        warm=lambda: [warm_input(rng, workers)] * 2, gauge=gauge, watch=watch)
 
 
 @dataclass
@@ -124,18 +140,26 @@ class _Side:
     extra: dict[str, Any]
     into: list[float]
     cpu_into: list[float | None]
-    pending: list[tuple[float, float | None]] = field(default_factory=list)
-    """The current window's calls (seconds, CPU seconds), until its probes say whether they
-    count."""
+    device_into: list[DeviceCall] | None = None
+    bytes_into: list[int] | None = None  # each call's input bytes (one side keeps them)
+    pending: list[tuple[float, float | None, DeviceCall | None, int]] = field(default_factory=list)
+    """The current window's calls (seconds, CPU seconds, GPU work, input bytes), until its
+    probes say whether they count."""
 
-    def record(self, seconds: float, cpu_s: float | None) -> None:
-        self.pending.append((seconds, cpu_s))
+    def record(self, seconds: float, cpu_s: float | None, device: DeviceCall | None = None,
+               in_bytes: int = 0) -> None:
+        self.pending.append((seconds, cpu_s, device, in_bytes))
 
     def settle(self, counts: bool) -> None:
         """The window is over: its calls join the samples, or are dropped to be timed again."""
         if counts:
-            self.into.extend(t for t, _ in self.pending)
-            self.cpu_into.extend(c for _, c in self.pending)
+            for seconds, cpu_s, device, in_bytes in self.pending:
+                self.into.append(seconds)
+                self.cpu_into.append(cpu_s)
+                if device is not None and self.device_into is not None:
+                    self.device_into.append(device)
+                if self.bytes_into is not None:
+                    self.bytes_into.append(in_bytes)
         self.pending.clear()
 
 
@@ -150,7 +174,7 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
             draw: Callable[[], list[dict[str, Any]]], *, paired: bool, enough: Callable[[], bool],
             on_progress: Callable[[Samples], None] | None,
             warm: Callable[[], list[dict[str, Any]]] | None = None,
-            gauge: Gauge | None = None) -> Samples:
+            gauge: Gauge | None = None, watch: Watch | None = None) -> Samples:
     """Blocks until `enough`; `draw` gives one input per side (in `sides` order) per timed call,
     `warm` (default: `draw`) per sandbox's untimed first call. A window is one turn of a frozen
     pair, or both sides' blocks."""
@@ -173,7 +197,7 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
                 gauge.begin()  # no sandbox is alive between blocks
             for i in order:
                 _block(sides[i].cfg, function, list(per_side[i]), check, sides[i].extra,
-                       side=sides[i])
+                       side=sides[i], watch=watch)
             _settle(sides, gauge)
         block += 1
         if on_progress:

@@ -78,6 +78,24 @@ class Parallelism(Frozen):
     baseline_cpu_median_s: float
 
 
+class DeviceWork(Frozen):
+    """What the submission's timed calls did on the GPU, read by the grader through the driver
+    (NVML), outside the sandbox (real GPUs only: runners/devicework.py)."""
+
+    calls: int = Field(description="The submission's timed calls watched")
+    on_gpu_calls: int = Field(description="Calls during which a process of the submission's "
+                              "sandbox held a context on the GPU")
+    moved_bytes: float | None = Field(description="Bytes the GPU's PCIe link moved per call, "
+                                      "both ways (median; None: not measurable on this GPU)")
+    input_bytes: float = Field(description="Bytes of a call's array arguments (median)")
+    baseline_moved_bytes: float | None = Field(
+        default=None, description="The same for the baseline's calls, which run on the CPU: "
+        "the link's own traffic")
+    memory_bytes: int | None = Field(default=None, description="The most device memory a "
+                                     "process of the submission held (None: not reported)")
+    counter: str = Field(description="How the link's bytes were read")
+
+
 class ScalingPoint(Frozen):
     """Strong-scaling result at one worker count."""
 
@@ -93,6 +111,9 @@ class ScalingPoint(Frozen):
     )
     cpu: Parallelism | None = Field(
         default=None, description="Effective parallelism and work ratio; None: not measured")
+    device: DeviceWork | None = Field(
+        default=None, description="What the submission did on the GPU; None: not a GPU run, "
+        "or not measurable")
     nodes: int = Field(default=1, ge=1, le=4096, description="Nodes the submission's ranks "
                        "spanned at this worker count (more than one: they talked over the network)")
 

@@ -140,11 +140,9 @@ def dir_size(path: Path, cap: int) -> int:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds(root: int) -> float | None:
-    """CPU time of a process tree (where no cgroup accounts for it): user + system time of every
-    live process under `root`, with what each reaped of its children. Tick resolution; a process
-    that left the tree (re-parented outside it) is not counted. None when `root` is gone."""
-    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, seconds)
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """Every live process: pid -> (parent pid, CPU seconds with what it reaped of its children)."""
+    stats: dict[int, tuple[int, float]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -154,17 +152,36 @@ def tree_cpu_seconds(root: int) -> float | None:
             fields = raw[raw.rindex(b")") + 2:].split()  # after "pid (comm) "
             ticks = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
             stats[int(entry.name)] = (int(fields[1]), ticks / _TICK)
+    return stats
+
+
+def _tree(stats: dict[int, tuple[int, float]], root: int) -> list[int]:
+    """`root` and every live process under it (empty when `root` is gone)."""
     if root not in stats:
-        return None
+        return []
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in stats.items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0.0, [root]
+    found, todo = [], [root]
     while todo:
         pid = todo.pop()
-        total += stats[pid][1]
+        found.append(pid)
         todo.extend(children.get(pid, ()))
-    return total
+    return found
+
+
+def tree_cpu_seconds(root: int) -> float | None:
+    """CPU time of a process tree (where no cgroup accounts for it): user + system time of every
+    live process under `root`, with what each reaped of its children. Tick resolution; a process
+    that left the tree (re-parented outside it) is not counted. None when `root` is gone."""
+    stats = _proc_table()
+    tree = _tree(stats, root)
+    return sum(stats[pid][1] for pid in tree) if tree else None
+
+
+def tree_pids(root: int) -> set[int]:
+    """`root` and the live processes under it (where no cgroup lists a run's processes)."""
+    return set(_tree(_proc_table(), root))
 
 
 class WallClock:
@@ -228,6 +245,10 @@ class Running(abc.ABC):
     def cpu_seconds(self) -> float | None:
         """CPU time the whole run (every process, thread and rank) has used so far, read from
         outside it; None where this backend cannot tell."""
+        return None
+
+    def pids(self) -> set[int] | None:
+        """The run's processes as this host numbers them; None where this backend cannot tell."""
         return None
 
 
@@ -349,6 +370,9 @@ class HostRunning(Running):
             ns = self._cg.cpu_ns()
             return None if ns is None else ns / 1e9
         return tree_cpu_seconds(self._proc.pid)
+
+    def pids(self) -> set[int] | None:
+        return (self._cg.pids() if self._cg.procs_files else set()) | tree_pids(self._proc.pid)
 
     def freeze(self, frozen: bool) -> bool:
         if not self._cg.freeze(frozen):
