@@ -118,12 +118,18 @@ class Watch:
         moved = [0.0]
         counted = self._counters()
 
+        looked: set[int] = set()  # processes on the GPU already checked against the sandbox's
+        mine: set[int] = set()
+
         def watch_processes() -> None:
             while True:
                 found = {p: m for p, m in self._gpu_pids().items() if p not in self._own}
-                ours = pids() if found else None
+                if not looked.issuperset(found):  # the sandbox's processes, listed only then
+                    ours = pids()
+                    mine.update(p for p in found if ours is None or p in ours)
+                    looked.update(found)
                 for pid, memory in found.items():
-                    if ours is not None and pid not in ours:
+                    if pid not in mine:
                         continue
                     seen.on_gpu = True
                     if memory is not None:

@@ -7,13 +7,17 @@
 # project's own dependencies come from the environment, or, on a node without a package index,
 # from wheels in .whl/ (and bubblewrap from .dev/bwrap, MPICH-matched mpi4py from .dev/mpi/,
 # replacements for the node's own packages from .dev/extra/).
-# Steps: validate t3 and t4; grade their references and a wrong solution; then start the server
-# with its local runner (serving `gpu`), submit both references as a student and wait for the
-# grades. Everything lands in OUTDIR (default $OUT, else /tmp/gpu-check); docs/gpu-validation.md
-# records a run. TASKS names the treasure-hunt tasks (default t3 and t4; t5-ddp too on a node with
-# two GPUs), SKIP_ENGINE / SKIP_PLATFORM skip a part, and REPEAT=N grades each package of
-# REPEAT_PACKAGES N times one at a time (bench.speedup_repeatability; BUSY=K adds K neighbours).
-# A report of an MPI task on a GPU says how MPI moved device buffers (environment.mpi_gpu_path).
+# Steps: what the driver tells the grader and t3's sizes (bench.gpu_probe); grade t3's and t4's
+# references, the CPU-only answers of tests/fixtures/cheats (t3_*, t4_*) and t3's starter (wrong);
+# try Open MPI + UCX's CUDA transports (CUDA_MPI=1: scripts/cuda-mpi-try.sh); validate t3 and t4;
+# then start the server with its local runner (serving `gpu`), submit both references as a student
+# and wait for the grades. Everything lands in OUTDIR (default $OUT, else /tmp/gpu-check);
+# docs/gpu-validation.md records a run. TASKS names the treasure-hunt tasks (default t3 and t4;
+# t5-ddp too on a node with two GPUs), SKIP_ENGINE / SKIP_PLATFORM skip a part, REPEAT=N grades
+# each package of REPEAT_PACKAGES N times one at a time (bench.speedup_repeatability; BUSY=K adds
+# K neighbours), and DEADLINE=S (seconds from the start) skips a step that would start after it.
+# A report of an MPI task on a GPU says how MPI moved device buffers (environment.mpi_gpu_path),
+# and its scaling points what the timed calls did on the GPU (`device`, runners/devicework.py).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$out"
@@ -22,7 +26,9 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 py=$(command -v python3)
 venv=${PARAGRADE_RUNTIME_DIR:-$(dirname "$(dirname "$py")")}   # the sandbox runtime
 tasks=${TASKS:-t3-cuda t4-cuda-mpi}
-step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+step() { printf '\n=== %s (%s, %d s in)\n' "$*" "$(date +%T)" "$SECONDS"; }
+in_time() { [ "$(left 20)" -ge 20 ] || { echo "skipped: DEADLINE is near"; false; }; }
+left() { local l=$(( ${DEADLINE:-999999} - SECONDS )); echo $(( l < $1 ? l : $1 )); }  # a step's timeout
 
 step node
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "no nvidia-smi"
@@ -71,37 +77,85 @@ export PARAGRADE_RUNTIME_DIR=$venv PARAGRADE_GPU_MODE=${PARAGRADE_GPU_MODE:-real
   PARAGRADE_BACKEND=$backend
 pg() { "$py" -m paragrade.cli "$@"; }
 
-step engine
-[ -n "${SKIP_ENGINE:-}" ] && tasks_engine="" || tasks_engine=$tasks
-for t in $tasks_engine; do
-  step "validate $t"
-  timeout 240 "$py" -m paragrade.cli assignments validate "assignments/treasure-hunt/$t" \
-    --backend $backend --json > "$out/validate-$t.json"; echo "exit $?"
-  step "grade $t reference"
-  timeout 240 "$py" -m paragrade.cli grade "treasure-hunt/$t" \
-    "assignments/treasure-hunt/$t/reference/solution.py" --backend $backend --json \
-    > "$out/grade-$t.json"; echo "exit $?"
-  "$py" - "$out/grade-$t.json" <<'EOF'
+# One grading with the engine alone (no server dependencies): its report in $out/grade-NAME.json,
+# its gist printed.
+grade() {   # NAME TASK FILE [grade options]
+  local name=$1 t=$2 file=$3; shift 3
+  step "grade $t: $name"
+  in_time || return 0
+  timeout "$(left 240)" "$py" -m runners.cli grade "treasure-hunt/$t" "$file" --backend $backend --json "$@" \
+    > "$out/grade-$name.json"; echo "exit $?"
+  "$py" - "$out/grade-$name.json" <<'EOF'
 import json, sys
-r = json.load(open(sys.argv[1]))
+try:
+    r = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit("no report")
 s = r.get("speedup") or {}
 print(r["verdict"], r["score"], "/", r["max_score"], "speedup", s.get("median"), s.get("ci_low"),
       s.get("ci_high"), "|", r["summary"], "|", r["notes"])
+print("credit", json.dumps(r.get("credit")))
 for p in r.get("scaling", []):
     print("  scaling", json.dumps(p))
 for t in r.get("tests", []):
-    print(" ", t["outcome"], t["name"], (t.get("message") or "")[:200])
-print("environment", json.dumps(r.get("environment")))
+    if t["outcome"] != "passed":
+        print(" ", t["outcome"], t["name"], (t.get("message") or "")[:200])
+env = r.get("environment") or {}
+print("environment", json.dumps({k: env.get(k) for k in ("gpu", "gpu_mode", "mpi", "mpi_gpu_path",
+                                                        "cpu_model", "phases")}))
 EOF
-done
-t=${tasks%% *}
-[ -n "$tasks_engine" ] && {
-step "grade $t starter (wrong: the TODO is left)"
-timeout 240 "$py" -m paragrade.cli grade "treasure-hunt/$t" \
-  "assignments/treasure-hunt/$t/starter/solution.py" --backend $backend --no-timing
-echo "exit $?"; }
+}
 
-if [ -n "${REPEAT:-}" ]; then
+if [ -z "${SKIP_ENGINE:-}" ]; then
+  step "what the driver tells the grader; t3's timed call by input size (bench.gpu_probe)"
+  in_time && timeout "$(left 150)" "$py" -m bench.gpu_probe "$out/gpu_probe.json"
+  for t in $tasks; do
+    grade "$t-reference" "$t" "assignments/treasure-hunt/$t/reference/solution.py"
+    for cheat in ${CHEATS:-numpy_sum token_context}; do   # tests/fixtures/cheats/tN_NAME.py
+      f=tests/fixtures/cheats/${t%%-*}_$cheat.py
+      [ -e "$f" ] && grade "$t-$cheat" "$t" "$f"
+    done
+  done
+  t=${tasks%% *}
+  grade "$t-starter" "$t" "assignments/treasure-hunt/$t/starter/solution.py" --no-timing
+  if [ -n "${CUDA_MPI:-}" ] && [ -d .dev/cuda-mpi ]; then
+    step "CUDA-aware MPI: Open MPI's wheel over UCX's CUDA transports"
+    in_time && timeout "$(left 240)" bash scripts/cuda-mpi-try.sh "$out"
+  fi
+  for t in $tasks; do
+    step "validate $t"
+    in_time || continue
+    timeout "$(left 300)" "$py" -m runners.cli assignments validate "assignments/treasure-hunt/$t" \
+      --backend $backend --json > "$out/validate-$t.json"; echo "exit $?"
+    "$py" -c 'import json, sys; [print(c.get("name"), "ok" if c.get("ok") else c) for c in json.load(open(sys.argv[1]))]' \
+      "$out/validate-$t.json" 2>&1 | cut -c1-400
+  done
+  for i in $(seq "${REPEAT_REFERENCE:-0}"); do   # the reference again while time is left
+    grade "$t-reference-$((i + 1))" "$t" "assignments/treasure-hunt/$t/reference/solution.py"
+  done
+  step "digest"
+  for f in "$out"/grade-*.json; do
+    "$py" - "$f" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(f"{sys.argv[1]}: no report")
+s, c = r.get("speedup") or {}, r.get("credit") or {}
+dev = [p.get("device") for p in r.get("scaling", []) if p.get("device")]
+d = dev[-1] if dev else {}
+mib = lambda b: None if b is None else round(b / 2**20, 1)
+print(sys.argv[1].split("grade-")[-1][:-5], r["verdict"], r["score"], "speedup", s.get("median"),
+      f"[{s.get('ci_low')}, {s.get('ci_high')}]", "credit", c.get("status"),
+      "device", d and {"on_gpu": f"{d['on_gpu_calls']}/{d['calls']}", "moved_MiB": mib(d["moved_bytes"]),
+                       "input_MiB": mib(d["input_bytes"]), "baseline_MiB": mib(d["baseline_moved_bytes"]),
+                       "mem_MiB": mib(d["memory_bytes"]), "by": d["counter"]},
+      "|", (c.get("reason") or "")[:160])
+EOF
+  done
+fi
+
+if [ -n "${REPEAT:-}" ] && in_time; then
   step "repeatability: $REPEAT gradings of each of ${REPEAT_PACKAGES:=treasure-hunt/t1-multiprocessing}"
   # shellcheck disable=SC2086  # a list of packages
   "$py" -m bench.speedup_repeatability "$REPEAT" $REPEAT_PACKAGES ${BUSY:+--busy "$BUSY"}

@@ -372,7 +372,7 @@ class HostRunning(Running):
         return tree_cpu_seconds(self._proc.pid)
 
     def pids(self) -> set[int] | None:
-        return (self._cg.pids() if self._cg.procs_files else set()) | tree_pids(self._proc.pid)
+        return self._cg.pids() if self._cg.procs_files else tree_pids(self._proc.pid)
 
     def freeze(self, frozen: bool) -> bool:
         if not self._cg.freeze(frozen):

@@ -1,0 +1,185 @@
+"""On a GPU node: what the driver tells the trusted side (NVML), and where t3's speedup comes from.
+
+1. NVML: which readings this GPU gives (PCIe byte counters, throughput samples, processes with
+   their memory, per-process utilisation), and what runners.devicework.Watch reads around a
+   512 MiB copy to the device from this process, around a kernel that runs 0.3 s with no copy,
+   and around a CPU-only sum, with how soon the byte counters move after a copy.
+2. t3's timed call outside the platform, per input size: the baseline's compiled serial loop,
+   NumPy's sum (the CPU-only answer) and the reference's `gpu_sum` (pageable copy + kernel), each
+   the median of 5 calls on new inputs.
+
+Usage (on the node, repository root): python -m bench.gpu_probe [OUT.json]
+Without a GPU it says so and measures the CPU rows only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runners import devicework
+
+ROOT = Path(__file__).resolve().parent.parent
+T3 = ROOT / "assignments/treasure-hunt/t3-cuda"
+SIZES = (2**24, 2**26, 2**27)
+
+
+def _module(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _nvml_facts(nvml: Any) -> dict[str, Any]:
+    h = nvml.nvmlDeviceGetHandleByIndex(0)
+    facts: dict[str, Any] = {}
+    for name, call in {
+        "name": lambda: nvml.nvmlDeviceGetName(h),
+        "driver": nvml.nvmlSystemGetDriverVersion,
+        "pcie_gen": lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(h),
+        "pcie_width": lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(h),
+        "pcie_counters": lambda: [(v.nvmlReturn, int(v.value.ullVal)) for v in
+                                  nvml.nvmlDeviceGetFieldValues(h, [devicework.FIELD_TX,
+                                                                    devicework.FIELD_RX])],
+        "pcie_throughput_kb_s": lambda: [nvml.nvmlDeviceGetPcieThroughput(h, w) for w in (0, 1)],
+        "processes": lambda: [(p.pid, p.usedGpuMemory) for p in
+                              nvml.nvmlDeviceGetComputeRunningProcesses(h)],
+        "utilization": lambda: str(nvml.nvmlDeviceGetUtilizationRates(h)),
+        "accounting_mode": lambda: nvml.nvmlDeviceGetAccountingMode(h),
+    }.items():
+        try:
+            facts[name] = call()
+        except Exception as exc:  # what the GPU cannot answer is the finding
+            facts[name] = f"error: {exc}"
+    return facts
+
+
+def _process_utilization(nvml: Any, since_us: int) -> Any:
+    h = nvml.nvmlDeviceGetHandleByIndex(0)
+    try:
+        return [(s.pid, s.smUtil, s.memUtil) for s in nvml.nvmlDeviceGetProcessUtilization(h, since_us)]
+    except Exception as exc:
+        return f"error: {exc}"
+
+
+def _watched(watch: devicework.Watch, what: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    with watch.call(lambda: {os.getpid()}) as seen:
+        what()
+        took = time.perf_counter() - t0
+    return {"seconds": round(took, 4), "on_gpu": seen.on_gpu,
+            "counted_MiB": None if seen.counted_bytes is None else round(seen.counted_bytes / 2**20, 1),
+            "sampled_MiB": None if seen.sampled_bytes is None else round(seen.sampled_bytes / 2**20, 1),
+            "memory_MiB": None if seen.memory_bytes is None else round(seen.memory_bytes / 2**20, 1)}
+
+
+def nvml_part(out: dict[str, Any]) -> None:
+    watch, why = devicework.open_watch()  # before this process opens a CUDA context
+    if watch is None:
+        out["nvml"] = f"not readable: {why}"
+        return
+    import pynvml as nvml
+
+    out["nvml"] = _nvml_facts(nvml)
+    out["watch_counter"] = watch.counter
+    import cupy as cp
+
+    x = np.random.default_rng(1).random(2**26)
+    rows = {"cpu_sum_no_context": _watched(watch, lambda: float(np.sum(x)))}
+    keep: list[Any] = []
+
+    def to_gpu() -> None:
+        keep.append(cp.asarray(x))
+        cp.cuda.Device().synchronize()
+
+    rows["copy_512MiB_to_gpu"] = _watched(watch, to_gpu)
+    rows["cpu_sum_with_context"] = _watched(watch, lambda: float(np.sum(x)))
+    rows["copy_512MiB_to_host"] = _watched(watch, lambda: keep[0].get())
+    since = int(time.time() * 1e6)
+
+    def spin_kernel() -> None:
+        y = keep[0]
+        until = time.perf_counter() + 0.3
+        while time.perf_counter() < until:
+            y = y * 1.0000001
+            cp.cuda.Device().synchronize()
+
+    rows["kernel_0.3s_no_copy"] = _watched(watch, spin_kernel)
+    out["process_utilization_after_kernel"] = _process_utilization(nvml, since)
+    out["watched"] = rows
+    # How soon the counters move after a copy: read at once, then later.
+    lag: dict[str, Any] = {}
+    before = watch._counters()
+    cp.asarray(x)
+    cp.cuda.Device().synchronize()
+    for wait in (0.0, 0.05, 0.2, 1.0):
+        time.sleep(wait)
+        now = watch._counters()
+        lag[f"after_{wait}s_MiB"] = None if now is None or before is None else round(
+            (now - before) / 2**20, 1)
+    out["counter_lag"] = lag
+    watch.close()
+
+
+def _time(fn: Any, n: int, reps: int = 5) -> float:
+    rng = np.random.default_rng(n)
+    times = []
+    for _ in range(reps):
+        x = rng.random(n)
+        t0 = time.perf_counter()
+        fn(x)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def t3_part(out: dict[str, Any], gpu: bool) -> None:
+    base = _module(T3 / "baseline/solution.py", "t3_baseline")
+    base.gpu_sum(np.ones(16))  # compile outside the timing
+    ref = _module(T3 / "reference/solution.py", "t3_reference") if gpu else None
+    if ref is not None:
+        ref.gpu_sum(np.ones(1024), 256)
+    rows = []
+    for n in SIZES:
+        row = {"values": n, "MiB": n * 8 // 2**20,
+               "baseline_ms": round(_time(base.gpu_sum, n) * 1e3, 2),
+               "numpy_sum_ms": round(_time(np.sum, n) * 1e3, 2)}
+        if ref is not None:
+            row["reference_ms"] = round(_time(lambda x: ref.gpu_sum(x, 256), n) * 1e3, 2)
+            row["reference_speedup"] = round(row["baseline_ms"] / row["reference_ms"], 2)
+            row["numpy_speedup"] = round(row["baseline_ms"] / row["numpy_sum_ms"], 2)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out["t3_sizes"] = rows
+
+
+def main() -> None:
+    out: dict[str, Any] = {}
+    gpu = Path("/dev/nvidia0").exists()
+    if gpu:
+        t = threading.Thread(target=nvml_part, args=(out,))
+        t.start()
+        t.join(timeout=120)
+        print(json.dumps({k: out.get(k) for k in ("nvml", "watch_counter", "watched",
+                                                    "process_utilization_after_kernel",
+                                                    "counter_lag")}, indent=1, default=str),
+              flush=True)
+    else:
+        print("no GPU on this node: the CPU rows only", flush=True)
+    t3_part(out, gpu)
+    if len(sys.argv) > 1:
+        Path(sys.argv[1]).write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
