@@ -108,7 +108,7 @@ EOF
 
 if [ -z "${SKIP_ENGINE:-}" ]; then
   step "what the driver tells the grader; t3's timed call by input size (bench.gpu_probe)"
-  in_time && timeout "$(left 150)" "$py" -m bench.gpu_probe "$out/gpu_probe.json"
+  [ "${PROBE:-1}" = 1 ] && in_time && timeout "$(left 150)" "$py" -m bench.gpu_probe "$out/gpu_probe.json"
   for t in $tasks; do
     grade "$t-reference" "$t" "assignments/treasure-hunt/$t/reference/solution.py"
     for cheat in ${CHEATS:-numpy_sum token_context}; do   # tests/fixtures/cheats/tN_NAME.py
@@ -116,8 +116,9 @@ if [ -z "${SKIP_ENGINE:-}" ]; then
       [ -e "$f" ] && grade "$t-$cheat" "$t" "$f"
     done
   done
-  t=${tasks%% *}
-  grade "$t-starter" "$t" "assignments/treasure-hunt/$t/starter/solution.py" --no-timing
+  lead=${tasks%% *}
+  [ "${STARTER:-1}" = 1 ] && grade "$lead-starter" "$lead" \
+    "assignments/treasure-hunt/$lead/starter/solution.py" --no-timing
   if [ -n "${CUDA_MPI:-}" ] && [ -d .dev/cuda-mpi ]; then
     step "CUDA-aware MPI: Open MPI's wheel over UCX's CUDA transports"
     in_time && timeout "$(left 240)" bash scripts/cuda-mpi-try.sh "$out"
@@ -130,8 +131,8 @@ if [ -z "${SKIP_ENGINE:-}" ]; then
     "$py" -c 'import json, sys; [print(c.get("name"), "ok" if c.get("ok") else c) for c in json.load(open(sys.argv[1]))]' \
       "$out/validate-$t.json" 2>&1 | cut -c1-400
   done
-  for i in $(seq "${REPEAT_REFERENCE:-0}"); do   # the reference again while time is left
-    grade "$t-reference-$((i + 1))" "$t" "assignments/treasure-hunt/$t/reference/solution.py"
+  for i in $(seq "${REPEAT_REFERENCE:-0}"); do   # the first task's reference again, in time
+    grade "$lead-reference-$((i + 1))" "$lead" "assignments/treasure-hunt/$lead/reference/solution.py"
   done
   step "digest"
   for f in "$out"/grade-*.json; do

@@ -309,7 +309,11 @@ def host_prefix(limits: Limits, cg: cgroups.RunCgroup, *, drop_to_uid: int | Non
         # RLIMIT_NPROC binds only non-root users; the pids cgroup is the real cap where it exists.
         rl.append(f"--nproc={limits.pids}:{limits.pids}")
     if cg.memory_dir is None:
-        rl.append(f"--as={limits.memory_mb * 1024 * 1024 * 4}")
+        # A CUDA context reserves address space it never touches, so that an address-space cap
+        # fails a GPU run's first large mapping (an H200: mmap of t3's 512 MiB input, ENOMEM).
+        # Private writable mappings (RLIMIT_DATA) are what its memory really is.
+        cap = "--data" if limits.gpus else "--as"
+        rl.append(f"{cap}={limits.memory_mb * 1024 * 1024 * 4}")
     rl.append("--msgqueue=0:0")  # no POSIX message queue: state nobody could list or clear
     prefix += ["prlimit", *rl, "--"]
     if not any("cpuset" in e for e in cg.enforced):  # joining a cpuset cgroup sets the affinity
