@@ -19,6 +19,8 @@ import pytest
 
 from runners import credit, devicework, stats
 from runners.protocol import DeviceWork, ScalingPoint, SpeedupFigure
+from runners.sandbox import cgroups
+from runners.sandbox.base import Limits, host_prefix
 from tests.conftest import SessionFactory
 
 MIB = 2**20
@@ -183,3 +185,13 @@ def test_the_watch_threads_end_with_the_call() -> None:
     with pytest.raises(RuntimeError), watch.call(lambda: set()):  # a call that raises still
         raise RuntimeError("the call failed")  # stops the watch
     assert threading.active_count() == before
+
+
+def test_without_a_memory_cgroup_a_gpu_run_caps_its_data_not_its_address_space() -> None:
+    # A CUDA context reserves address space it never touches: under an address-space cap, an
+    # H200's t3 sandbox could not map its 512 MiB input (ENOMEM).
+    bare = cgroups.RunCgroup()  # no memory controller
+    gpu = host_prefix(Limits(cpus=(0,), memory_mb=1024, gpus=1), bare, drop_to_uid=None)
+    cpu = host_prefix(Limits(cpus=(0,), memory_mb=1024), bare, drop_to_uid=None)
+    assert f"--data={4 << 30}" in gpu and not any(a.startswith("--as=") for a in gpu)
+    assert f"--as={4 << 30}" in cpu and not any(a.startswith("--data=") for a in cpu)
