@@ -111,7 +111,7 @@ if [ -z "${SKIP_ENGINE:-}" ]; then
   [ "${PROBE:-1}" = 1 ] && in_time && timeout "$(left 150)" "$py" -m bench.gpu_probe "$out/gpu_probe.json"
   for t in $tasks; do
     grade "$t-reference" "$t" "assignments/treasure-hunt/$t/reference/solution.py"
-    for cheat in ${CHEATS:-numpy_sum token_context}; do   # tests/fixtures/cheats/tN_NAME.py
+    for cheat in ${CHEATS:-cpu_loop token_context numpy_sum}; do   # tests/fixtures/cheats/tN_NAME.py
       f=tests/fixtures/cheats/${t%%-*}_$cheat.py
       [ -e "$f" ] && grade "$t-$cheat" "$t" "$f"
     done

@@ -1,17 +1,16 @@
 """Serial baseline for treasure hunt 3 (the speedup reference): one CPU core, no CUDA."""
 
-import numpy as np
 from numba import njit
 
 
 @njit
-def serial_sum(x):
-    total = 0.0
-    for i in range(x.size):
-        total += x[i]
+def serial_sum(n, a, c, m):
+    total = 0
+    for i in range(n):
+        total += (a * i + c) % m
     return total
 
 
-def gpu_sum(values: np.ndarray, threads_per_block: int = 128) -> float:
-    """A compiled loop over the whole array; `threads_per_block` is accepted and ignored."""
-    return float(serial_sum(np.ascontiguousarray(values)))
+def gpu_sum(n: int, a: int, c: int, m: int, threads_per_block: int = 128) -> int:
+    """A compiled loop over every value; `threads_per_block` is accepted and ignored."""
+    return int(serial_sum(n, a, c, m)) if n > 0 else 0
