@@ -96,7 +96,7 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
 def _off_gpu(s: float, device: DeviceWork) -> str | None:
     """Why the timed calls were not GPU work, from what the driver saw (None: they were)."""
     cpu = "a GPU task answered on the CPU earns no performance points"
-    if 2 * device.on_gpu_calls < device.calls:
+    if device.on_gpu_calls is not None and 2 * device.on_gpu_calls < device.calls:
         return (f"{device.calls - device.on_gpu_calls} of your {device.calls} timed calls ran "
                 f"with none of your processes on the GPU: the {s:.2f}× comes from the CPU, and {cpu}")
     moved = device.moved_bytes

@@ -5,11 +5,18 @@ core busy too. The driver can. Through NVML (its management library, `nvidia-ml-
 reads, outside the sandbox and out of the submission's reach:
 
 - which processes hold a context on the GPU, and whether any of them is the sandbox's, with the
-  device memory it holds (sampled every `POLL_S` during the call);
-- how many bytes the GPU's PCIe link moved during the call, two ways: the driver's cumulative
-  byte counters (`NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES`) where the GPU has them, and its
-  throughput samples (each the link's rate over 20 ms) summed over the call. The larger counts:
-  a counter the driver updates lazily can read 0 for a call that moved its input.
+  device memory it holds (listed before the call, every `POLL_S` during it and after it). The
+  sandbox's processes are those its backend lists as the host numbers them (its cgroup, or its
+  process tree); a backend that cannot list them (docker) leaves the call "not measured";
+- how many bytes the GPU's PCIe link moved during the call: the driver's cumulative byte
+  counters (`NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES`), read just before and just after
+  the call, where the GPU has them (an H200 has; they move at once), else its throughput samples
+  (each the link's rate over 20 ms) summed over the call.
+
+What it does not see: what the processes did on the GPU. A context, or bytes moved, is
+necessary evidence of GPU work, not proof of it: a CPU answer that opens a context and moves a
+few bytes for show passes where the input is not an array (docs/gpu-validation.md). A reading
+that fails leaves the call "not measured", never refused.
 
 Every GPU of the node is watched (the sandbox sees them all). A GPU runner grades one submission
 at a time and timing runs one side at a time, so the links' traffic during a call is that call's.
@@ -29,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-POLL_S = 0.005
-"""How often the sandbox's processes on the GPU are listed during a call."""
+POLL_S = 0.02
+"""How often the sandbox's processes on the GPU are listed during a call (and once before and
+once after it): a context, once open, stays open until its process ends."""
 FIELD_TX, FIELD_RX = 197, 198
 """NVML_FI_DEV_PCIE_COUNT_TX_BYTES / _RX_BYTES: bytes over the PCIe link since the driver loaded."""
 
@@ -39,21 +47,22 @@ FIELD_TX, FIELD_RX = 197, 198
 class DeviceCall:
     """One timed call, as the GPU saw it."""
 
-    on_gpu: bool = False
-    """A process of the sandbox held a context on the GPU during the call."""
+    on_gpu: bool | None = False
+    """A process of the sandbox held a context on the GPU during the call (None: not
+    measurable: the backend cannot list the sandbox's processes, or a reading failed)."""
     counted_bytes: float | None = None
     """Bytes the GPU's PCIe link moved during the call, both ways, by the driver's counters
     (None: the GPU has none)."""
     sampled_bytes: float | None = None
-    """The same from the link's throughput samples (None: the GPU cannot say)."""
+    """The same from the link's throughput samples, where the GPU has no counters (None: not
+    read)."""
     memory_bytes: int | None = None
     """The most device memory a process of the sandbox held (None: the driver did not say)."""
 
     @property
     def moved_bytes(self) -> float | None:
-        """What the link moved, by whichever reading says more (None: neither could be read)."""
-        got = [b for b in (self.counted_bytes, self.sampled_bytes) if b is not None]
-        return max(got) if got else None
+        """What the link moved: the counters where the GPU has them, else the samples."""
+        return self.counted_bytes if self.counted_bytes is not None else self.sampled_bytes
 
 
 def input_bytes(kwargs: dict[str, Any]) -> int:
@@ -73,7 +82,6 @@ class Watch:
                                 ("throughput samples", self._sampling)) if ok]
         self.counter = " and ".join(ways) or "not readable on this GPU"
         """How the link's bytes are read."""
-        self._own = set(self._gpu_pids())  # the runner's own contexts, if any
 
     def _counters(self) -> int | None:
         """Bytes the links moved since the driver loaded, both ways (None: no such counters)."""
@@ -111,31 +119,41 @@ class Watch:
 
     @contextlib.contextmanager
     def call(self, pids: Callable[[], set[int] | None]) -> Iterator[DeviceCall]:
-        """Watch one call of a sandbox whose processes `pids()` lists (None: it cannot tell, and
-        then any process on the GPU but the runner's own counts as the sandbox's)."""
+        """Watch one call of a sandbox whose processes (as the host numbers them) `pids()` lists.
+        Where it cannot (None), or where a reading fails, the call's context is "not measured"
+        rather than guessed."""
         seen = DeviceCall()
         stop = threading.Event()
+        broken: list[BaseException] = []
         moved = [0.0]
-        counted = self._counters()
-
         looked: set[int] = set()  # processes on the GPU already checked against the sandbox's
         mine: set[int] = set()
+        blind = [False]
 
-        def watch_processes() -> None:
-            while True:
-                found = {p: m for p, m in self._gpu_pids().items() if p not in self._own}
-                if not looked.issuperset(found):  # the sandbox's processes, listed only then
-                    ours = pids()
-                    mine.update(p for p in found if ours is None or p in ours)
-                    looked.update(found)
-                for pid, memory in found.items():
-                    if pid not in mine:
-                        continue
+        def look() -> None:
+            found = self._gpu_pids()
+            if not looked.issuperset(found):  # the sandbox's processes, listed only then
+                ours = pids()
+                blind[0] = blind[0] or ours is None
+                mine.update(p for p in found if ours is not None and p in ours)
+                looked.update(found)
+            for pid, memory in found.items():
+                if pid in mine:
                     seen.on_gpu = True
                     if memory is not None:
                         seen.memory_bytes = max(seen.memory_bytes or 0, memory)
-                if stop.wait(POLL_S):
-                    return
+
+        def guarded(loop: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                try:
+                    loop()
+                except Exception as exc:  # an unmeasured call, never a refused one
+                    broken.append(exc)
+            return run
+
+        def watch_processes() -> None:
+            while not stop.wait(POLL_S):
+                look()
 
         def sample_link() -> None:
             while not stop.is_set():
@@ -143,21 +161,28 @@ class Watch:
                 rate = self._throughput() or 0.0
                 moved[0] += rate * (time.monotonic() - t0)  # each rate stands for the loop's time
 
-        threads = [threading.Thread(target=watch_processes, daemon=True)]
-        if self._sampling:
-            threads.append(threading.Thread(target=sample_link, daemon=True))
+        counted = self._counters()
+        guarded(look)()  # a context held since the warm-up call shows at once
+        threads = [threading.Thread(target=guarded(watch_processes), daemon=True)]
+        if counted is None and self._sampling:
+            threads.append(threading.Thread(target=guarded(sample_link), daemon=True))
         for t in threads:
             t.start()
         try:
             yield seen
         finally:
+            after = self._counters() if counted is not None else None  # at once: nothing later
             stop.set()
             for t in threads:
                 t.join(timeout=1.0)
-            after = self._counters()
+            guarded(look)()  # and a last look once the call is over
             if counted is not None and after is not None:
                 seen.counted_bytes = float(max(0, after - counted))
-            seen.sampled_bytes = moved[0] if self._sampling else None
+            elif counted is None and self._sampling:
+                seen.sampled_bytes = moved[0]
+            if broken or blind[0] or any(t.is_alive() for t in threads):
+                seen.on_gpu = None
+                seen.counted_bytes = seen.sampled_bytes = None
 
     def close(self) -> None:
         with contextlib.suppress(self._nvml.NVMLError):

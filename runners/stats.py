@@ -108,8 +108,9 @@ def device_work(samples: Samples) -> DeviceWork | None:
         return None if not got or None in got else float(np.median(got))  # type: ignore[arg-type]
 
     memory = [c.memory_bytes for c in calls if c.memory_bytes is not None]
+    on_gpu = None if any(c.on_gpu is None for c in calls) else sum(bool(c.on_gpu) for c in calls)
     return DeviceWork(
-        calls=len(calls), on_gpu_calls=sum(c.on_gpu for c in calls), moved_bytes=moved(calls),
+        calls=len(calls), on_gpu_calls=on_gpu, moved_bytes=moved(calls),
         input_bytes=float(np.median(samples.input_bytes)) if samples.input_bytes else 0.0,
         baseline_moved_bytes=moved(samples.baseline_device),
         memory_bytes=max(memory) if memory else None, counter=samples.device_counter)

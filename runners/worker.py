@@ -266,13 +266,14 @@ def post_outcome(client: httpx.Client, offer: JobOffer, outcome: JobOutcome) -> 
 
 
 def run_job(job_id: int) -> str:
-    """The Celery task: claim the job, grade it, post the outcome. Returns what happened."""
+    """The Celery task: claim a job of the message's queue (the most urgent), run it, post the
+    outcome. Returns what happened."""
     runner = _runner
     if runner is None:
         raise RuntimeError("this process is not a paragrade runner")
     client = runner.jobs_client()
     r = client.post(f"/api/runner/jobs/{job_id}/claim", params={"runner": runner.name})
-    if r.status_code in (404, 409):  # done, running elsewhere, superseded, cancelled
+    if r.status_code in (404, 409):  # nothing queued on its queue any more
         log.info("job %s not claimable (%s): dropped", job_id, r.json().get("detail"))
         return "dropped"
     if r.status_code in REFUSED:  # the job stays queued for a runner the server accepts
@@ -283,6 +284,8 @@ def run_job(job_id: int) -> str:
     what = offer.job or offer.validate_job or offer.similarity_job
     assert what is not None
     kind = "validate" if offer.validate_job else "compare" if offer.similarity_job else "grade"
+    # The message is a turn on its queue: the server hands out the most urgent job queued there.
+    job_id = offer.job_id
     log.info("job %s: %s %s", job_id, kind, what.assignment)
     try:
         with lease(client, offer, runner.settings.heartbeat_s):

@@ -80,22 +80,40 @@ def test_a_call_that_copies_its_input_to_the_gpu_is_seen_there() -> None:
         nvml.processes[4242] = 600 * MIB  # the sandbox's worker opens a context
         nvml.counters = (nvml.counters or 0) + 512 * MIB  # and copies 512 MiB to the device
 
-    seen = watch_a_call(FakeNvml(), {4242, 4243}, copy)
+    seen = watch_a_call(FakeNvml(rate_kb_s=10), {4242, 4243}, copy)
     assert seen.on_gpu and seen.memory_bytes == 600 * MIB
     assert seen.counted_bytes == 512 * MIB and seen.moved_bytes == 512 * MIB
+    assert seen.sampled_bytes is None  # the counters decide where the GPU has them
 
 
 def test_contexts_of_other_processes_are_not_the_sandboxs() -> None:
-    nvml = FakeNvml(processes={77: MIB})  # on the GPU before the grading (not the sandbox's)
-
     def elsewhere(nvml: FakeNvml) -> None:
         nvml.processes[5000] = MIB  # a process outside the sandbox
 
-    assert not watch_a_call(nvml, {4242}, elsewhere).on_gpu
-    # A backend that cannot list the sandbox's processes: any new context counts, the
-    # runner's own (there when the watch opened) never.
-    assert not watch_a_call(FakeNvml(processes={77: MIB}), None, lambda n: None).on_gpu
-    assert watch_a_call(FakeNvml(processes={77: MIB}), None, elsewhere).on_gpu
+    seen = watch_a_call(FakeNvml(processes={77: MIB}), {4242}, elsewhere)
+    assert seen.on_gpu is False and seen.memory_bytes is None
+    # A backend that cannot list the sandbox's processes (docker): a context on the GPU is not
+    # measured rather than guessed to be the sandbox's, or not.
+    assert watch_a_call(FakeNvml(), None, lambda n: None).on_gpu is False  # none at all
+    assert watch_a_call(FakeNvml(), None, elsewhere).on_gpu is None
+
+
+def test_a_context_held_since_the_warm_up_shows_even_in_a_short_call() -> None:
+    nvml = FakeNvml(processes={4242: 600 * MIB})  # opened by the untimed first call
+    watch = devicework.Watch(nvml)  # type: ignore[arg-type]
+    with watch.call(lambda: {4242}) as seen:
+        pass  # shorter than one poll
+    assert seen.on_gpu is True and seen.memory_bytes == 600 * MIB
+
+
+def test_a_reading_that_fails_leaves_the_call_unmeasured() -> None:
+    def broken() -> set[int]:
+        raise RuntimeError("the cgroup went away")
+
+    nvml = FakeNvml(processes={4242: MIB})
+    with devicework.Watch(nvml).call(broken) as seen:  # type: ignore[arg-type]
+        time.sleep(0.05)
+    assert seen.on_gpu is None and seen.moved_bytes is None
 
 
 def test_without_byte_counters_the_throughput_samples_add_up() -> None:
@@ -105,6 +123,7 @@ def test_without_byte_counters_the_throughput_samples_add_up() -> None:
     with watch.call(lambda: set()) as seen:
         time.sleep(0.2)
     assert seen.counted_bytes is None and seen.sampled_bytes is not None
+    assert seen.moved_bytes == seen.sampled_bytes
     assert 1.0 * 2**30 < seen.sampled_bytes < 4.0 * 2**30  # ≈ 0.2 s × 10 GiB/s
     blind = devicework.Watch(FakeNvml(counters=None, rate_kb_s=None))  # type: ignore[arg-type]
     assert blind.counter == "not readable on this GPU"
@@ -115,7 +134,8 @@ def test_without_byte_counters_the_throughput_samples_add_up() -> None:
 
 def test_open_watch_says_why_without_a_driver() -> None:
     watch, why = devicework.open_watch()
-    assert watch is None and why is not None and "NVML" in why, why  # no GPU on this machine
+    assert watch is None and why is not None, why  # no GPU on this machine
+    assert "NVML could not start" in why or "nvidia-ml-py is not installed" in why, why
 
 
 def test_input_bytes_count_the_arrays() -> None:
@@ -143,7 +163,7 @@ def _gpu_decide(speedup: float, device: DeviceWork | None, reference: float = 2.
                          reference_speedup=reference, reference_factor=3.0, gpu=True)
 
 
-def _device(on_gpu: int, moved: float | None, calls: int = 9) -> DeviceWork:
+def _device(on_gpu: int | None, moved: float | None, calls: int = 9) -> DeviceWork:
     return DeviceWork(calls=calls, on_gpu_calls=on_gpu, moved_bytes=moved, input_bytes=512 * MIB,
                       counter="byte counters")
 
@@ -160,6 +180,9 @@ def test_a_gpu_task_answered_on_the_cpu_earns_no_performance_points() -> None:
     # Where the link cannot be read, a context in every call is what the driver can witness.
     assert _gpu_decide(2.1, _device(9, None)).status == "credited"
     assert _gpu_decide(2.1, None).status == "credited"  # no NVML: the reference bound alone
+    # A runner that cannot tell its sandbox's processes (docker): the bytes alone decide.
+    assert _gpu_decide(2.1, _device(None, 513 * MIB)).status == "credited"
+    assert _gpu_decide(2.1, _device(None, 0.0)).status == "refused"
     assert _gpu_decide(9.0, _device(9, 513 * MIB)).status == "held"  # over 3× the reference
 
 
@@ -175,6 +198,9 @@ def test_device_work_summarises_the_calls_that_counted() -> None:
     assert work.moved_bytes == 500 * MIB and work.baseline_moved_bytes == 4096.0
     assert work.on_gpu_calls == 3 and work.memory_bytes == 3 * MIB and work.input_bytes == 512 * MIB
     assert stats.device_work(stats.Samples(1)) is None
+    s.submission_device[1] = devicework.DeviceCall(on_gpu=None)  # one call not measured
+    work = stats.device_work(s)
+    assert work is not None and work.on_gpu_calls is None and work.moved_bytes is None
 
 
 def test_the_watch_threads_end_with_the_call() -> None:

@@ -83,8 +83,9 @@ class DeviceWork(Frozen):
     (NVML), outside the sandbox (real GPUs only: runners/devicework.py)."""
 
     calls: int = Field(description="The submission's timed calls watched")
-    on_gpu_calls: int = Field(description="Calls during which a process of the submission's "
-                              "sandbox held a context on the GPU")
+    on_gpu_calls: int | None = Field(description="Calls during which a process of the "
+                                     "submission's sandbox held a context on the GPU (None: not "
+                                     "measurable on this runner)")
     moved_bytes: float | None = Field(description="Bytes the GPU's PCIe link moved per call, "
                                       "both ways (median; None: not measurable on this GPU)")
     input_bytes: float = Field(description="Bytes of a call's array arguments (median)")

@@ -1,8 +1,16 @@
 """A runner takes a job: the claim, the per-job secret it receives, its heartbeats.
 
-A runner that gets a job's message claims the job over HTTP with its credential
-(compare-and-set, so a redelivered message is refused) and receives a per-job secret for the
-job's bundle, archive, heartbeats and result.
+A runner that gets a job's message claims a job over HTTP with its credential (compare-and-set,
+so no job is claimed twice) and receives a per-job secret for the job's bundle, archive,
+heartbeats and result.
+
+A message is a turn on its job's queue: the claim takes the most urgent job queued there
+(priority, then age), which is the message's own unless a more urgent one came after it. The
+embedded broker delivers in publish order whatever the priority, so without this a student's
+first submission waited behind every shipped package's validation on a fresh start (about 2.5
+minutes). A message whose job is taken, or gone, takes the next one; one finding none is
+refused. Only a job whose time limit fits the message's is taken (the broker enforces the
+message's).
 
 A job answers only the runner process that claimed it. Every runner process makes a random key
 at its start and sends it with the claim and with every request about the job; the claim stores
@@ -66,28 +74,44 @@ def reference_test_seconds(version: AssignmentVersion) -> dict[str, float]:
     return {}
 
 
+CLAIM_TRIES = 5
+"""Jobs a claim tries in turn when runners race for the same one."""
+
+
 def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
           queues: Collection[str] = QUEUES) -> JobOffer:
-    """Claim one queued job for `runner`, bound to its key (compare-and-set); Conflict if it is
-    not claimable, Forbidden (the job left queued) if its queue is not one of `queues`."""
-    queue = session.scalar(select(Job.queue).where(Job.id == job_id))
-    if queue is None:
+    """Claim for `runner`, bound to its key (compare-and-set), the most urgent queued job of the
+    queue of job `job_id` (the message's) whose time limit fits that job's; Conflict if none
+    is queued, Forbidden (the jobs left queued) if the queue is not one of `queues`."""
+    named = session.execute(select(Job.queue, Job.time_limit_s, Job.state)
+                            .where(Job.id == job_id)).one_or_none()
+    if named is None:
         raise NotFound("no such job")
+    queue, limit, state = named
     if queue not in queues:
         raise Forbidden(f"runner {runner}'s credential does not serve the {queue} queue (it "
                         f"serves {', '.join(sorted(queues))})")
     token = security.new_token()
-    won = session.execute(
-        update(Job).where(Job.id == job_id, Job.state == "queued")
-        .values(state="claimed", token_hash=security.token_hash(token), runner=runner,
-                runner_key_hash=security.token_hash(runner_key),
-                claimed_at=now(), heartbeat_at=now(), attempts=Job.attempts + 1))
-    job = session.get(Job, job_id)
+    job = None
+    for _ in range(CLAIM_TRIES):
+        pick = session.scalar(select(Job.id).where(
+            Job.state == "queued", Job.queue == queue, Job.time_limit_s <= limit)
+            .order_by(Job.priority, Job.id).limit(1))
+        if pick is None:
+            break
+        won = session.execute(
+            update(Job).where(Job.id == pick, Job.state == "queued")
+            .values(state="claimed", token_hash=security.token_hash(token), runner=runner,
+                    runner_key_hash=security.token_hash(runner_key),
+                    claimed_at=now(), heartbeat_at=now(), attempts=Job.attempts + 1))
+        if won.rowcount == 1:  # type: ignore[attr-defined]
+            job = session.get(Job, pick)
+            break
+        session.rollback()  # another runner took it first: the next one
     if job is None:
-        raise NotFound("no such job")
-    if won.rowcount != 1:  # type: ignore[attr-defined]
         session.rollback()
-        raise Conflict(f"job {job_id} is {job.state}, not queued")
+        raise Conflict(f"job {job_id} is {state}, not queued, and no job waits in the {queue} "
+                       "queue")
     session.refresh(job)
     session.execute(update(Runner).where(Runner.name == runner).values(current_job_id=job.id))
     if job.kind == "similarity":

@@ -53,10 +53,16 @@ def enqueue(*, session: Session, submission: Submission, priority: int | None = 
     return job
 
 
+VALIDATION_PRIORITY = 1
+"""A package's check waits behind students' first pending submissions (0), beside their second
+ones: on a fresh start, with every shipped package to check, the first student to submit is
+graded next rather than after all of them (services/claims.py)."""
+
+
 def enqueue_validation(*, session: Session, version: AssignmentVersion, queue: str) -> Job:
     """A job that runs the engine's validate on a runner serving the package's queue."""
     manifest = Manifest.model_validate(version.manifest)
-    job = Job(kind="validate", version_id=version.id, queue=queue,
+    job = Job(kind="validate", version_id=version.id, queue=queue, priority=VALIDATION_PRIORITY,
               time_limit_s=manifest.resources.wall_seconds * 100)
     session.add(job)
     session.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import zipfile
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -277,6 +278,39 @@ def test_a_grading_job_carries_the_references_seconds_per_test(world: World) -> 
     offer = claim(world.client, ("cpu",))
     assert offer is not None and offer["job"]["submission_id"] == sid
     assert offer["job"]["reference_test_seconds"] == seconds
+
+
+def test_a_message_claims_the_most_urgent_job_of_its_queue(world: World) -> None:
+    """The embedded broker delivers in publish order: a package's check published first does not
+    make a student's first submission wait behind it (services/claims.py)."""
+    from server.models import Job
+    from tests.server.conftest import REPO_ROOT, RUNNER
+
+    folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
+    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.0.0"',
+                                                                b'version = "1.3.0"')
+    assert world.post(world.prof, "/api/courses/th/assignments/upload",
+                      files={"package": ("p.zip", zip_of(files))}).status_code == 201
+    sid = world.submit(world.ada, REFERENCE).json()["id"]  # to the version already checked
+    with world.client.app.state.sessions() as s:  # type: ignore[attr-defined]
+        check, grading = s.scalars(select(Job).where(Job.state == "queued").order_by(Job.id)).all()
+    assert check.kind == "validate" and check.priority == 1 and grading.priority == 0
+
+    def turn(job_id: int) -> Any:
+        return world.client.post(f"/api/runner/jobs/{job_id}/claim", params={"runner": "r"},
+                                 headers=RUNNER)
+
+    first = turn(check.id)  # the check's message, delivered first
+    assert first.status_code == 200 and first.json()["job"]["submission_id"] == sid
+    # The grading's message cannot take the check: its time limit is shorter than the check's
+    # (the broker enforces the message's); the reaper publishes the stranded check again.
+    refused = turn(grading.id)
+    assert refused.status_code == 409 and "no job waits in the cpu queue" in refused.json()["detail"]
+    again = turn(check.id)
+    assert again.status_code == 200 and again.json()["validate_job"]["version_id"] is not None
+    assert turn(check.id).status_code == 409  # nothing left
 
 
 def test_runner_claims_fetches_and_records_once(world: World) -> None:
