@@ -1,9 +1,11 @@
 """On a GPU node: what the driver tells the trusted side (NVML), and where t3's speedup comes from.
 
 1. NVML: which readings this GPU gives (PCIe byte counters, throughput samples, processes with
-   their memory, per-process utilisation), and what runners.devicework.Watch reads around a
-   512 MiB copy to the device from this process, around a kernel that runs 0.3 s with no copy,
-   and around a CPU-only sum, with how soon the byte counters move after a copy.
+   their memory, per-process utilisation, GPM), and what runners.devicework.Watch and two GPM
+   samples read around a 512 MiB copy to the device from this process, around kernels that run
+   0.3 s and 1 ms with no copy, and around a CPU-only sum, with how soon the byte counters move
+   after a copy. GPM (Hopper and later) measures SM activity over exactly a window: the witness
+   of kernel work the credit rule lacks where a task's input is not an array.
 2. t3's timed call outside the platform, by the number of values: the baseline's compiled serial
    loop (median of 3 calls) and the reference's kernel (median of 7), which makes the values on
    the GPU.
@@ -14,6 +16,8 @@ Without a GPU it says so and measures the CPU rows only.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -57,6 +61,7 @@ def _nvml_facts(nvml: Any) -> dict[str, Any]:
                               nvml.nvmlDeviceGetComputeRunningProcesses(h)],
         "utilization": lambda: str(nvml.nvmlDeviceGetUtilizationRates(h)),
         "accounting_mode": lambda: nvml.nvmlDeviceGetAccountingMode(h),
+        "gpm_supported": lambda: nvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice,
     }.items():
         try:
             facts[name] = call()
@@ -73,12 +78,48 @@ def _process_utilization(nvml: Any, since_us: int) -> Any:
         return f"error: {exc}"
 
 
-def _watched(watch: devicework.Watch, what: Any) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    with watch.call(lambda: {os.getpid()}) as seen:
+GPM_METRICS = {"sm_util": 2, "sm_occupancy": 3, "integer_util": 4, "dram_bw_util": 10}
+"""NVML_GPM_METRIC_*: what the GPU's performance monitor (Hopper and later) says of a window."""
+
+
+def _gpm(nvml: Any, what: Any) -> dict[str, Any]:
+    """GPM metrics over exactly the window of `what()`: two samples around it (a witness of
+    kernel work the grader could use where the input is not an array; not used yet)."""
+    try:
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        s1, s2 = nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()
+        nvml.nvmlGpmSampleGet(h, s1)
+        t0 = time.perf_counter()
         what()
         took = time.perf_counter() - t0
-    return {"seconds": round(took, 4), "on_gpu": seen.on_gpu,
+        nvml.nvmlGpmSampleGet(h, s2)
+        get = nvml.c_nvmlGpmMetricsGet_t()
+        get.version = nvml.NVML_GPM_METRICS_GET_VERSION
+        get.numMetrics = len(GPM_METRICS)
+        get.sample1, get.sample2 = s1, s2
+        for i, metric in enumerate(GPM_METRICS.values()):
+            get.metrics[i].metricId = metric
+        nvml.nvmlGpmMetricsGet(get)
+        out: dict[str, Any] = {"seconds": round(took, 5)}
+        for i, name in enumerate(GPM_METRICS):
+            m = get.metrics[i]
+            out[name] = round(m.value, 3) if m.nvmlReturn == 0 else f"error {m.nvmlReturn}"
+        nvml.nvmlGpmSampleFree(s1)
+        nvml.nvmlGpmSampleFree(s2)
+        return out
+    except Exception as exc:  # what the GPU cannot answer is the finding
+        return {"error": str(exc)}
+
+
+def _watched(watch: devicework.Watch, what: Any) -> dict[str, Any]:
+    import pynvml as nvml
+
+    t0 = time.perf_counter()
+    gpm: dict[str, Any] = {}
+    with watch.call(lambda: {os.getpid()}) as seen:
+        gpm = _gpm(nvml, what)
+        took = time.perf_counter() - t0
+    return {"seconds": round(took, 4), "gpm": gpm, "on_gpu": seen.on_gpu,
             "counted_MiB": None if seen.counted_bytes is None else round(seen.counted_bytes / 2**20, 1),
             "sampled_MiB": None if seen.sampled_bytes is None else round(seen.sampled_bytes / 2**20, 1),
             "memory_MiB": None if seen.memory_bytes is None else round(seen.memory_bytes / 2**20, 1)}
@@ -116,6 +157,7 @@ def nvml_part(out: dict[str, Any]) -> None:
             cp.cuda.Device().synchronize()
 
     rows["kernel_0.3s_no_copy"] = _watched(watch, spin_kernel)
+    rows["kernel_1ms"] = _watched(watch, lambda: (keep[0].sum(), cp.cuda.Device().synchronize()))
     out["process_utilization_after_kernel"] = _process_utilization(nvml, since)
     out["watched"] = rows
     # How soon the counters move after a copy: read at once, then later.
@@ -159,6 +201,13 @@ def t3_part(out: dict[str, Any], gpu: bool) -> None:
             assert ref.gpu_sum(**args, threads_per_block=256) == hook.expected(**args)
             row["reference_ms"] = _median_ms(ref.gpu_sum, {**args, "threads_per_block": 256}, 7)
             row["reference_speedup"] = round(row["baseline_ms"] / row["reference_ms"], 1)
+            import pynvml as nvml  # one call's GPM window (the witness the rule could use)
+
+            with contextlib.suppress(Exception):
+                nvml.nvmlInit()
+                row["reference_gpm"] = _gpm(nvml, functools.partial(
+                    ref.gpu_sum, **args, threads_per_block=256))
+                row["baseline_gpm"] = _gpm(nvml, functools.partial(base.gpu_sum, **args))
         rows.append(row)
         print(json.dumps(row), flush=True)
     out["t3_sizes"] = rows
