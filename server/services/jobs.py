@@ -38,6 +38,12 @@ def fair_priority(*, session: Session, user_id: int) -> int:
     return min(int(pending), LOWEST_PRIORITY - 1)
 
 
+VALIDATION_PRIORITY = 1
+"""A package's check waits behind students' first pending submissions (0), beside their second
+ones: on a fresh start, with every shipped package to check, the first student to submit is
+graded next rather than after all of them (services/claims.py)."""
+
+
 def enqueue(*, session: Session, submission: Submission, priority: int | None = None,
             manifest: Manifest | None = None) -> Job:
     """A queued job for a submission (routed by the assignment's resources), published to the
@@ -45,18 +51,14 @@ def enqueue(*, session: Session, submission: Submission, priority: int | None = 
     manifest = manifest or Manifest.model_validate(submission.version.manifest)
     if priority is None:
         priority = fair_priority(session=session, user_id=submission.user_id)
+    if submission.version.status != "ready":  # a grading before its package's check (staff
+        priority = max(priority, VALIDATION_PRIORITY)  # only) waits behind that check
     job = Job(submission_id=submission.id, queue=manifest.resources.queue, priority=priority,
               time_limit_s=manifest.resources.wall_seconds * 40, published_at=now())
     session.add(job)
     session.flush()
     publish(session, job, stamp=False)
     return job
-
-
-VALIDATION_PRIORITY = 1
-"""A package's check waits behind students' first pending submissions (0), beside their second
-ones: on a fresh start, with every shipped package to check, the first student to submit is
-graded next rather than after all of them (services/claims.py)."""
 
 
 def enqueue_validation(*, session: Session, version: AssignmentVersion, queue: str) -> Job:
