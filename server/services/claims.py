@@ -10,7 +10,9 @@ embedded broker delivers in publish order whatever the priority, so without this
 first submission waited behind every shipped package's validation on a fresh start (about 2.5
 minutes). A message whose job is taken, or gone, takes the next one; one finding none is
 refused. Only a job whose time limit fits the message's is taken (the broker enforces the
-message's).
+message's). A message that took another job than its own publishes its own again, so every
+queued job keeps a message of its own: none waits for the reaper's sweep, which at a deadline
+(a queue never empty) could be long.
 
 A job answers only the runner process that claimed it. Every runner process makes a random key
 at its start and sends it with the claim and with every request about the job; the claim stores
@@ -39,6 +41,7 @@ from runners.protocol import (
 )
 from server import security
 from server.models import AssignmentVersion, Job, Runner, SimilarityRun, Submission, now
+from server.services import jobs
 from server.services.errors import Conflict, Forbidden, NotFound
 
 
@@ -113,6 +116,8 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
         raise Conflict(f"job {job_id} is {state}, not queued, and no job waits in the {queue} "
                        "queue")
     session.refresh(job)
+    if job.id != job_id and (own := session.get(Job, job_id)) is not None and own.state == "queued":
+        jobs.publish(session, own)  # its message went to a more urgent job
     session.execute(update(Runner).where(Runner.name == runner).values(current_job_id=job.id))
     if job.kind == "similarity":
         run = session.get(SimilarityRun, job.run_id)

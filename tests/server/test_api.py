@@ -304,8 +304,11 @@ def test_a_message_claims_the_most_urgent_job_of_its_queue(world: World) -> None
 
     first = turn(check.id)  # the check's message, delivered first
     assert first.status_code == 200 and first.json()["job"]["submission_id"] == sid
+    with world.client.app.state.sessions() as s:  # type: ignore[attr-defined]
+        republished = s.get(Job, check.id)
+        assert republished is not None and republished.published_at > check.published_at
     # The grading's message cannot take the check: its time limit is shorter than the check's
-    # (the broker enforces the message's); the reaper publishes the stranded check again.
+    # (the broker enforces the message's). The check's own message, published again, takes it.
     refused = turn(grading.id)
     assert refused.status_code == 409 and "no job waits in the cpu queue" in refused.json()["detail"]
     again = turn(check.id)
