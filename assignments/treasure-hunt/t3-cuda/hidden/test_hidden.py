@@ -8,7 +8,6 @@ two million values; the timed calls, hidden/timing.py, take 2²⁵–2²⁶).
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 _spec = importlib.util.spec_from_file_location("t3_timing", Path(__file__).with_name("timing.py"))
