@@ -108,13 +108,13 @@ class Watch:
         return kb * 1024.0 if said else None
 
     def _gpu_pids(self) -> dict[int, int | None]:
-        """Processes with a compute context on a GPU, with their device memory in bytes."""
+        """Processes with a compute context on a GPU, with their device memory in bytes (an
+        NVML error propagates: the call is then not measured)."""
         found: dict[int, int | None] = {}
         for handle in self._handles:
-            with contextlib.suppress(self._nvml.NVMLError):
-                for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                    memory = p.usedGpuMemory if isinstance(p.usedGpuMemory, int) else None
-                    found[p.pid] = memory if found.get(p.pid) is None else found[p.pid]
+            for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                memory = p.usedGpuMemory if isinstance(p.usedGpuMemory, int) else None
+                found[p.pid] = memory if found.get(p.pid) is None else found[p.pid]
         return found
 
     @contextlib.contextmanager

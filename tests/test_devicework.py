@@ -115,6 +115,14 @@ def test_a_reading_that_fails_leaves_the_call_unmeasured() -> None:
         time.sleep(0.05)
     assert seen.on_gpu is None and seen.moved_bytes is None
 
+    class NoListing(FakeNvml):
+        def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[Any]:
+            raise NVMLError("Not Supported")  # a MIG slice, say
+
+    with devicework.Watch(NoListing()).call(lambda: {4242}) as seen:  # type: ignore[arg-type]
+        pass
+    assert seen.on_gpu is None
+
 
 def test_without_byte_counters_the_throughput_samples_add_up() -> None:
     nvml = FakeNvml(counters=None, rate_kb_s=10 * 2**20)  # 10 GiB/s into the GPU
