@@ -94,14 +94,26 @@ def where(size):
 
 
 def reach(targets, listen, linger=0.0):
-    server = None
+    # Node 2 listens on each port of `listen`, or on the next free one: its own UCX listens in
+    # the ranks' range too, and a port it took made the bind fail and rank 0 wait at the
+    # barrier until the wall limit (seen once in CI). Rank 0 is told where, and reports under
+    # the port asked for.
+    server, bound = None, {}
     if comm.rank == 1:
         server = []
         for port in listen:
-            s = socket.socket()
-            s.bind(("0.0.0.0", port))
-            s.listen()
-            server.append(s)
+            for candidate in range(port, port + 20):
+                s = socket.socket()
+                try:
+                    s.bind(("0.0.0.0", candidate))
+                except OSError:
+                    s.close()
+                    continue
+                s.listen()
+                server.append(s)
+                bound[port] = candidate
+                break
+    bound = comm.bcast(bound, root=1)
     comm.barrier()
     out = {}
     if comm.rank == 0:
@@ -109,7 +121,7 @@ def reach(targets, listen, linger=0.0):
             s = socket.socket()
             s.settimeout(1.5)
             try:
-                s.connect((host, port))
+                s.connect((host, bound.get(port, port)))
                 out[f"{host}:{port}"] = "connected"
             except TimeoutError:
                 out[f"{host}:{port}"] = "timeout"
