@@ -15,7 +15,10 @@
 # docs/gpu-validation.md records a run. TASKS names the treasure-hunt tasks (default t3 and t4;
 # t5-ddp too on a node with two GPUs), SKIP_ENGINE / SKIP_PLATFORM skip a part, REPEAT=N grades
 # each package of REPEAT_PACKAGES N times one at a time (bench.speedup_repeatability; BUSY=K adds
-# K neighbours), and DEADLINE=S (seconds from the start) skips a step that would start after it.
+# K neighbours), and DEADLINE=S (seconds from the start) ends every step's timeout there and skips
+# what would start too late. PROBE=0 / STARTER=0 skip the probe / the starter, CHEATS names the
+# fixtures tried (default "cpu_loop token_context numpy_sum"), REPEAT_REFERENCE=N grades the first
+# task's reference N more times, and the output ends with a digest line per grading.
 # A report of an MPI task on a GPU says how MPI moved device buffers (environment.mpi_gpu_path),
 # and its scaling points what the timed calls did on the GPU (`device`, runners/devicework.py).
 set -uo pipefail
