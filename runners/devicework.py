@@ -7,7 +7,8 @@ reads, outside the sandbox and out of the submission's reach:
 - which processes hold a context on the GPU, and whether any of them is the sandbox's, with the
   device memory it holds (listed before the call, every `POLL_S` during it and after it). The
   sandbox's processes are those its backend lists as the host numbers them (its cgroup, or its
-  process tree); a backend that cannot list them (docker) leaves the call "not measured";
+  process tree; a container's cgroup where the runner sees it); where they cannot be listed
+  (a runner in another pid namespace than its containers), the call is "not measured";
 - how many bytes the GPU's PCIe link moved during the call: the driver's cumulative byte
   counters (`NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES`), read just before and just after
   the call, where the GPU has them (an H200 has; they move at once), else its throughput samples

@@ -242,6 +242,17 @@ def test_g3_cpu_time_is_the_containers_whole_cgroup(docker_session: Callable[...
     assert s.last_cpu_s is not None and s.last_cpu_s < 0.1, s.last_cpu_s
 
 
+def test_g4_the_containers_processes_as_the_host_numbers_them(
+        docker_session: Callable[..., Session]) -> None:
+    # The GPU witness matches the driver's process ids (the host's) against the sandbox's.
+    s = docker_session(BUSY)
+    s.call("idle", 0.0)
+    pids = s.pids()
+    assert pids, pids
+    commands = [Path(f"/proc/{p}/cmdline").read_bytes() for p in pids if Path(f"/proc/{p}").exists()]
+    assert any(b"worker.py" in c for c in commands), commands
+
+
 def test_h_a_container_that_cannot_start_is_not_left(engine: Engine, tmp_path: Path) -> None:
     import docker
 

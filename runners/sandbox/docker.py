@@ -291,6 +291,20 @@ class DockerRunning(Running):
         except Exception:  # an engine without stats: parallelism is not measured
             return None
 
+    def pids(self) -> set[int] | None:
+        """The container's processes as this host numbers them: its cgroup's (and any child
+        cgroup's) process lists, where this runner sees them (as for its CPU time); None
+        otherwise (the GPU witness then says "not measured")."""
+        if self._cpu_file is None:
+            self._cpu_file = _container_cpu_file(self._container) or False
+        if not self._cpu_file:
+            return None
+        found: set[int] = set()
+        for procs in self._cpu_file.parent.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                found |= {int(x) for x in procs.read_text().split()}
+        return found
+
     def freeze(self, frozen: bool) -> bool:
         """The engine's pause (its cgroup freezer); False where it refuses."""
         if frozen == self.clock.paused:
