@@ -92,7 +92,7 @@ def test_contexts_of_other_processes_are_not_the_sandboxs() -> None:
 
     seen = watch_a_call(FakeNvml(processes={77: MIB}), {4242}, elsewhere)
     assert seen.on_gpu is False and seen.memory_bytes is None
-    # A backend that cannot list the sandbox's processes (docker): a context on the GPU is not
+    # A runner that cannot list the sandbox's processes (in another pid namespace): a context is not
     # measured rather than guessed to be the sandbox's, or not.
     assert watch_a_call(FakeNvml(), None, lambda n: None).on_gpu is False  # none at all
     assert watch_a_call(FakeNvml(), None, elsewhere).on_gpu is None
@@ -188,7 +188,7 @@ def test_a_gpu_task_answered_on_the_cpu_earns_no_performance_points() -> None:
     # Where the link cannot be read, a context in every call is what the driver can witness.
     assert _gpu_decide(2.1, _device(9, None)).status == "credited"
     assert _gpu_decide(2.1, None).status == "credited"  # no NVML: the reference bound alone
-    # A runner that cannot tell its sandbox's processes (docker): the bytes alone decide.
+    # A runner that cannot tell its sandbox's processes: the bytes alone decide.
     assert _gpu_decide(2.1, _device(None, 513 * MIB)).status == "credited"
     assert _gpu_decide(2.1, _device(None, 0.0)).status == "refused"
     assert _gpu_decide(9.0, _device(9, 513 * MIB)).status == "held"  # over 3× the reference
