@@ -104,8 +104,8 @@ def device_work(samples: Samples) -> DeviceWork | None:
         return None
 
     def moved(of: list[DeviceCall]) -> float | None:
-        got = [c.moved_bytes for c in of]
-        return None if not got or None in got else float(np.median(got))  # type: ignore[arg-type]
+        got = [b for c in of if (b := c.moved_bytes) is not None]
+        return float(np.median(got)) if got and len(got) == len(of) else None
 
     memory = [c.memory_bytes for c in calls if c.memory_bytes is not None]
     on_gpu = None if any(c.on_gpu is None for c in calls) else sum(bool(c.on_gpu) for c in calls)

@@ -79,16 +79,6 @@ def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: C
         _timed_calls(cfg, function, inputs, check, extra, side=side, watch=watch)
 
 
-@contextlib.contextmanager
-def _watched(watch: Watch | None, session: Session) -> Iterator[DeviceCall | None]:
-    """What the call in the block did on the GPU (None: not watched)."""
-    if watch is None:
-        yield None
-        return
-    with watch.call(session.pids) as seen:
-        yield seen
-
-
 def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
                  extra: dict[str, Any], *, side: _Side, watch: Watch | None) -> None:
     with Session(cfg, exit_grace_s=EXIT_GRACE_S) as session:
@@ -97,7 +87,7 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
         problem = check(warm, value)
         if problem is None:
             for kwargs in inputs[1:]:
-                with _watched(watch, session) as seen:
+                with (watch.call(session.pids) if watch else contextlib.nullcontext()) as seen:
                     value, elapsed = session.call(function, **kwargs, **extra)
                 problem = check(kwargs, value)
                 if problem is not None:
