@@ -4,13 +4,19 @@ import numpy as np
 
 
 def brute(n: int, a: int, c: int, m: int) -> int:
-    i = np.arange(n, dtype=np.int64)
-    return int(((i * a + c) % m).sum())
+    """Σ value(i) for i in [0, n), the starter's `value` in NumPy."""
+    x = (np.arange(n, dtype=np.int64) * a + c) % m
+    for _ in range(2):
+        x ^= x >> 16
+        x = (x * 0x45D9F3B) & 0xFFFFFFFF
+    x ^= x >> 16
+    return int((x % m).sum())
 
 
 def test_small_sum(submission):
-    """Ten values (3·i + 1) mod 7 for i = 0 … 9, in blocks of 32 threads."""
-    assert submission.gpu_sum(n=10, a=3, c=1, m=7, threads_per_block=32) == 26
+    """Ten values for a = 3, c = 1, m = 1000 (495, 145, 923, 84, 22, 358, 746, 101, 468, 830), in
+    blocks of 32 threads."""
+    assert submission.gpu_sum(n=10, a=3, c=1, m=1000, threads_per_block=32) == 4172
 
 
 def test_result_is_an_int(submission):

@@ -4,13 +4,25 @@ import numpy as np
 from numba import cuda, int64
 
 
+@cuda.jit(device=True)
+def value(i, a, c, m):
+    """Value i of the sequence (the starter's, unchanged)."""
+    x = (a * i + c) % m
+    x ^= x >> 16
+    x = (x * 0x45D9F3B) & 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * 0x45D9F3B) & 0xFFFFFFFF
+    x ^= x >> 16
+    return x % m
+
+
 @cuda.jit
 def block_sums(n, a, c, m, partial):
-    """Block b writes the sum of its threads' values (a·i + c) mod m into partial[b]."""
+    """Block b writes the sum of its threads' values into partial[b]."""
     shared = cuda.shared.array(0, dtype=int64)  # blockDim.x int64s, sized at launch
     t = cuda.threadIdx.x
     i = cuda.blockIdx.x * cuda.blockDim.x + t
-    shared[t] = (a * i + c) % m if i < n else 0
+    shared[t] = value(i, a, c, m) if i < n else 0
     cuda.syncthreads()
     stride = cuda.blockDim.x // 2
     while stride > 0:
@@ -23,8 +35,7 @@ def block_sums(n, a, c, m, partial):
 
 
 def gpu_sum(n: int, a: int, c: int, m: int, threads_per_block: int = 128) -> int:
-    """Σ ((a·i + c) mod m) for i in [0, n): `block_sums` on the GPU, the per-block sums added on
-    the host."""
+    """Σ value(i) for i in [0, n): `block_sums` on the GPU, the per-block sums added on the host."""
     tpb = int(threads_per_block)
     if tpb < 1 or tpb & (tpb - 1):
         raise ValueError("threads_per_block must be a power of two")
