@@ -45,11 +45,12 @@ class Context:
 def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
               cpus: list[int], reveal: bool = False, public_only: bool = False,
               hidden_only: bool = False, timeout: float | None = None,
-              reference_test_s: dict[str, float] | None = None
+              reference_test_s: dict[str, float] | None = None, first_failure: bool = False
               ) -> tuple[list[TestResult], str]:
     """Run the package's tests (trusted pytest process) against the code in `code_dir`: public
     and hidden, or one kind only; each test's time limit calibrated from `reference_test_s`
-    (the reference's seconds per test at validation; runners.runaway)."""
+    (the reference's seconds per test at validation; runners.runaway). `first_failure`: stop at
+    the first test that does not pass (the tests after it are left out of the results)."""
     resources = assignment.manifest.resources
     reference_test_s = reference_test_s or {}
     limits = runaway.test_limits(resources, reference_test_s)
@@ -73,7 +74,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
                f"--paragrade-context={ctx_path}", "-q", "-p", "no:cacheprovider",
                "--rootdir", str(assignment.root),
                "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
-               *targets]
+               *(["--exitfirst"] if first_failure else []), *targets]
         limit = timeout or runaway.process_limit_s(assignment.manifest.resources)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,

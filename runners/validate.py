@@ -72,11 +72,12 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
         dirs = {role: stage.add_code(role, package.code_of(a, role))
                 for role in ("reference", "starter", "baseline")}
 
-        def tests_of(role: str, *, hidden_only: bool = False) -> list[TestResult]:
+        def tests_of(role: str, *, hidden_only: bool = False,
+                     first_failure: bool = False) -> list[TestResult]:
             progress(f"running the tests against the {role}")
             tests, _ = testrun.run_tests(a, dirs[role], backend=executor.name, seed=seed,
                                          gpu_mode=gpu_mode, cpus=cpus, reveal=True,
-                                         hidden_only=hidden_only)
+                                         hidden_only=hidden_only, first_failure=first_failure)
             return tests
 
         report = None
@@ -97,8 +98,9 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                 a, package.code_of(a, "reference"), backend=executor.name, seed=seed,
                 settings=settings), progress))
             checks.append(_check_credit(report))
-        # The starter and the baseline are judged on the hidden tests only.
-        hidden_fail = _failures(tests_of("starter", hidden_only=True))
+        # The starter and the baseline are judged on the hidden tests only; one failure is
+        # enough to tell a starter fails, so its run stops there.
+        hidden_fail = _failures(tests_of("starter", hidden_only=True, first_failure=True))
         checks.append(Check("starter fails", bool(hidden_fail),
                             [] if hidden_fail else ["the starter passes every hidden test"]))
         base = tests_of("baseline", hidden_only=True)

@@ -18,6 +18,7 @@ from runners import configure, environment, grader, hardware, package, stats, st
 from runners.protocol import GradeReport, TestOutcome, Verdict
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
+from runners.stage import Stage
 from tests.conftest import COURSE
 
 pytestmark = pytest.mark.slow
@@ -100,6 +101,23 @@ def test_same_seed_same_inputs_different_seed_different_inputs(t1: package.Assig
             for s in (7, 7, 8)]
     lines = [sorted(ln for ln in o.output_excerpt.splitlines() if ln.startswith("N ")) for o in outs]
     assert lines[0] == lines[1] and lines[0] != lines[2]
+
+
+def test_a_starter_is_judged_on_its_first_failing_test(t1: package.Assignment) -> None:
+    """Validation asks only whether the starter fails: its test run stops at the first test that
+    does not pass, where a grading runs them all."""
+    stage = Stage()
+    try:
+        code = stage.add_code("starter", package.code_of(t1, "starter"))
+        runs = {first: testrun.run_tests(t1, code, backend=get_settings().backend, seed=1,
+                                         gpu_mode="none", cpus=[0, 1], hidden_only=True,
+                                         first_failure=first)[0]
+                for first in (True, False)}
+    finally:
+        stage.cleanup()
+    assert [t.outcome for t in runs[True]] == [TestOutcome.FAILED]
+    assert len(runs[False]) > 1 and all(t.outcome is TestOutcome.FAILED for t in runs[False])
+    assert runs[True][0].name == runs[False][0].name
 
 
 def test_validate_cli_reports_each_check() -> None:
@@ -208,8 +226,6 @@ def t1_configs(t1: package.Assignment, code: dict[str, bytes],
                baseline: dict[str, bytes] | None = None) -> Iterator[tuple[Any, Any]]:
     """Run configurations (baseline, submission) of t1 at 2 workers on bwrap, for `code` against
     t1's baseline (or `baseline`)."""
-    from runners.stage import Stage
-
     stage = Stage()
     try:
         sub = stage.add_code("submission", code)
