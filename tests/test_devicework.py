@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from runners import credit, devicework, stats
-from runners.protocol import DeviceWork, ScalingPoint, SpeedupFigure
+from runners.protocol import DeviceWork, Parallelism, ScalingPoint, SpeedupFigure
 from runners.sandbox import cgroups
 from runners.sandbox.base import Limits, host_prefix
 from tests.conftest import SessionFactory
@@ -192,6 +192,29 @@ def test_a_gpu_task_answered_on_the_cpu_earns_no_performance_points() -> None:
     assert _gpu_decide(2.1, _device(None, 513 * MIB)).status == "credited"
     assert _gpu_decide(2.1, _device(None, 0.0)).status == "refused"
     assert _gpu_decide(9.0, _device(9, 513 * MIB)).status == "held"  # over 3× the reference
+
+
+def test_a_gpu_task_timed_on_more_cores_than_it_grants_is_held() -> None:
+    """Where no cpuset confines the sandbox, a submission can widen its own affinity and sum on
+    every core of the node behind a token context (t3 3.0.0: about 1× a core, so 16 cores would
+    reach its curve). The grader reads the busy cores from outside: beyond the grant, held."""
+    def with_cores(busy: float, low: float, cores: int = 1) -> Any:
+        fig = SpeedupFigure(median=14.0, ci_low=12.0, ci_high=16.0, baseline_median_s=0.2,
+                            submission_median_s=0.2 / 14, repetitions=9)
+        cpu = Parallelism(parallelism=busy, parallelism_ci_low=low, parallelism_ci_high=busy * 1.1,
+                          baseline_parallelism=1.0, work_ratio=1.0, work_ratio_ci_low=0.9,
+                          work_ratio_ci_high=1.1, submission_cpu_median_s=0.2 * busy / 14,
+                          baseline_cpu_median_s=0.2)
+        point = ScalingPoint(workers=1, speedup=14.0, efficiency=14.0, ci_low=12.0, ci_high=16.0,
+                             submission_median_s=0.2 / 14, cpu=cpu, device=_device(9, None))
+        return credit.decide(policy="parallel", figure=fig, point=point, cores=cores,
+                             reference_speedup=120.0, reference_factor=3.0, gpu=True)
+
+    wide = with_cores(15.2, 14.8)
+    assert wide.status == "held" and wide.speedup == 0.0
+    assert "kept 15.2 busy cores, more than the 1 this task grants" in wide.reason, wide.reason
+    assert with_cores(0.97, 0.95).status == "credited"  # the reference's own figure on the H100
+    assert with_cores(2.0, 1.98, cores=2).status == "credited"  # t4's two ranks on their two
 
 
 def test_device_work_summarises_the_calls_that_counted() -> None:
