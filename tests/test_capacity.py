@@ -128,9 +128,12 @@ def test_the_probe_finds_a_core_taken_away(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.slow
 def test_a_grading_beside_a_tenant_says_the_node_was_short() -> None:
-    """Other processes hold the package's one core through the whole grading: every window
-    finds the node short, is timed again for twice the budget, then counts, and the report says
-    the speedup was measured under interference."""
+    """Other processes hold the package's one core through the whole grading: the probes find
+    the node short, those windows are timed again (for at most twice the budget), and where most
+    windows were short the report says the speedup was measured under interference. Which
+    windows a 20 ms probe finds short is the scheduler's call: in most runs nearly all, but once
+    in CI 6 of 11 probed whole beside the two spinners, so the figure counted as reliable. Both
+    are right for what the probes saw (the rule itself: the synthetic windows above)."""
     a = package.load(FIXTURES / "redteam" / "sum1")
     cpu = hardware.allotment(a)[0][0]
     with CapacityProbe([cpu]) as probe:  # a runner that has been up knows its node's best
@@ -142,7 +145,14 @@ def test_a_grading_beside_a_tenant_says_the_node_was_short() -> None:
         r = grader.grade(a, package.code_of(a, "reference"))
     assert r.verdict is Verdict.PASSED and r.speedup is not None
     said = [n for n in r.notes if "timed windows found the node short" in n]
-    assert said and "measured under interference" in said[0], r.notes
-    assert "measured while the node was short of cores" in r.summary
+    assert said, r.notes
+    interference = r.speedup.interference
+    assert interference is not None and interference.short >= 1
+    if interference.unreliable:
+        assert "measured under interference" in said[0], r.notes
+        assert "measured while the node was short of cores" in r.summary
+    else:  # the short windows were timed again (or, past the re-timing budget, kept)
+        assert "timed again" in said[0] or "count" in said[0], r.notes
+        assert "measured while the node was short of cores" not in r.summary
     # Re-timing is bounded: twice the timing budget, then the windows count.
     assert r.environment.phases["timing"] < 2 * a.manifest.timing.budget_s + 15
