@@ -48,7 +48,7 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
                       reason="every measured speedup earns points (credit = \"any\")")
     if gpu:
         return _gpu(figure, reference_speedup, reference_factor, measured=point.cpu is not None,
-                    device=point.device, busy=point.cpu, cores=cores)
+                    device=point.device, cpu=point.cpu, cores=cores)
     cap = cores * (1 + CORES_TOLERANCE)
     superlinear = figure.ci_low > cap
     cpu = point.cpu
@@ -108,19 +108,19 @@ def _off_gpu(s: float, device: DeviceWork) -> str | None:
 
 
 def _gpu(figure: SpeedupFigure, reference: float | None, factor: float, *,
-         measured: bool, device: DeviceWork | None = None, busy: Parallelism | None = None,
+         measured: bool, device: DeviceWork | None = None, cpu: Parallelism | None = None,
          cores: int = 1) -> Credit:
     """GPU work: the driver says whether the calls worked on the device (`device`, where it
     could be read); CPU time says little, so a speedup far above the reference's is held, and
-    so is one measured on more busy cores than the task grants (`busy`: only a submission that
+    so is one measured on more busy cores than the task grants (`cpu`: only a submission that
     widened its own CPU affinity gets there, where no cpuset confines the sandbox)."""
     s = figure.median
     if device is not None and (why := _off_gpu(s, device)) is not None:
         return Credit(policy="parallel", status="refused", speedup=0.0, measured=measured,
                       reason=why)
-    if busy is not None and busy.parallelism_ci_low > cores * (1 + CORES_TOLERANCE):
+    if cpu is not None and cpu.parallelism_ci_low > cores * (1 + CORES_TOLERANCE):
         return Credit(policy="parallel", status="held", speedup=0.0, measured=measured, reason=(
-            f"your timed calls kept {_cores(busy.parallelism)}, more than the {cores} this "
+            f"your timed calls kept {_cores(cpu.parallelism)}, more than the {cores} this "
             f"task grants: the {s:.2f}× may come from the CPU; held for an instructor's review"))
     if reference is None or reference <= 0:
         return Credit(policy="parallel", status="credited", speedup=s, measured=measured,

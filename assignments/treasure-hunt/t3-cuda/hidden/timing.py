@@ -11,10 +11,11 @@ was credited at 512× (docs/gpu-validation.md). Here every value must be made, a
 checked against the same values made with NumPy.
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 _CHUNK = 1 << 22
-_expected: dict[tuple[int, int, int, int], int] = {}
 
 
 def values(i: np.ndarray, a: int, c: int, m: int) -> np.ndarray:
@@ -28,16 +29,11 @@ def values(i: np.ndarray, a: int, c: int, m: int) -> np.ndarray:
     return x % m
 
 
+@lru_cache(maxsize=64)
 def expected(n: int, a: int, c: int, m: int) -> int:
     """Σ value(i) for i in [0, n), exactly, in chunks (cached: both sides get the same inputs)."""
-    key = (n, a, c, m)
-    if key not in _expected:
-        if len(_expected) > 64:
-            _expected.clear()
-        _expected[key] = sum(int(values(np.arange(lo, min(n, lo + _CHUNK), dtype=np.int64),
-                                        a, c, m).sum())
-                             for lo in range(0, n, _CHUNK))
-    return _expected[key]
+    return sum(int(values(np.arange(lo, min(n, lo + _CHUNK), dtype=np.int64), a, c, m).sum())
+               for lo in range(0, n, _CHUNK))
 
 
 def draw(rng: np.random.Generator, n: int, m_low: int = 2**20) -> dict:
