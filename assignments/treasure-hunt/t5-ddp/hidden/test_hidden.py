@@ -25,6 +25,7 @@ SHAPES = {"fc1.weight": (HIDDEN, FEATURES), "fc1.bias": (HIDDEN,),
           "fc2.weight": (CLASSES, HIDDEN), "fc2.bias": (CLASSES,)}
 NAME_RE = re.compile(r"weights_rank(\d+)\.npz")
 MAX_MEMBER_BYTES = 1 << 20
+OUTPUT_TAIL = 400  # characters of a failed run's output quoted in its message (500 shown)
 
 
 def make_data(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -76,7 +77,9 @@ def load_weights(name: str, blob: bytes) -> dict[str, np.ndarray]:
 def train(submission, seed: int, epochs: int = EPOCHS) -> dict[int, dict[str, np.ndarray]]:
     """Run the script; every rank's weights by rank."""
     result = submission.run("--seed", str(script_seed(seed)), "--epochs", str(epochs))
-    assert result.returncode == 0, f"the script exited with status {result.returncode}"
+    assert result.returncode == 0, (
+        f"the script exited with status {result.returncode}; its output ended with:\n"
+        + result.output.strip()[-OUTPUT_TAIL:])
     weights = {}
     for name, blob in result.files.items():
         m = NAME_RE.fullmatch(name)
