@@ -12,5 +12,6 @@ fi
 # then the rest, one at a time, as timing needs. Both parts run whatever the first one gives.
 status=0
 .venv/bin/pytest -n "$(nproc)" -m "concurrent and not full" || status=$?
-.venv/bin/pytest -m "not concurrent and not full" || status=$?
+# --durations: where the serial part's time goes, in every CI log.
+.venv/bin/pytest -m "not concurrent and not full" --durations=30 || status=$?
 exit "$status"
