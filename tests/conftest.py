@@ -42,8 +42,8 @@ CONCURRENT = {
     "tests/test_plugin_messages.py", "tests/test_similarity.py", "tests/test_timing_math.py",
 }
 """Modules whose tests start no sandbox or runner and time nothing: their non-slow tests are
-marked `concurrent`, and scripts/test.sh runs those on every core (pytest-xdist) before the rest
-runs alone, as timing needs. A module joins only when none of its tests time anything, starts a
+marked `concurrent` (a slow one only where it carries the mark itself), and scripts/test.sh runs
+those on every core (pytest-xdist) before the rest runs alone, as timing needs. A module joins only when none of its tests time anything, starts a
 sandbox, or looks machine-wide (pgrep, fixed ports)."""
 
 

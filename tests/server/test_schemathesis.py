@@ -90,6 +90,7 @@ def _claim(world: World) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.concurrent  # a minute of requests to an in-process server: beside the other workers
 # On PostgreSQL only (the production database, and the stricter one: NUL bytes, integer ranges);
 # every API test also runs on SQLite.
 @pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
