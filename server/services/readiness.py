@@ -15,11 +15,15 @@ How N is estimated. A job's expected length is, for a validation, how long the l
 validation of the same assignment took (an earlier version of its package: the same tests,
 nearly always about the same time); otherwise the median of the last `HISTORY` finished jobs of
 its kind on its queue; otherwise, on a server that has finished none yet, `FIRST_VALIDATION_S`
-or `FIRST_GRADING_S`. A claimed validation is ready in its expected length less the time it has
-run. A queued one first waits for the jobs ahead of it in its queue (the broker's order:
-priority, then id) and for what is left of the jobs the queue's runners hold, that work shared
-among the live runners serving the queue; then it runs its own expected length. N is never
-below `SOON_S`, and is rounded up (to 5 s, or to whole minutes from 2 minutes on).
+or `FIRST_GRADING_S`. What is left of a claimed job is its expected length less the time it has
+run; once it has run longer than expected, the expectation was wrong by at least the overrun,
+and it is expected to run as long again (a first start's t5-ddp check runs 60 s against a
+typical 10 s: without this, every package queued behind it said "about 15 s" for a minute). A
+claimed validation is ready when what is left of it is done. A queued one first waits for the
+jobs ahead of it in its queue (the broker's order: priority, then id) and for what is left of
+the jobs the queue's runners hold, that work shared among the live runners serving the queue;
+then it runs its own expected length. N is never below `SOON_S`, and is rounded up (to 5 s, or
+to whole minutes from 2 minutes on).
 """
 
 from __future__ import annotations
@@ -95,13 +99,13 @@ def seconds_to_ready(*, session: Session, job: Job, live_s: int) -> float:
     expected = _expectations(session)
     mine = expected(job)
     if job.state == "claimed":
-        return max(mine - _elapsed(job), SOON_S)
+        return max(_left(mine, job), SOON_S)
     ahead = session.scalars(select(Job).where(
         Job.state == "queued", Job.queue == job.queue,
         tuple_(Job.priority, Job.id) < tuple_(job.priority, job.id))
         .order_by(Job.priority, Job.id).limit(MAX_AHEAD))
     held = session.scalars(select(Job).where(Job.state == "claimed", Job.queue == job.queue))
-    work = sum(expected(j) for j in ahead) + sum(max(expected(j) - _elapsed(j), 0) for j in held)
+    work = sum(expected(j) for j in ahead) + sum(_left(expected(j), j) for j in held)
     serving = sum(1 for r in fleet.live_runners(session=session, live_s=live_s)
                   if job.queue in r.queues)
     return max(work / max(serving, 1) + mine, SOON_S)
@@ -109,6 +113,12 @@ def seconds_to_ready(*, session: Session, job: Job, live_s: int) -> float:
 
 def _elapsed(job: Job) -> float:
     return 0.0 if job.claimed_at is None else (now() - aware(job.claimed_at)).total_seconds()
+
+
+def _left(expected: float, job: Job) -> float:
+    """What is left of a claimed job expected to take `expected` s (the module's docstring)."""
+    elapsed = _elapsed(job)
+    return expected - elapsed if elapsed <= expected else elapsed - expected
 
 
 def _expectations(session: Session) -> Callable[[Job], float]:

@@ -123,6 +123,13 @@ def test_a_package_being_checked_says_when_it_is_ready(world: World, engine: Eng
         assert job is not None
         job.claimed_at = datetime.now(UTC) - timedelta(seconds=12)
     assert _said(world, "t2-mpi") == "being checked, ready in about 30 s"
+    with session_factory(engine)() as s, s.begin():
+        job = s.get(Job, offer["job_id"])
+        assert job is not None
+        job.claimed_at = datetime.now(UTC) - timedelta(seconds=68)
+    # 28 s past the 40 s expected: wrong by at least that much, so as long again (not "5 s"
+    # for as long as it runs).
+    assert _said(world, "t2-mpi") == "being checked, ready in about 30 s"
 
 
 def test_a_validation_behind_others_waits_for_them(world: World, engine: Engine) -> None:
@@ -141,6 +148,16 @@ def test_a_validation_behind_others_waits_for_them(world: World, engine: Engine)
     _hello(world.client, "cpu-node-2", ["cpu", "mpi"])  # two runners share what is ahead
     assert (_said(world, "t5-ddp"), _said(world, "dask")) == (
         "being checked, ready in about 70 s", "being checked, ready in about 105 s")
+
+    offer = claim(world.client, ("cpu",))  # t5-ddp's check, 98 s ago: 28 s past its 70 s
+    assert offer is not None and offer["validate_job"] is not None
+    with session_factory(engine)() as s, s.begin():
+        job = s.get(Job, offer["job_id"])
+        assert job is not None
+        job.claimed_at = datetime.now(UTC) - timedelta(seconds=98)
+    # dask waits for what is left of it (28 s, shared by the two runners), then its own 70 s.
+    assert (_said(world, "t5-ddp"), _said(world, "dask")) == (
+        "being checked, ready in about 30 s", "being checked, ready in about 85 s")
 
 
 def test_estimates_are_rounded_up_and_never_promise_less_than_five_seconds() -> None:
