@@ -43,8 +43,9 @@ CONCURRENT = {
 }
 """Modules whose tests start no sandbox or runner and time nothing: their non-slow tests are
 marked `concurrent` (a slow one only where it carries the mark itself), and scripts/test.sh runs
-those on every core (pytest-xdist) before the rest runs alone, as timing needs. A module joins only when none of its tests time anything, starts a
-sandbox, or looks machine-wide (pgrep, fixed ports)."""
+those on every core (pytest-xdist) before the rest runs alone, as timing needs. A module joins
+only when none of its tests time anything, starts a sandbox, or looks machine-wide (pgrep, fixed
+ports)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -52,20 +53,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.path.relative_to(REPO_ROOT).as_posix()
         if module in CONCURRENT and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.concurrent)
+    # The apptainer tests run last, in their order: their image builds meanwhile (below).
+    items.sort(key=lambda item: item.get_closest_marker("apptainer") is not None)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    # The images' tests come late; their build (minutes from nothing) starts now, in the idle
-    # time of everything before them.
-    if any(item.get_closest_marker("images") for item in session.items):
-        from tests import podman
+    # The images' tests come late, the apptainer tests last; their builds (minutes from nothing)
+    # start now, in the idle time of everything before them.
+    from tests import apptainer, podman
 
+    if any(item.get_closest_marker("apptainer") for item in session.items):
+        apptainer.build_early()  # after the deployment images' build, which it starts
+    elif any(item.get_closest_marker("images") for item in session.items):
         podman.build_images_early()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from tests import podman
+    from tests import apptainer, podman
 
+    apptainer.stop_early_build()
     podman.stop_early_build()
 
 

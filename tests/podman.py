@@ -21,7 +21,7 @@ from runners.sandbox.docker import SANDBOX_LABEL
 from runners.settings import REPO_ROOT
 
 __all__ = ["SANDBOX_LABEL", "build_images_early", "environment", "service",
-           "service_cpu_seconds", "skip_unless_rootful_podman", "stop_early_build",
+           "service_cpu_seconds", "skip_reason", "skip_unless_rootful_podman", "stop_early_build",
            "wait_for_early_build"]
 
 CONF = REPO_ROOT / "containers" / "podman.conf"
@@ -37,6 +37,11 @@ def _no_rootful_podman() -> str | None:
     if os.getuid() != 0:
         return "these tests drive rootful podman (run as root)"
     return None
+
+
+def skip_reason() -> str | None:
+    """Why the tests that drive podman skip here (None: they run)."""
+    return _no_rootful_podman()
 
 
 def skip_unless_rootful_podman() -> None:
