@@ -86,8 +86,10 @@ def load_hook(assignment: Assignment) -> ModuleType:
 def probes(gpu_mode: str, m: Manifest, settings: RunnerSettings) -> bool:
     """Whether timing probes the node's capacity around its windows (runners.capacity): not on
     a real GPU (one side's sandbox at a time, kernels the probe cannot see), nor across nodes
-    (the probe sees this node only), nor where the operator turned it off."""
-    return settings.timing_probe and gpu_mode != "real" and m.resources.nodes == 1
+    (the probe sees this node only), nor where the operator or the package turned it off (a
+    speedup that does not depend on the cores: re-timing it would only cost time)."""
+    return (settings.timing_probe and m.timing.probe and gpu_mode != "real"
+            and m.resources.nodes == 1)
 
 
 def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:

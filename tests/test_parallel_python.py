@@ -44,10 +44,13 @@ def test_package_validates_and_its_reference_speeds_up(
     # in the timed windows, only a pathology fails here, a reference under 0.8 of that floor: a
     # noisy hour once cut slurm-array's 1.41× reference to 1.09× and 1.10× on CI. How far each
     # reference clears its floor is the benchmarks' to track (bench.speedup_repeatability).
-    low = package.load(PYCOURSE / slug).manifest.scoring.speedup_min
+    m = package.load(PYCOURSE / slug).manifest
     short = r.speedup.interference is not None and r.speedup.interference.short > 0
-    assert speed.ok or (short and speed.figure is not None and speed.figure > 0.8 * low), (
+    assert speed.ok or (short and speed.figure is not None and speed.figure > 0.8 * m.scoring.speedup_min), (
         speed.name, speed.problems, r.speedup.interference)
+    # threads-io turned the probe off (its speedup is waiting overlapped): nothing probed or
+    # re-timed, and the report says nothing of the node's cores; every other package is probed.
+    assert (r.speedup.interference is None) == (not m.timing.probe), r.speedup.interference
     if package.load(PYCOURSE / slug).manifest.timing.weak_scaling:
         assert [w.workers for w in r.weak_scaling] == [2] and r.weak_scaling[0].efficiency > 0
 

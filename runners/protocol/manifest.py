@@ -166,6 +166,10 @@ class Timing(Frozen):
     target_ci_width: float = Field(default=0.10, gt=0, description="Relative CI width at which "
                                    "the figures that earn no points stop (the headline stops "
                                    "once its CI fixes its points to within 1)")
+    probe: bool = Field(default=True, description="Probe the node's cores around each timed "
+                        "window and time again the windows it found short (runners/capacity.py); "
+                        "false where the speedup does not depend on the cores, e.g. overlapped "
+                        "waiting on a [service]: every window counts, none is timed again")
     weak_scaling: bool = Field(default=False, description="Also measure weak scaling: the hook's "
                                "make_weak_input(rng, workers) sizes the problem ∝ workers")
     note: str | None = Field(default=None, max_length=300,
