@@ -93,6 +93,31 @@ def where(size):
     return {"ranks": ranks, "total": total, "tcp": open("/proc/net/tcp").read()}
 
 
+def _listen(port):
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", port))
+    except OSError:
+        s.close()
+        return None
+    s.listen()
+    return s
+
+
+def _try(host, port):
+    s = socket.socket()
+    s.settimeout(1.5)
+    try:
+        s.connect((host, port))
+        return "connected"
+    except TimeoutError:
+        return "timeout"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc))
+    finally:
+        s.close()
+
+
 def reach(targets, listen, linger=0.0):
     # Node 2 listens on each port of `listen`, or on the next free one: its own UCX listens in
     # the ranks' range too, and a port it took made the bind fail and rank 0 wait at the
@@ -103,32 +128,16 @@ def reach(targets, listen, linger=0.0):
         server = []
         for port in listen:
             for candidate in range(port, port + 20):
-                s = socket.socket()
-                try:
-                    s.bind(("0.0.0.0", candidate))
-                except OSError:
-                    s.close()
-                    continue
-                s.listen()
-                server.append(s)
-                bound[port] = candidate
-                break
+                if (s := _listen(candidate)) is not None:
+                    server.append(s)
+                    bound[port] = candidate
+                    break
     bound = comm.bcast(bound, root=1)
     comm.barrier()
     out = {}
     if comm.rank == 0:
         for host, port in targets:
-            s = socket.socket()
-            s.settimeout(1.5)
-            try:
-                s.connect((host, bound.get(port, port)))
-                out[f"{host}:{port}"] = "connected"
-            except TimeoutError:
-                out[f"{host}:{port}"] = "timeout"
-            except OSError as exc:
-                out[f"{host}:{port}"] = errno.errorcode.get(exc.errno, str(exc))
-            finally:
-                s.close()
+            out[f"{host}:{port}"] = _try(host, bound.get(port, port))
     if comm.rank == 1:
         import time
         time.sleep(linger)
@@ -150,15 +159,7 @@ def hold_range(host, lo, hi, linger):
     # Node 2 listens on every port of [lo, hi] its own UCX left free; rank 0 connects to one.
     held = []
     if comm.rank == 1:
-        for port in range(lo, hi + 1):
-            s = socket.socket()
-            try:
-                s.bind(("0.0.0.0", port))
-            except OSError:
-                s.close()
-                continue
-            s.listen()
-            held.append(s)
+        held = [s for port in range(lo, hi + 1) if (s := _listen(port)) is not None]
     ports = comm.bcast([s.getsockname()[1] for s in held], root=1)
     comm.barrier()
     out = None
@@ -180,22 +181,7 @@ def probe_range(host, lo, hi):
     comm.barrier()
     if comm.rank:
         return None
-    out = {}
-    for port in range(lo, hi + 1):
-        if port in own:
-            continue
-        s = socket.socket()
-        s.settimeout(1.5)
-        try:
-            s.connect((host, port))
-            out[str(port)] = "connected"
-        except TimeoutError:
-            out[str(port)] = "timeout"
-        except OSError as exc:
-            out[str(port)] = errno.errorcode.get(exc.errno, str(exc))
-        finally:
-            s.close()
-    return out
+    return {str(port): _try(host, port) for port in range(lo, hi + 1) if port not in own}
 
 
 def burn(cpu_s, wall_s):
