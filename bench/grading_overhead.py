@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from bench.common import publish
-from runners import grader, package
+from runners import grader, package, testrun
 from runners.session import Session
 from runners.settings import get_settings
 
@@ -80,6 +80,7 @@ def main() -> None:
     refs = args or ["treasure-hunt/t1-multiprocessing"]
     modes = ["fresh", "forked"] if compare else ["forked"]
     rows = []
+    testrun.prepare()  # as a runner's pool process does when it starts
     for ref in refs:
         a = package.resolve(ref, get_settings().assignments_dir)
         for _ in range(n):

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runners import runaway
+from runners import runaway, testfork
 from runners.package import Assignment
 from runners.protocol import VERDICT_SEVERITY, TestOutcome, TestResult, Verdict
 
@@ -42,6 +40,10 @@ class Context:
 
 
 
+PRELOAD = ("pytest", "runners.pytest_plugin")
+"""What each test process imports (`pytest -p runners.pytest_plugin`): its fork server's imports."""
+
+
 def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
               cpus: list[int], reveal: bool = False, public_only: bool = False,
               hidden_only: bool = False, timeout: float | None = None,
@@ -70,22 +72,30 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
             targets.append(str(assignment.hidden_dir))
         ini = Path(tmp) / "pytest.ini"  # the package's tests never pick up a project's config
         ini.write_text("[pytest]\npython_files = test_*.py\n")
-        cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "-p", "runners.pytest_plugin",
-               f"--paragrade-context={ctx_path}", "-q", "-p", "no:cacheprovider",
-               "--rootdir", str(assignment.root),
-               "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
-               *(["--exitfirst"] if first_failure else []), *targets]
+        argv = ["-c", str(ini), "-p", "runners.pytest_plugin", f"--paragrade-context={ctx_path}",
+                "-q", "-p", "no:cacheprovider", "--rootdir", str(assignment.root),
+                "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                *(["--exitfirst"] if first_failure else []), *targets]
         limit = timeout or runaway.process_limit_s(assignment.manifest.resources)
+        output = Path(tmp) / "output.txt"
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
-                                  cwd=tmp, env=_test_env())
-        except subprocess.TimeoutExpired:
+            ended = testfork.run(testfork.Request(argv=argv, cwd=tmp, env=_test_env(),
+                                                  output=str(output)), limit, PRELOAD)
+        except OSError as exc:
+            return [_platform_test(f"the test process could not start: {exc}")], ""
+        if ended.timed_out:
             return [_platform_test("the test run exceeded its time limit")], ""
         if not results.is_file():
-            tail = (proc.stdout + proc.stderr)[-3000:]
+            tail = output.read_text(errors="replace")[-3000:] if output.is_file() else ""
             return [_platform_test(f"the test process ended without results: {tail}")], ""
         data = json.loads(results.read_text())
     return [TestResult(**t) for t in data["tests"]], data["output"]
+
+
+def prepare() -> None:
+    """Start this process's test-process fork server now (runners.testfork), so that the first
+    grading does not wait for its imports."""
+    testfork.start(_test_env(), PRELOAD)
 
 
 # The runner's credentials: the tests (the package author's code) have no use for them.

@@ -45,6 +45,20 @@ def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str
             and (t.hidden or not hidden_only)]
 
 
+def _check_starter(tests: list[TestResult]) -> Check:
+    """The starter fails a hidden test, as a student's unfinished code: a failure the package
+    blames on itself (`author_error`, e.g. an assertion about the submission's output made in a
+    fixture) would tell every student with a mistake that the package is broken."""
+    failed = _failures(tests, hidden_only=True)
+    if not failed:
+        return Check("starter fails", False, ["the starter passes every hidden test"])
+    blamed = [f"{t.name}: the starter's failure is reported as {t.verdict.value}, not as the "
+              f"submission's ({t.message}); check what the submission did in the test, not in a "
+              "fixture (a fixture's failure is the package's)" for t in tests
+              if t.hidden and t.verdict is Verdict.AUTHOR_ERROR]
+    return Check("starter fails", not blamed, blamed)
+
+
 def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings | None = None,
              progress: grader.Progress = grader._noop, measure: bool = False) -> list[Check]:
     """Every check of a package; a failed load is the only check when the manifest is broken.
@@ -100,9 +114,8 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
             checks.append(_check_credit(report))
         # The starter and the baseline are judged on the hidden tests only; one failure is
         # enough to tell a starter fails, so its run stops there.
-        hidden_fail = _failures(tests_of("starter", hidden_only=True, first_failure=True))
-        checks.append(Check("starter fails", bool(hidden_fail),
-                            [] if hidden_fail else ["the starter passes every hidden test"]))
+        starter = tests_of("starter", hidden_only=True, first_failure=True)
+        checks.append(_check_starter(starter))
         base = tests_of("baseline", hidden_only=True)
         checks.append(Check("baseline is correct", not _failures(base), _failures(base)))
         checks.append(_check_hook(a, stage, dirs, executor, cpus, gpu_mode, seed, settings))

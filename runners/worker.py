@@ -39,8 +39,9 @@ from types import FrameType
 import httpx
 import threadpoolctl
 from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
+from celery.signals import worker_process_init
 
-from runners import gang, grader, hardware, overlay, package, similarity, slurm, validate
+from runners import gang, grader, hardware, overlay, package, similarity, slurm, testrun, validate
 from runners.broker import consumer_app
 from runners.protocol import (
     PROTOCOL_VERSION,
@@ -393,6 +394,17 @@ def announce(runner: Runner, hello: RunnerHello, stop: threading.Event) -> None:
                 log.warning("the server did not take our heartbeat: %s", exc)
 
 
+def _prepare_tests(**_: object) -> None:
+    """Celery's pool child, as it starts: the test processes' fork server, in the background."""
+    def start() -> None:
+        try:
+            testrun.prepare()
+        except OSError as exc:
+            log.warning("the test processes' fork server did not start yet: %s", exc)
+
+    threading.Thread(target=start, name="testfork", daemon=True).start()
+
+
 def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
           name: str | None = None, settings: RunnerSettings | None = None) -> None:
     """Run a Celery worker on `queues` until stopped (one job at a time)."""
@@ -428,6 +440,8 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     # The server unreachable at the claim: try again later (the job stays queued meanwhile).
     app.task(name=TASK_NAME, ignore_result=True, autoretry_for=(httpx.TransportError,),
              retry_backoff=5, retry_backoff_max=120, max_retries=30)(run_job)
+    if executor is not None:  # jobs are graded in the pool child, not on SLURM's nodes
+        worker_process_init.connect(_prepare_tests, weak=False)
     stop = threading.Event()
     threading.Thread(target=announce, args=(_runner, hello, stop), name="announce",
                      daemon=True).start()

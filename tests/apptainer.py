@@ -48,12 +48,10 @@ def build_early() -> None:
         with _early_lock:
             if _stopping.is_set():
                 return
-            _early_build = subprocess.Popen(
-                ["nice", "-n", "19", "ionice", "-c", "3", "bash", str(HOST / "build-image.sh")],
+            _early_build = podman.start_idle(
+                ["bash", str(HOST / "build-image.sh")],
                 env={**os.environ, "PARAGRADE_APPTAINER_BIN": _binary(),
-                     "PARAGRADE_BUILD_IDLE": "1"},
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True)
+                     "PARAGRADE_BUILD_IDLE": "1"})
 
     _early_thread = threading.Thread(target=after_the_images, daemon=True)
     _early_thread.start()

@@ -112,18 +112,21 @@ def test_the_probe_finds_a_core_taken_away(monkeypatch: pytest.MonkeyPatch) -> N
         for _ in range(20):  # spread over 2 s: one slow stretch of the host does not set the best
             probe.measure(1)
             time.sleep(0.1)
-        # Two spinners: with one, a probe that wakes from sleep is sometimes let run its 20 ms
-        # nearly alone (the scheduler's credit to sleepers) and reads the core whole.
+        # A probe that wakes from sleep is sometimes let run its 20 ms nearly alone (the
+        # scheduler's credit to sleepers): beside one spinner often, beside two now and then (once
+        # in CI, beside the background builds of a fresh machine, one of five read 0.82). The
+        # window rule decides on most windows, and so does this.
         with tenant(cpu), tenant(cpu):
-            busy = max(probe.measure(1) for _ in range(5))
+            readings = sorted(probe.measure(1) for _ in range(7))
+        busy = readings[len(readings) // 2]
         # Whole again once the tenant has gone; the host's own slow stretches (a busy SMT sibling,
         # RUNTIME-NOTES) last up to ~25 s, so the probe may wait for one to pass.
         after, deadline = 0.0, time.monotonic() + 30
         while after < SHORT_SHARE and time.monotonic() < deadline:
             after = max(after, probe.measure(1))
             time.sleep(0.2)
-    assert busy < 0.75  # the tenants get most of the core, in every probe
-    assert after >= SHORT_SHARE, (busy, after)
+    assert busy < 0.75, readings  # the tenants get most of the core, in most probes
+    assert after >= SHORT_SHARE, (readings, after)
 
 
 @pytest.mark.slow

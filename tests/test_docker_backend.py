@@ -32,6 +32,7 @@ from runners.stage import Stage
 from runners.zygote import Zygote
 from tests import podman
 from tests.conftest import SPIN_ALWAYS, check_freezing
+from tests.hostcores import on_whole_cores
 from tests.test_credit import BUSY
 
 pytestmark = pytest.mark.docker
@@ -291,16 +292,22 @@ def test_a_live_sandbox_costs_the_engine_nothing_and_gets_its_cores(
     before = podman.service_cpu_seconds(engine.url)
     time.sleep(2)
     assert podman.service_cpu_seconds(engine.url) - before < 0.5  # was 2.3 s
-    # Two busy processes on two cores: CPU time well above the wall time (generous bound).
+    # Two busy processes on two cores: CPU time well above the wall time (generous bound; in CI
+    # once 1.0 at twice the wall time, a core short: tests/hostcores.py).
     s.call("two", 3_000_000)
-    wall, busy = [], []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        s.call("two", 3_000_000)
-        wall.append(time.perf_counter() - t0)
-        assert s.last_cpu_s is not None
-        busy.append(s.last_cpu_s / wall[-1])
-    assert max(busy) > 1.3, (busy, wall)
+
+    def busy_cores() -> list[tuple[float, float]]:
+        readings = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            s.call("two", 3_000_000)
+            wall = time.perf_counter() - t0
+            assert s.last_cpu_s is not None
+            readings.append((s.last_cpu_s / wall, wall))
+        return readings
+
+    readings = on_whole_cores(busy_cores, lambda r: max(r)[0] > 1.3)
+    assert max(readings)[0] > 1.3, readings
 
 
 TWO_WORKERS = """

@@ -6,6 +6,7 @@ in one python process, submissions under `mpirun -n 2`.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,36 @@ def test_the_reference_is_timed_whole_with_its_start_up_shown() -> None:
     # most of the timing: the figure is then marked as measured under interference.
     assert fig.median > 1.1 or (fig.interference and fig.interference.unreliable), report.summary
     assert report.performance_points > 0
+
+
+REFUSING_TWICE = """
+
+_calls = []
+_check_answer = check
+
+
+def check(argv, result):
+    \"\"\"The package's check, refusing its 1st and 4th runs (the warm-up's baseline run and the
+    first timed one): a stand-in for a correct program's rare failure as it exits.\"\"\"
+    _calls.append(argv)
+    if len(_calls) in (1, 4):
+        return "refused once"
+    return _check_answer(argv, result)
+"""
+
+
+def test_a_timed_run_the_check_rejects_is_run_once_more(tmp_path: Path) -> None:
+    """A rejected run is run again with the same arguments and only the second counts (t5's
+    gloo now and then aborts a rank of a correct script at exit); wrong twice still fails
+    (test_a_wrong_timed_run_fails_the_grading)."""
+    root = tmp_path / "script-mpi"
+    shutil.copytree(PACKAGE, root)
+    hook = root / "hidden" / "timing.py"
+    hook.write_text(hook.read_text() + REFUSING_TWICE)
+    report = grader.grade(package.load(root),
+                          {"solution.py": (PACKAGE / "reference" / "solution.py").read_bytes()})
+    assert report.verdict == Verdict.PASSED, report.summary
+    assert report.speedup is not None and report.speedup.repetitions >= 3, report.summary
 
 
 def test_a_serial_shortcut_keeps_its_test_points_and_earns_no_performance_points() -> None:
