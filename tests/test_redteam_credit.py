@@ -76,7 +76,9 @@ def test_honest_pools_keep_their_credit(fixture: str | None) -> None:
     r = graded("t1-multiprocessing", fixture)
     assert r.credit is not None and r.credit.status in ("credited", "capped"), r.credit
     cpu = r.scaling[-1].cpu
-    assert cpu is not None and cpu.work_ratio > 0.8 and cpu.parallelism > 1.2, cpu
+    # Well above the rule's 0.5 and every cheat's 0.27 (assignments/README.md); not higher: a
+    # grading whose baseline calls ran slow on a busy host measured 0.78 and 0.797 (CI, 2026-11-27).
+    assert cpu is not None and cpu.work_ratio > 0.65 and cpu.parallelism > 1.2, cpu
     if r.speedup is not None and r.speedup.median > 1.1:  # a shared 2-vCPU VM may lose a core
         assert r.performance_points > 0, r.summary
 
