@@ -4,7 +4,7 @@ start-up measured apart) and job arrays as whole arrays, the two sides alternati
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 
 import numpy as np
@@ -36,15 +36,21 @@ def _script(cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
 
 def _checked(hook: ModuleType, cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
     """One run, checked (`hook.check`). A run the check rejects is run once more with the same
-    arguments, and only the second one counts, its time included: a framework's rare failure as
-    a correct program exits (t5: gloo now and then aborts a rank) would otherwise fail the
-    grading's timing. A wrong answer is wrong twice and fails as before; a run that hit a limit
-    is not run again (`_script` raises)."""
+    arguments: a framework's rare failure as a correct program exits (t5: gloo now and then
+    aborts a rank) would otherwise fail the grading's timing. The baseline's second run counts
+    alone; the submission's counts with the rejected one's wall and CPU time added, so that a
+    submission cannot throw its own slow runs away (answer wrongly when running late, get a
+    fresh draw). A wrong answer is wrong twice and fails as before; a run that hit a limit is
+    not run again (`_script` raises)."""
     result = _script(cfg, argv, side)
-    if hook.check(argv, result) is not None:
-        result = _script(cfg, argv, side)
-        judge(hook.check(argv, result), side)
-    return result
+    if hook.check(argv, result) is None:
+        return result
+    again = _script(cfg, argv, side)
+    judge(hook.check(argv, again), side)
+    if side == "baseline":
+        return again
+    cpu = None if result.cpu_s is None or again.cpu_s is None else result.cpu_s + again.cpu_s
+    return replace(again, elapsed_s=result.elapsed_s + again.elapsed_s, cpu_s=cpu)
 
 
 @dataclass(frozen=True)

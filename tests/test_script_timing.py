@@ -6,13 +6,21 @@ in one python process, submissions under `mpirun -n 2`.
 
 from __future__ import annotations
 
-import shutil
+import types
+from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from runners import grader, package
+from runners import configure, grader, package, whole_runs
+from runners.launch import ScriptResult
 from runners.protocol import GradeReport, Verdict
+from runners.runconfig import RunConfig
+from runners.sandbox import create_executor
+from runners.settings import get_settings
+from runners.stage import Stage
+from runners.stopping import StopRule
 
 pytestmark = pytest.mark.slow
 PACKAGE = Path(__file__).parent / "fixtures" / "script-mpi"
@@ -80,34 +88,46 @@ def test_the_reference_is_timed_whole_with_its_start_up_shown() -> None:
     assert report.performance_points > 0
 
 
-REFUSING_TWICE = """
+def test_a_submission_cannot_throw_its_slow_runs_away(stage: Stage) -> None:
+    """A timed run the check rejects is run once more (t5's gloo now and then aborts a rank of a
+    correct script as it exits), the rejected run's time counting with its rerun's on the
+    submission's side (a program that answers wrongly whenever it runs late gains nothing); the
+    baseline's rerun counts alone. Wrong twice still fails: test_a_wrong_timed_run_fails_the_grading.
+    The check here refuses every side's first run of each argument list."""
+    a = package.load(PACKAGE)
+    answers = grader.load_hook(a).answers
+    runs: dict[str, list[ScriptResult]] = defaultdict(list)
 
-_calls = []
-_check_answer = check
+    def check(argv: list[str], result: ScriptResult) -> str | None:
+        runs[" ".join(argv)].append(result)
+        if len(runs[" ".join(argv)]) in (1, 3):  # each side's first run of these arguments
+            return "refused once"
+        return answers.problem(result, int(argv[0]), int(argv[1]))  # type: ignore[no-any-return]
 
+    hook = types.ModuleType("refusing_hook")
+    hook.make_args = lambda rng, workers: [400_000, int(rng.integers(1000))]  # type: ignore[attr-defined]
+    hook.check = check  # type: ignore[attr-defined]
+    settings = get_settings()
 
-def check(argv, result):
-    \"\"\"The package's check, refusing its 1st and 4th runs (the warm-up's baseline run and the
-    first timed one): a stand-in for a correct program's rare failure as it exits.\"\"\"
-    _calls.append(argv)
-    if len(_calls) in (1, 4):
-        return "refused once"
-    return _check_answer(argv, result)
-"""
+    def cfg(role: str, serial: bool) -> RunConfig:
+        return configure.make_config(
+            a, executor=create_executor(settings, "bwrap"), stage=stage,
+            code_dir=stage.add_code(role, package.code_of(a, role)), cpus=[0, 1],
+            workers=1 if serial else 2, gpu_mode="none", serial=serial, settings=settings)
 
-
-def test_a_timed_run_the_check_rejects_is_run_once_more(tmp_path: Path) -> None:
-    """A rejected run is run again with the same arguments and only the second counts (t5's
-    gloo now and then aborts a rank of a correct script at exit); wrong twice still fails
-    (test_a_wrong_timed_run_fails_the_grading)."""
-    root = tmp_path / "script-mpi"
-    shutil.copytree(PACKAGE, root)
-    hook = root / "hidden" / "timing.py"
-    hook.write_text(hook.read_text() + REFUSING_TWICE)
-    report = grader.grade(package.load(root),
-                          {"solution.py": (PACKAGE / "reference" / "solution.py").read_bytes()})
-    assert report.verdict == Verdict.PASSED, report.summary
-    assert report.speedup is not None and report.speedup.repetitions >= 3, report.summary
+    samples = whole_runs.measure_script(
+        hook=hook, workers=2, baseline_cfg=cfg("baseline", True), submission_cfg=cfg("reference", False),
+        rng=np.random.default_rng(3), stop=StopRule(budget_s=0, min_reps=2, max_reps=2, target_width=1))
+    timed = list(runs.values())[1:]  # the warm-up's arguments first
+    assert len(timed) == 2 and all(len(r) == 4 for r in timed), runs
+    for block, (r1, r2, r3, r4) in enumerate(timed):
+        # Block 0 runs the baseline first, block 1 the submission first.
+        base, sub = (r2, (r3, r4)) if block == 0 else (r4, (r1, r2))
+        assert samples.baseline[block] == base.elapsed_s
+        assert samples.submission[block] == pytest.approx(sub[0].elapsed_s + sub[1].elapsed_s)
+        assert samples.baseline_cpu[block] == base.cpu_s
+        assert sub[0].cpu_s is not None and sub[1].cpu_s is not None
+        assert samples.submission_cpu[block] == pytest.approx(sub[0].cpu_s + sub[1].cpu_s)
 
 
 def test_a_serial_shortcut_keeps_its_test_points_and_earns_no_performance_points() -> None:
