@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,10 @@ class Ended:
     exit_code: int | None
     """pytest's exit status; None where the child ended otherwise (killed, crashed)."""
     timed_out: bool = False
+
+
+ERRORS = "server.err"
+"""Beside the socket: the server's stderr, which says why it did not start."""
 
 
 class ForkServer:
@@ -80,15 +85,20 @@ class ForkServer:
             self._dir = tempfile.mkdtemp(prefix="paragrade-testfork-")  # mode 0700
             path = str(Path(self._dir) / "sock")
             # stdin is a pipe the server watches: it ends with this process, whatever kills it.
-            self._proc = subprocess.Popen([sys.executable, "-m", "runners.testfork", path, *preload],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, env=env,
-                                          start_new_session=True)
+            # Its stderr says why it failed to start (its runs write their own elsewhere).
+            errors = Path(self._dir) / ERRORS
+            with errors.open("wb") as err:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "runners.testfork", path, *preload],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+                    start_new_session=True)
             assert self._proc.stdout is not None
             ready, _, _ = select.select([self._proc.stdout], [], [], self.START_S)
             if not ready or self._proc.stdout.readline() != b"ready\n":
+                said = errors.read_bytes()[-1500:].decode(errors="replace").strip()
                 self._stop()
-                raise OSError("the test process's fork server did not start")
+                raise OSError("the test process's fork server did not start"
+                              + (f": {said}" if said else f" within {self.START_S:.0f} s"))
             return path
 
     def _stop(self) -> None:
@@ -132,6 +142,9 @@ class ForkServer:
         except (ConnectionError, FileNotFoundError) as exc:
             conn.close()
             raise NotStarted(f"the test process's fork server did not take the run: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
 
@@ -151,7 +164,7 @@ def _await(conn: socket.socket, deadline: float) -> Ended:
             try:
                 line = reader.readline()
             except TimeoutError:
-                _kill(pid)
+                _kill(pid if pid is not None else _late_pid(conn, reader))
                 return Ended(exit_code=None, timed_out=True)
             except ConnectionError:
                 line = b""
@@ -166,12 +179,20 @@ def _await(conn: socket.socket, deadline: float) -> Ended:
     except NotStarted:
         raise
     except BaseException:
-        if pid is None:  # interrupted before the child said who it is: it says so at once
-            with contextlib.suppress(OSError, ValueError):
-                conn.settimeout(5)
-                pid = int(json.loads(reader.readline())["pid"])
-        _kill(pid)
+        _kill(pid if pid is not None else _late_pid(conn, reader))
         raise
+    finally:
+        reader.close()
+
+
+def _late_pid(conn: socket.socket, reader: BinaryIO) -> int | None:
+    """The pid of a run's child that has not said who it is yet (past the deadline, or the wait
+    interrupted): a child says so at once after its fork. One forked after the caller has closed
+    the connection dies at that write, before its run."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        conn.settimeout(5)
+        return int(json.loads(reader.readline())["pid"])
+    return None
 
 
 def _kill(pid: int | None) -> None:
@@ -215,6 +236,7 @@ def serve(path: str, preload: list[str]) -> None:
             listener.close()
             with contextlib.suppress(OSError):
                 os.unlink(path)
+                os.unlink(Path(path).with_name(ERRORS))
                 os.rmdir(os.path.dirname(path))
             return
         conn, _ = listener.accept()

@@ -49,6 +49,10 @@ def _check_starter(tests: list[TestResult]) -> Check:
     """The starter fails a hidden test, as a student's unfinished code: a failure the package
     blames on itself (`author_error`, e.g. an assertion about the submission's output made in a
     fixture) would tell every student with a mistake that the package is broken."""
+    broken = [f"the starter's tests could not run ({t.name}: {t.message}): the platform's fault, "
+              "not the package's; validate again" for t in tests if t.verdict is Verdict.PLATFORM_ERROR]
+    if broken:
+        return Check("starter fails", False, broken)
     failed = _failures(tests, hidden_only=True)
     if not failed:
         return Check("starter fails", False, ["the starter passes every hidden test"])

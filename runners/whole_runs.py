@@ -35,16 +35,19 @@ def _script(cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
 
 
 def _checked(hook: ModuleType, cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
-    """One run, checked (`hook.check`). A run the check rejects is run once more with the same
-    arguments: a framework's rare failure as a correct program exits (t5: gloo now and then
-    aborts a rank) would otherwise fail the grading's timing. The baseline's second run counts
-    alone; the submission's counts with the rejected one's wall and CPU time added, so that a
-    submission cannot throw its own slow runs away (answer wrongly when running late, get a
-    fresh draw). A wrong answer is wrong twice and fails as before; a run that hit a limit is
-    not run again (`_script` raises)."""
+    """One run, checked (`hook.check`). A rejected run that exited with a non-zero status is run
+    once more with the same arguments: a framework's rare failure as a correct program exits (t5:
+    gloo now and then aborts a rank) would otherwise fail the grading's timing. The baseline's
+    second run counts alone; the submission's counts with the failed one's wall and CPU time
+    added, so that a submission cannot throw its own slow runs away (exit with an error when
+    running late, for a fresh draw). A wrong answer from a run that exited cleanly fails at once,
+    as does one that fails twice; a run that hit a limit is not run again (`_script` raises)."""
     result = _script(cfg, argv, side)
-    if hook.check(argv, result) is None:
+    problem = hook.check(argv, result)
+    if problem is None:
         return result
+    if result.returncode == 0:
+        judge(problem, side)
     again = _script(cfg, argv, side)
     judge(hook.check(argv, again), side)
     if side == "baseline":

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from runners import configure, environment, grader, hardware, package, stats, stopping, testrun, timing
-from runners.protocol import GradeReport, TestOutcome, Verdict
+from runners.protocol import GradeReport, TestOutcome, TestResult, Verdict
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
 from runners.stage import Stage
@@ -184,6 +184,19 @@ def test_validate_names_a_starter_failure_blamed_on_the_package(tmp_path: Path) 
         "    assert abs(value - 499.5) < 1e-6, \"the sum is off\"\n", "").replace(
         '"""A sum."""', '"""A sum."""\n    assert abs(total - 499.5) < 1e-6, "the sum is off"'))
     assert starter_check().ok
+
+
+def test_validate_does_not_call_a_platform_error_a_passing_starter() -> None:
+    """The starter's test run failing as a whole (the platform's fault: the sandbox did not start,
+    the test process died) is said as such, not as "the starter passes every hidden test"."""
+    from runners import validate
+
+    lost = TestResult(name="grader", outcome=TestOutcome.ERROR, verdict=Verdict.PLATFORM_ERROR,
+                      message="the sandbox did not start", hidden=False, weight=0.0, duration_s=0.0)
+    check = validate._check_starter([lost])
+    assert not check.ok and len(check.problems) == 1, check
+    assert "could not run" in check.problems[0] and "the sandbox did not start" in check.problems[0]
+    assert "passes every hidden test" not in check.problems[0]
 
 
 def test_a_script_that_fails_fails_its_tests_as_the_students() -> None:

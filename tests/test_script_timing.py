@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import types
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,12 @@ from runners import configure, grader, package, whole_runs
 from runners.launch import ScriptResult
 from runners.protocol import GradeReport, Verdict
 from runners.runconfig import RunConfig
-from runners.sandbox import create_executor
+from runners.sandbox import Mount, create_executor
 from runners.settings import get_settings
 from runners.stage import Stage
+from runners.stats import Samples
 from runners.stopping import StopRule
+from runners.timing import WrongTimedAnswer
 
 pytestmark = pytest.mark.slow
 PACKAGE = Path(__file__).parent / "fixtures" / "script-mpi"
@@ -88,38 +91,66 @@ def test_the_reference_is_timed_whole_with_its_start_up_shown() -> None:
     assert report.performance_points > 0
 
 
-def test_a_submission_cannot_throw_its_slow_runs_away(stage: Stage) -> None:
-    """A timed run the check rejects is run once more (t5's gloo now and then aborts a rank of a
-    correct script as it exits), the rejected run's time counting with its rerun's on the
-    submission's side (a program that answers wrongly whenever it runs late gains nothing); the
-    baseline's rerun counts alone. Wrong twice still fails: test_a_wrong_timed_run_fails_the_grading.
-    The check here refuses every side's first run of each argument list."""
+# Runs the code beside it (real.py), then the first time each argument list is run does {first}:
+# rank 0 leaves a mark in /marks, a directory the test mounts into every run (the only state a
+# run here keeps; a stand-in for a correct program's rare failure as it exits, or for a program
+# that answers wrongly now and then).
+FIRST_RUN = """
+import os, runpy, sys
+from pathlib import Path
+runpy.run_path(os.path.join(os.path.dirname(__file__), "real.py"), run_name="__main__")
+mark = Path("/marks") / "-".join(sys.argv[1:])
+if os.environ.get("PMI_RANK", "0") == "0" and not mark.exists():
+    mark.touch()
+    {first}
+"""
+EXITS = "sys.exit(3)"
+ANSWERS_WRONGLY = 'Path("out/answer.txt").write_text("1")'
+
+
+def _time_first_runs_failing(stage: Stage, baseline_first: str, submission_first: str
+                             ) -> tuple[Samples, list[list[ScriptResult]]]:
+    """Two blocks of script-mpi's whole runs, each side's code doing its `…_first` on its first
+    run of each argument list; the samples and, per argument list, every run the check saw."""
     a = package.load(PACKAGE)
     answers = grader.load_hook(a).answers
     runs: dict[str, list[ScriptResult]] = defaultdict(list)
 
     def check(argv: list[str], result: ScriptResult) -> str | None:
         runs[" ".join(argv)].append(result)
-        if len(runs[" ".join(argv)]) in (1, 3):  # each side's first run of these arguments
-            return "refused once"
         return answers.problem(result, int(argv[0]), int(argv[1]))  # type: ignore[no-any-return]
 
-    hook = types.ModuleType("refusing_hook")
+    hook = types.ModuleType("recording_hook")
     hook.make_args = lambda rng, workers: [400_000, int(rng.integers(1000))]  # type: ignore[attr-defined]
     hook.check = check  # type: ignore[attr-defined]
     settings = get_settings()
 
-    def cfg(role: str, serial: bool) -> RunConfig:
-        return configure.make_config(
-            a, executor=create_executor(settings, "bwrap"), stage=stage,
-            code_dir=stage.add_code(role, package.code_of(a, role)), cpus=[0, 1],
-            workers=1 if serial else 2, gpu_mode="none", serial=serial, settings=settings)
+    def cfg(role: str, serial: bool, first: str) -> RunConfig:
+        marks = stage.root / f"marks-{role}"  # where the sandbox's user reaches
+        marks.mkdir()
+        marks.chmod(0o777)
+        code = stage.add_code(role, {"solution.py": FIRST_RUN.format(first=first).encode(),
+                                     "real.py": package.code_of(a, role)["solution.py"]})
+        made = configure.make_config(
+            a, executor=create_executor(settings, "bwrap"), stage=stage, code_dir=code,
+            cpus=[0, 1], workers=1 if serial else 2, gpu_mode="none", serial=serial, settings=settings)
+        return replace(made, extra_mounts=(*made.extra_mounts, Mount(marks, "/marks", writable=True)))
 
     samples = whole_runs.measure_script(
-        hook=hook, workers=2, baseline_cfg=cfg("baseline", True), submission_cfg=cfg("reference", False),
+        hook=hook, workers=2, baseline_cfg=cfg("baseline", True, baseline_first),
+        submission_cfg=cfg("reference", False, submission_first),
         rng=np.random.default_rng(3), stop=StopRule(budget_s=0, min_reps=2, max_reps=2, target_width=1))
-    timed = list(runs.values())[1:]  # the warm-up's arguments first
-    assert len(timed) == 2 and all(len(r) == 4 for r in timed), runs
+    return samples, list(runs.values())[1:]  # the warm-up's arguments first
+
+
+def test_a_submission_cannot_throw_its_slow_runs_away(stage: Stage) -> None:
+    """A timed run that exits with an error is run once more (t5's gloo now and then aborts a
+    rank of a correct script as it exits), the failed run's time counting with its rerun's on the
+    submission's side (a program that fails whenever it runs late gains nothing); the baseline's
+    rerun counts alone."""
+    samples, timed = _time_first_runs_failing(stage, EXITS, EXITS)
+    assert len(timed) == 2 and all(len(r) == 4 for r in timed), timed
+    assert [r.returncode for r in timed[0]] == [3, 0, 3, 0], timed[0]
     for block, (r1, r2, r3, r4) in enumerate(timed):
         # Block 0 runs the baseline first, block 1 the submission first.
         base, sub = (r2, (r3, r4)) if block == 0 else (r4, (r1, r2))
@@ -128,6 +159,13 @@ def test_a_submission_cannot_throw_its_slow_runs_away(stage: Stage) -> None:
         assert samples.baseline_cpu[block] == base.cpu_s
         assert sub[0].cpu_s is not None and sub[1].cpu_s is not None
         assert samples.submission_cpu[block] == pytest.approx(sub[0].cpu_s + sub[1].cpu_s)
+
+
+def test_a_wrong_answer_from_a_clean_exit_is_not_run_again(stage: Stage) -> None:
+    """Only a failed exit earns a second run: a program wrong now and then is wrong (else it
+    would need to be wrong twice running to lose its timing)."""
+    with pytest.raises(WrongTimedAnswer, match="not the sum"):
+        _time_first_runs_failing(stage, "pass", ANSWERS_WRONGLY)
 
 
 def test_a_serial_shortcut_keeps_its_test_points_and_earns_no_performance_points() -> None:

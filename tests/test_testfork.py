@@ -167,3 +167,13 @@ def test_a_fork_of_the_caller_leaves_the_callers_server_alone(tmp_path: Path) ->
     request, _ = _request(tmp_path, PROBE)
     assert testfork.run(request, 60, testrun.PRELOAD).exit_code == 0
     assert _server_pid() == server
+
+
+def test_a_server_that_cannot_start_says_why() -> None:
+    server = testfork.ForkServer()
+    try:
+        with pytest.raises(OSError, match=r"did not start: (.|\n)*No module named 'no_such_preload'"):
+            server.ensure(dict(os.environ), ("no_such_preload",))
+        assert server._dir is None  # nothing left behind
+    finally:
+        server.close()
