@@ -250,6 +250,11 @@ def _child(conn: socket.socket) -> None:
     """One test run: pytest with the caller's command line, environment and directory."""
     os.setsid()  # the caller kills the run's whole group on timeout
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # subprocess waits for its children
+    # Every child starts from the server's state: a generator the server imported would draw
+    # the same "random" inputs in every grading (`random` reseeds itself at fork; numpy's
+    # global generator does not).
+    if (numpy_random := sys.modules.get("numpy.random")) is not None:
+        numpy_random.seed()
     request = Request(**json.loads(conn.makefile("rb").readline()))
     conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
 

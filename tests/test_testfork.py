@@ -177,3 +177,28 @@ def test_a_server_that_cannot_start_says_why() -> None:
         assert server._dir is None  # nothing left behind
     finally:
         server.close()
+
+
+DRAWS = '''
+import os, random
+import numpy as np
+
+def test_draws():
+    with open(os.environ["PROBE_OUT"], "a") as out:
+        out.write(f"{np.random.randint(2**31)} {random.getrandbits(31)}\\n")
+'''
+
+
+def test_each_run_draws_its_own_random_numbers(tmp_path: Path) -> None:
+    """A hidden test that draws from a global generator gets new inputs in every grading, even
+    from a generator the server imported before it forked the run."""
+    server = testfork.ForkServer()
+    try:
+        for _ in range(2):
+            request, out = _request(tmp_path, DRAWS)
+            assert server.run(request, 60, (*testrun.PRELOAD, "numpy.random")).exit_code == 0
+    finally:
+        server.close()
+    first, second = out.read_text().splitlines()
+    assert first.split()[0] != second.split()[0], "numpy's draws repeat from run to run"
+    assert first.split()[1] != second.split()[1], "random's draws repeat from run to run"
