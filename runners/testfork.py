@@ -28,7 +28,6 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ def _await(conn: socket.socket, deadline: float) -> Ended:
             try:
                 line = reader.readline()
             except TimeoutError:
-                _kill(pid if pid is not None else _late_pid(conn, reader))
+                _kill(pid if pid is not None else _late_pid(conn))
                 return Ended(exit_code=None, timed_out=True)
             except ConnectionError:
                 line = b""
@@ -179,19 +178,23 @@ def _await(conn: socket.socket, deadline: float) -> Ended:
     except NotStarted:
         raise
     except BaseException:
-        _kill(pid if pid is not None else _late_pid(conn, reader))
+        _kill(pid if pid is not None else _late_pid(conn))
         raise
     finally:
         reader.close()
 
 
-def _late_pid(conn: socket.socket, reader: BinaryIO) -> int | None:
+def _late_pid(conn: socket.socket) -> int | None:
     """The pid of a run's child that has not said who it is yet (past the deadline, or the wait
     interrupted): a child says so at once after its fork. One forked after the caller has closed
-    the connection dies at that write, before its run."""
+    the connection dies at that write, before its run. Read from the socket itself: a file
+    object that has timed out reads no more."""
+    line = b""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         conn.settimeout(5)
-        return int(json.loads(reader.readline())["pid"])
+        while not line.endswith(b"\n") and (chunk := conn.recv(256)):
+            line += chunk
+        return int(json.loads(line.split(b"\n")[0])["pid"])
     return None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -202,3 +203,17 @@ def test_each_run_draws_its_own_random_numbers(tmp_path: Path) -> None:
     first, second = out.read_text().splitlines()
     assert first.split()[0] != second.split()[0], "numpy's draws repeat from run to run"
     assert first.split()[1] != second.split()[1], "random's draws repeat from run to run"
+
+
+def test_a_pid_said_after_the_deadline_is_still_read() -> None:
+    """The run's child said its pid only after the caller's wait timed out: the caller still
+    reads it (to kill that child), though its file object reads nothing after a time-out."""
+    caller, server = socket.socketpair()
+    with caller, server:
+        reader = caller.makefile("rb")
+        caller.settimeout(0.01)
+        with pytest.raises(TimeoutError):
+            reader.readline()
+        server.sendall(json.dumps({"pid": 4321}).encode() + b"\n")
+        assert testfork._late_pid(caller) == 4321
+        reader.close()
