@@ -97,7 +97,7 @@ class ForkServer:
                 said = errors.read_bytes()[-1500:].decode(errors="replace").strip()
                 self._stop()
                 raise OSError("the test process's fork server did not start"
-                              + (f": {said}" if said else f" within {self.START_S:.0f} s"))
+                              + (f": {said}" if said else "" if ready else f" within {self.START_S:.0f} s"))
             return path
 
     def _stop(self) -> None:
@@ -225,14 +225,16 @@ def start(env: dict[str, str], preload: tuple[str, ...]) -> None:
 
 def serve(path: str, preload: list[str]) -> None:
     """Import `preload`, then fork a child per connection until stdin ends."""
+    handshake = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what an import prints goes with the server's errors, not into the handshake
     for name in preload:
         importlib.import_module(name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
+    handshake.write("ready\n")
+    handshake.close()
     while True:
         readable, _, _ = select.select([listener, sys.stdin], [], [])
         if sys.stdin in readable:  # the caller's process has ended, maybe killed

@@ -217,3 +217,15 @@ def test_a_pid_said_after_the_deadline_is_still_read() -> None:
         server.sendall(json.dumps({"pid": 4321}).encode() + b"\n")
         assert testfork._late_pid(caller) == 4321
         reader.close()
+
+
+def test_a_preload_that_prints_does_not_break_the_start(tmp_path: Path) -> None:
+    (tmp_path / "noisy_preload.py").write_text('print("a notice on stdout")\n')
+    server = testfork.ForkServer()
+    try:
+        server.ensure({**testrun._test_env(), "PYTHONPATH": str(tmp_path)}, ("noisy_preload",))
+        request, out = _request(tmp_path, PROBE)
+        assert server.run(request, 60, ("noisy_preload",)).exit_code == 0
+        assert json.loads(out.read_text())["cwd"] == str(tmp_path)
+    finally:
+        server.close()
