@@ -38,7 +38,7 @@ CONCURRENT = {
     "tests/server/test_shipped_courses.py", "tests/server/test_similarity_runs.py",
     # Files, manifests and rules read on the trusted side.
     "tests/test_architecture.py", "tests/test_batchscript.py", "tests/test_containers.py",
-    "tests/test_docs.py", "tests/test_package.py", "tests/test_paths.py",
+    "tests/test_docs.py", "tests/test_gpu_kernels.py", "tests/test_package.py", "tests/test_paths.py",
     "tests/test_plugin_messages.py", "tests/test_similarity.py", "tests/test_testfork.py",
     "tests/test_timing_math.py",
 }

@@ -1,8 +1,10 @@
-"""Reference solution for treasure hunt 4: a GPU sum over MPI ranks with CuPy.
+"""Reference solution for treasure hunt 4: every rank makes and sums its own values on its GPU.
 
-Rank 0 builds the values on its GPU, scatters them to every rank (device buffers straight to
-MPI when the MPI library is CUDA-aware, else staged through host memory), each rank sums its
-piece with a CUDA kernel, and MPI reduces the partial sums to rank 0.
+Rank r takes the indices [r·chunk, (r+1)·chunk) with chunk = ceil(n / size); a CuPy RawKernel
+makes value(i) for each of them (the starter's `VALUE_SRC`), sums them per block in shared
+memory and adds each block's sum with one atomicAdd. MPI then reduces the one-element partial
+sums to rank 0: straight from device memory when the MPI library is CUDA-aware, else staged
+through host memory.
 """
 
 from __future__ import annotations
@@ -15,17 +17,31 @@ import numpy as np
 from mpi4py import MPI
 
 THREADS = 256  # threads per block; the kernel's shared buffer has this size
-MAX_BLOCKS = 4096
+MAX_BLOCKS = 8192
 
-_PARTIAL_SUM_SRC = r"""
+VALUE_SRC = r"""
+__device__ long long value(long long i, long long a, long long c, long long m)
+{
+    long long x = (a * i + c) % m;
+    x ^= x >> 16;
+    x = (x * 0x45D9F3BLL) & 0xFFFFFFFFLL;
+    x ^= x >> 16;
+    x = (x * 0x45D9F3BLL) & 0xFFFFFFFFLL;
+    x ^= x >> 16;
+    return x % m;
+}
+"""
+
+KERNEL_SRC = VALUE_SRC + r"""
 extern "C" __global__
-void partial_sum(const long long* x, long long n, unsigned long long* out)
+void range_sum(long long lo, long long hi, long long a, long long c, long long m,
+               unsigned long long* out)
 {
     __shared__ long long buf[256];
     long long acc = 0;
     long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        acc += x[i];
+    for (long long i = lo + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < hi; i += stride) {
+        acc += value(i, a, c, m);
     }
     buf[threadIdx.x] = acc;
     __syncthreads();
@@ -40,7 +56,7 @@ void partial_sum(const long long* x, long long n, unsigned long long* out)
     }
 }
 """
-_partial_sum = cp.RawKernel(_PARTIAL_SUM_SRC, "partial_sum")
+_range_sum = cp.RawKernel(KERNEL_SRC, "range_sum")
 _cuda_aware: bool | None = None
 
 
@@ -87,47 +103,26 @@ def cuda_aware(comm: MPI.Comm) -> bool:
     return _cuda_aware
 
 
-def local_sum(x: cp.ndarray) -> cp.ndarray:
-    """Sum of an int64 device array with the kernel: a 1-element int64 device array."""
+def range_sum(lo: int, hi: int, a: int, c: int, m: int) -> cp.ndarray:
+    """Σ value(i) for i in [lo, hi) on the current GPU: a 1-element int64 device array."""
     out = cp.zeros(1, dtype=cp.uint64)
-    n = int(x.size)
-    if n:
-        blocks = min(MAX_BLOCKS, -(-n // THREADS))
-        _partial_sum((blocks,), (THREADS,), (x, np.int64(n), out))
+    if hi > lo:
+        blocks = min(MAX_BLOCKS, -(-(hi - lo) // THREADS))
+        _range_sum((blocks,), (THREADS,),
+                   (np.int64(lo), np.int64(hi), np.int64(a), np.int64(c), np.int64(m), out))
     return out.view(cp.int64)
 
 
 def gpu_mpi_sum(n: int, a: int, c: int, m: int) -> int | None:
-    """Σ ((a·i + c) mod m) for i in [0, n); the answer on rank 0 (None on the other ranks)."""
+    """Σ value(i) for i in [0, n); the answer on rank 0 (None on the other ranks)."""
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     cp.cuda.Device(rank % cp.cuda.runtime.getDeviceCount()).use()
-    aware = cuda_aware(comm)
-    chunk = -(-n // size)  # every rank knows n, so all agree on the piece size
-    stream = cp.cuda.get_current_stream()
-
-    local = cp.empty(chunk, dtype=cp.int64)
-    if chunk:
-        values = None
-        if rank == 0:
-            # Padded with zeros to size·chunk elements, so that every piece has the same size.
-            values = cp.zeros(chunk * size, dtype=cp.int64)
-            values[:n] = (cp.arange(n, dtype=cp.int64) * a + c) % m
-        if aware:
-            stream.synchronize()  # MPI reads device memory outside CuPy's stream
-            comm.Scatter([values, MPI.INT64_T] if rank == 0 else None,
-                         [local, MPI.INT64_T], root=0)
-        else:
-            host = cp.asnumpy(values) if rank == 0 else None
-            host_local = np.empty(chunk, dtype=np.int64)
-            comm.Scatter([host, MPI.INT64_T] if rank == 0 else None,
-                         [host_local, MPI.INT64_T], root=0)
-            local = cp.asarray(host_local)
-
-    partial = local_sum(local)
-    if aware:
+    chunk = -(-n // size)  # every rank knows n, so the ranges tile [0, n) without a word
+    partial = range_sum(min(n, rank * chunk), min(n, (rank + 1) * chunk), a, c, m)
+    if cuda_aware(comm):
         total = cp.zeros(1, dtype=cp.int64) if rank == 0 else None
-        stream.synchronize()
+        cp.cuda.get_current_stream().synchronize()  # MPI reads device memory outside CuPy's stream
         comm.Reduce([partial, MPI.INT64_T], [total, MPI.INT64_T] if rank == 0 else None,
                     op=MPI.SUM, root=0)
         return int(total.get()[0]) if rank == 0 else None

@@ -1,4 +1,5 @@
-"""Treasure hunt 4: Σ ((a·i + c) mod m) for i in [0, n) on the GPU, over MPI ranks.
+"""Treasure hunt 4: Σ value(i) for i in [0, n), each MPI rank making and summing its share of the
+values on its GPU.
 
 Run by the grader as `mpiexec -n 2 python …`: every rank calls gpu_mpi_sum(n, a, c, m) with the
 same arguments; rank 0's return value is the answer.
@@ -10,14 +11,30 @@ import ctypes
 import re
 
 import cupy as cp
-import numpy as np  # noqa: F401  (you will need it for host staging)
+import numpy as np  # noqa: F401  (you will need it for host staging and int64 kernel arguments)
 from mpi4py import MPI
 
 THREADS = 256
 
-# TODO 1: a kernel that sums an int64 array into a 1-element accumulator, e.g. a cp.RawKernel
-#         (grid-stride loop, shared-memory tree reduction, one atomicAdd per block), a
-#         cp.ReductionKernel, or a numba.cuda kernel on the CuPy array.
+# Given: value i of the sequence, as a CUDA device function. Keep it as it is (the grader makes
+# the same values); put it in front of your kernel's source: cp.RawKernel(VALUE_SRC + r"""…""", …).
+VALUE_SRC = r"""
+__device__ long long value(long long i, long long a, long long c, long long m)
+{
+    long long x = (a * i + c) % m;
+    x ^= x >> 16;
+    x = (x * 0x45D9F3BLL) & 0xFFFFFFFFLL;
+    x ^= x >> 16;
+    x = (x * 0x45D9F3BLL) & 0xFFFFFFFFLL;
+    x ^= x >> 16;
+    return x % m;
+}
+"""
+
+# TODO 1: a kernel `range_sum(lo, hi, a, c, m, out)` that adds value(i) for i in [lo, hi) into a
+#         one-element accumulator: a grid-stride loop, a shared-memory tree reduction per block,
+#         and one atomicAdd per block (on an unsigned long long: two's complement keeps int64
+#         sums exact).
 
 
 def _mpix_query_cuda_support() -> bool | None:
@@ -57,20 +74,13 @@ def cuda_aware_mpi() -> bool:
     return any(k in ("cuda", "cuda:device") for k in kinds.split(","))
 
 
-def make_values(n: int, a: int, c: int, m: int, padded: int) -> cp.ndarray:
-    """On the current GPU: (a·i + c) mod m for i < n, then zeros up to `padded` elements."""
-    values = cp.zeros(padded, dtype=cp.int64)
-    values[:n] = (cp.arange(n, dtype=cp.int64) * a + c) % m
-    return values
-
-
 def gpu_mpi_sum(n: int, a: int, c: int, m: int) -> int | None:
     """The sum on rank 0 (return None, or anything, on the other ranks)."""
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()  # noqa: F841  (size: see TODO 2)
     cp.cuda.Device(rank % cp.cuda.runtime.getDeviceCount()).use()
-    # TODO 2: rank 0 builds make_values(n, a, c, m, chunk * size) with chunk = ceil(n / size).
-    # TODO 3: comm.Scatter the pieces: device buffers when cuda_aware_mpi() (synchronize the
-    #         stream first), else through host memory (cp.asnumpy, Scatter, cp.asarray).
-    # TODO 4: each rank sums its piece with your kernel; comm.Reduce the partial sums to rank 0.
+    # TODO 2: this rank's range: chunk = ceil(n / size), [rank·chunk, (rank+1)·chunk) cut at n
+    #         (possibly empty). Launch your kernel on it: the partial sum, on the device.
+    # TODO 3: comm.Reduce the partial sums to rank 0 (op=MPI.SUM): device buffers when
+    #         cuda_aware_mpi() (synchronize the stream first), else through host memory.
     raise NotImplementedError("gpu_mpi_sum is not written yet")
