@@ -185,7 +185,7 @@ for r in "gpu 0-$((half - 1))" "cpu,mpi $half-$(( $(nproc) - 1 ))"; do
   pids="$pids $!"
 done
 pg admin create-instructor prof@uni.edu --password prof-password | tee "$out/instructor.txt"
-code=$(grep -o 'join code [A-Za-z0-9_-]*' "$out/instructor.txt" | awk '{print $3}')
+code=$(sed -n 's/^course treasure-hunt: join code \([A-Za-z0-9_-]*\).*/\1/p' "$out/instructor.txt")
 export PARAGRADE_CLIENT_CONFIG=$out/client.json
 pg register $url --join-code "$code" --email ada@uni.edu --name Ada --alias ada --password ada-password
 for t in $tasks; do
