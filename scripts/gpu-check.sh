@@ -18,7 +18,8 @@
 # K neighbours), and DEADLINE=S (seconds from the start) ends every step's timeout there and skips
 # what would start too late. PROBE=0 / STARTER=0 skip the probe / the starter, CHEATS names the
 # fixtures tried (default "cpu_loop token_context numpy_sum"), REPEAT_REFERENCE=N grades the first
-# task's reference N more times, and the output ends with a digest line per grading.
+# task's reference N more times, CPU_RUNNER=1 adds a `cpu,mpi` runner to the platform part, and
+# the output ends with a digest line per grading.
 # A report of an MPI task on a GPU says how MPI moved device buffers (environment.mpi_gpu_path),
 # and its scaling points what the timed calls did on the GPU (`device`, runners/devicework.py).
 set -uo pipefail
@@ -162,13 +163,14 @@ fi
 if [ -n "${REPEAT:-}" ] && in_time; then
   step "repeatability: $REPEAT gradings of each of ${REPEAT_PACKAGES:=treasure-hunt/t1-multiprocessing}"
   # shellcheck disable=SC2086  # a list of packages
-  "$py" -m bench.speedup_repeatability "$REPEAT" $REPEAT_PACKAGES ${BUSY:+--busy "$BUSY"}
+  timeout "$(left 36000)" "$py" -m bench.speedup_repeatability "$REPEAT" $REPEAT_PACKAGES ${BUSY:+--busy "$BUSY"}
   cp bench/results/speedup_repeatability.* "$out/" 2>/dev/null
 fi
 
 [ -n "${SKIP_PLATFORM:-}" ] && exit 0
 step platform
-# The server, a runner serving `gpu` and one serving `cpu,mpi`, each on its own cores.
+# The server and a runner serving `gpu` on half the cores (CPU_RUNNER=1: one serving `cpu,mpi` on
+# the other half too, which validates every CPU package while the GPU work is graded).
 export PARAGRADE_SERVER_ENVIRONMENT=development PARAGRADE_HEARTBEAT_S=5 PARAGRADE_TIMING_BUDGET_S=10
 url=http://127.0.0.1:8765
 rm -rf var
@@ -178,7 +180,9 @@ pids=$!
 trap 'kill $pids 2>/dev/null; sleep 3; kill -9 $pids 2>/dev/null' EXIT
 for _ in $(seq 60); do curl -sf $url/healthz >/dev/null && break; sleep 1; done
 half=$(( $(nproc) / 2 ))
-for r in "gpu 0-$((half - 1))" "cpu,mpi $half-$(( $(nproc) - 1 ))"; do
+runners=("gpu 0-$((half - 1))")
+[ -n "${CPU_RUNNER:-}" ] && runners+=("cpu,mpi $half-$(( $(nproc) - 1 ))")
+for r in "${runners[@]}"; do
   set -- $r
   PARAGRADE_RUNNER_TOKEN=$(sed -n 's/^runner_token = "\(.*\)"$/\1/p' var/secrets.toml) "$py" -m paragrade.cli runner --server $url --queues "$1" --cpus "$2" \
     --broker "sqla+sqlite:///$PWD/var/broker.sqlite" --name "runner-${1%%,*}" > "$out/runner-${1%%,*}.txt" 2>&1 &
@@ -191,10 +195,11 @@ pg register $url --join-code "$code" --email ada@uni.edu --name Ada --alias ada 
 for t in $tasks; do
   step "submit $t reference through the server"
   for _ in $(seq 60); do   # a shipped package serves students once a runner has validated it
-    timeout 300 "$py" -m paragrade.cli submit "treasure-hunt/$t" \
+    in_time || break
+    timeout "$(left 300)" "$py" -m paragrade.cli submit "treasure-hunt/$t" \
       "assignments/treasure-hunt/$t/reference/solution.py" > "$out/submit-$t.txt" 2>&1
     rc=$?
-    grep -q "still being checked" "$out/submit-$t.txt" || break
+    grep -q "being checked\|waiting for" "$out/submit-$t.txt" || break
     sleep 5
   done
   cat "$out/submit-$t.txt"; echo "exit $rc"
