@@ -11,7 +11,8 @@
 #   .dev/extra/  NumPy < 2.5 (numba-cuda 0.30 fails with 2.5: runtime-requirements-gpu.txt),
 #                repacked without its tests and C headers (1.7 MiB less: the platform's wheels
 #                and the tree only just fit)
-#   .dev/mpi/    MPICH and an mpi4py for it (the sandbox runtime's MPI)
+#   .dev/mpi/    MPICH and an mpi4py for it (the sandbox runtime's MPI); MPICH repacked without
+#                libmpi_abi.so.1, the MPI-5 ABI library mpi4py falls back from (4.5 MiB less)
 #   .dev/bwrap   Debian's bubblewrap
 #   .dev/cuda-mpi/  with CUDA_MPI=1 only (11 MiB): Open MPI's wheel and UCX's CUDA transports
 #                (libucx-cu13, its libraries only), the CUDA-aware MPI tried for t4
@@ -48,14 +49,23 @@ for name in $image; do
   norm=$(echo "$name" | tr '-' '_')
   rm -f .whl/"$norm"-[0-9]*.whl .whl/"$(echo "$norm" | tr 'A-Z' 'a-z')"-[0-9]*.whl
 done
-rm -rf /tmp/gpu-wheels-np && mkdir -p /tmp/gpu-wheels-np/out
-"$py" -m pip download -q --no-deps "${target[@]}" -d /tmp/gpu-wheels-np 'numpy>=2.0,<2.5' 2>&1 | grep -v '^WARNING: Location' || true
-"$py" -m pip install -q --target /tmp/gpu-wheels-np/tool wheel 2>&1 | grep -v '^WARNING: Location' || true
-( cd /tmp/gpu-wheels-np && export PYTHONPATH=tool && "$py" -m wheel unpack -d x numpy-*.whl >/dev/null \
-  && find x -type d \( -name tests -o -path '*/_core/include' \) -prune -exec rm -rf {} + \
-  && "$py" -m wheel pack -d out x/numpy-* >/dev/null )
-mv /tmp/gpu-wheels-np/out/numpy-*.whl .dev/extra/ && rm -rf /tmp/gpu-wheels-np
-"$py" -m pip download -q --no-deps "${target[@]}" -d .dev/mpi 'mpich==5.0.2' 'mpi4py==4.1.2' 2>&1 | grep -v '^WARNING: Location' || true
+# Two wheels repacked with less inside (the wheel tool writes their RECORD anew).
+tmp=/tmp/gpu-wheels-repack
+rm -rf $tmp && mkdir -p $tmp/in $tmp/out
+"$py" -m pip install -q --target $tmp/tool wheel 2>&1 | grep -v '^WARNING: Location' || true
+repack() {   # DEST: every wheel in $tmp/in, less the paths `find` matches in "${drop[@]}"
+  ( cd $tmp && export PYTHONPATH=tool && for w in in/*.whl; do
+      rm -rf x && "$py" -m wheel unpack -d x "$w" >/dev/null \
+      && find x "${drop[@]}" -prune -exec rm -rf {} + && "$py" -m wheel pack -d out x/* >/dev/null
+    done )
+  mv $tmp/out/*.whl "$1" && rm -f $tmp/in/*.whl
+}
+"$py" -m pip download -q --no-deps "${target[@]}" -d $tmp/in 'numpy>=2.0,<2.5' 2>&1 | grep -v '^WARNING: Location' || true
+drop=(-type d \( -name tests -o -path '*/_core/include' \)); repack .dev/extra/
+"$py" -m pip download -q --no-deps "${target[@]}" -d $tmp/in 'mpich==5.0.2' 2>&1 | grep -v '^WARNING: Location' || true
+drop=(-name 'libmpi_abi.so*'); repack .dev/mpi/
+rm -rf $tmp
+"$py" -m pip download -q --no-deps "${target[@]}" -d .dev/mpi 'mpi4py==4.1.2' 2>&1 | grep -v '^WARNING: Location' || true
 install -m 755 "$(command -v bwrap)" .dev/bwrap
 # CUDA-aware MPI candidate: Open MPI's wheel (built without CUDA) over UCX's CUDA transports.
 if [ -n "${CUDA_MPI:-}" ]; then
