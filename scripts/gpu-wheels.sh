@@ -27,12 +27,13 @@ target+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 py=$(command -v python3)
 [ -x .venv/bin/python ] && py=$PWD/.venv/bin/python
 # Already in the node's image (docs/gpu-validation.md, the device's package list): not carried.
+# (cffi is not: argon2's bindings, the server's password hashing, need its wheel.)
 image="matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing tqdm narwhals
 numpy torch cupy-cuda13x numba numba-cuda llvmlite mpi4py scipy scikit-learn joblib
 threadpoolctl pytest pluggy iniconfig packaging typer click rich pygments markdown-it-py mdurl
 shellingham typing-extensions httpx httpcore h11 anyio idna certifi sniffio jinja2 markupsafe
 prometheus-client requests urllib3 charset-normalizer psutil pyyaml six python-dateutil
-nvidia-ml-py cffi filelock fsspec cloudpickle toolz msgpack setuptools wheel"
+nvidia-ml-py filelock fsspec cloudpickle toolz msgpack setuptools wheel"
 deps=$(ENGINE=${1:-} "$py" - <<'EOF'
 import os, tomllib
 deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
