@@ -26,6 +26,7 @@ from runners import (
     hardware,
     overlay,
     package,
+    placement,
     service,
     stats,
     stopping,
@@ -283,7 +284,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
                     rng=rng, stop=stops(k), paired=paired, on_progress=lambda s: progress(
                         f"timing with {s.workers} workers: {len(s.submission)} runs"),
-                    gauge=gauge(k), watch=watch)
+                    gauge=gauge(k), watch=watch, place=settings.baseline_placement)
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 all_samples.append(samples)
             for k in weak_counts:
@@ -315,7 +316,10 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         for s in all_samples:
             if s.windows is not None and (said := s.windows.note()):
                 notes.append(f"timing with {s.workers} worker{'s' * (s.workers > 1)}: {said}")
-        top_windows = max(all_samples, key=lambda x: x.workers).windows
+        widest = max(all_samples, key=lambda x: x.workers)
+        if placed := placement.note(widest.baseline_core):
+            notes.append(placed)
+        top_windows = widest.windows
         interfered = top_windows is not None and top_windows.unreliable
         if top_windows is not None:
             figure = figure.model_copy(update={"interference": top_windows.figure()})

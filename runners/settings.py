@@ -38,6 +38,9 @@ class RunnerSettings(BaseSettings):
     timing_probe: bool = Field(default=True, description="Probe the node's cores around each "
                                "timed window and time again those it found short "
                                "(runners/capacity.py); false: every window counts")
+    baseline_placement: bool = Field(default=True, description="Pin the serial baseline's timed "
+                                     "calls to each allotted core in turn (runners/placement.py); "
+                                     "false: the kernel places it, as before the rule")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
     gpu_env: list[str] = Field(
         default=["CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"],

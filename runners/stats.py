@@ -3,10 +3,12 @@ scaling tables, Karp–Flatt and Amdahl serial fractions, busy cores and the wor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from runners import placement
 from runners.capacity import Windows
 from runners.devicework import DeviceCall
 from runners.protocol import DeviceWork, Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
@@ -25,6 +27,8 @@ class Samples:
     # CPU seconds of the whole sandbox per timed call, beside each time (None: not measurable)
     baseline_cpu: list[float | None] = field(default_factory=list)
     submission_cpu: list[float | None] = field(default_factory=list)
+    baseline_core: list[int | None] = field(default_factory=list)
+    """The core each baseline call was pinned to (runners/placement.py; empty: not placed)."""
     windows: Windows | None = None  # what the node delivered around each window (capacity)
     # What each timed call did on the GPU (real GPUs with NVML only), and its input's bytes
     baseline_device: list[DeviceCall] = field(default_factory=list)
@@ -43,15 +47,21 @@ class Samples:
             return None
         return b, s
 
+    def speedup(self, seed: int = 0) -> tuple[float, float, float]:
+        """The speedup and its CI, the baseline's time as its placement makes it."""
+        return ratio_ci(self.baseline, self.submission, seed=seed, cores=self.baseline_core)
+
 
 def ratio_ci(baseline: list[float], submission: list[float], *, seed: int = 0,
-             level: float = 0.95) -> tuple[float, float, float]:
-    """median(baseline)/median(submission) with a percentile-bootstrap CI."""
+             level: float = 0.95, cores: Sequence[int | None] = ()) -> tuple[float, float, float]:
+    """median(baseline)/median(submission) with a percentile-bootstrap CI. `cores`: where each
+    baseline call ran, when the baseline was placed (runners/placement.py: its time is then the
+    mean of each core's median)."""
     b = np.asarray(baseline)
     s = np.asarray(submission)
-    point = float(np.median(b) / np.median(s))
+    point = float(placement.baseline_time(b, cores) / np.median(s))
     rng = np.random.default_rng(seed)
-    bm = np.median(b[rng.integers(0, len(b), (BOOTSTRAP, len(b)))], axis=1)
+    bm = placement.bootstrap_times(b, cores, rng, BOOTSTRAP)
     sm = np.median(s[rng.integers(0, len(s), (BOOTSTRAP, len(s)))], axis=1)
     lo, hi = np.percentile(bm / sm, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
     return point, float(lo), float(hi)
@@ -144,7 +154,7 @@ def summarize(all_samples: list[Samples]) -> tuple[SpeedupFigure, list[ScalingPo
     """The headline figure (largest worker count) and the scaling table."""
     points: list[ScalingPoint] = []
     for s in sorted(all_samples, key=lambda x: x.workers):
-        sp, lo, hi = ratio_ci(s.baseline, s.submission)
+        sp, lo, hi = s.speedup()
         points.append(ScalingPoint(
             workers=s.workers, speedup=round(sp, 4), efficiency=round(sp / s.workers, 4),
             ci_low=round(lo, 4), ci_high=round(hi, 4),
@@ -153,10 +163,10 @@ def summarize(all_samples: list[Samples]) -> tuple[SpeedupFigure, list[ScalingPo
             cpu=parallelism(s), device=device_work(s),
         ))
     top = max(all_samples, key=lambda x: x.workers)
-    sp, lo, hi = ratio_ci(top.baseline, top.submission)
+    sp, lo, hi = top.speedup()
     figure = SpeedupFigure(
         median=round(sp, 4), ci_low=round(lo, 4), ci_high=round(hi, 4),
-        baseline_median_s=float(np.median(top.baseline)),
+        baseline_median_s=placement.baseline_time(top.baseline, top.baseline_core),
         submission_median_s=float(np.median(top.submission)),
         repetitions=min(len(top.baseline), len(top.submission)),
     )

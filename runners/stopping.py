@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runners.protocol import Manifest, curve_share
-from runners.stats import Samples, ratio_ci
+from runners.stats import Samples
 
 POINTS_TOLERANCE = 1.0
 """A headline figure stops once its 95 % CI fixes its performance points to within this many."""
@@ -41,7 +41,7 @@ class StopRule:
         return time.monotonic() - started > self.budget_s and n >= 3
 
     def narrow(self, samples: Samples) -> bool:
-        point, lo, hi = ratio_ci(samples.baseline, samples.submission)
+        point, lo, hi = samples.speedup()
         if self.points_curve is not None:
             weight, none, full = self.points_curve
             return weight * (curve_share(hi, none, full) - curve_share(lo, none, full)) \

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from runners import placement
 from runners.capacity import Gauge
 from runners.devicework import DeviceCall, Watch, input_bytes
 from runners.failures import SubmissionFailure, SubmissionRaised
@@ -87,12 +88,13 @@ def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], ch
         problem = check(warm, value)
         if problem is None:
             for kwargs in inputs[1:]:
+                core = side.place(session)
                 with (watch.call(session.pids) if watch else contextlib.nullcontext()) as seen:
                     value, elapsed = session.call(function, **kwargs, **extra)
                 problem = check(kwargs, value)
                 if problem is not None:
                     break
-                side.record(elapsed, session.last_cpu_s, seen, input_bytes(kwargs))
+                side.record(elapsed, session.last_cpu_s, seen, input_bytes(kwargs), core)
         judge(problem, side.name)
 
 
@@ -100,12 +102,13 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
             baseline_cfg: RunConfig, submission_cfg: RunConfig, rng: np.random.Generator,
             stop: StopRule, paired: bool = True,
             on_progress: Callable[[Samples], None] | None = None,
-            gauge: Gauge | None = None, watch: Watch | None = None) -> Samples:
+            gauge: Gauge | None = None, watch: Watch | None = None, place: bool = True) -> Samples:
     """A/B blocks at one worker count until `stop` says enough.
 
     `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise.
     `gauge`: probe the node around each window and time again those it found short.
-    `watch`: read what each timed call did on the GPU (real GPUs)."""
+    `watch`: read what each timed call did on the GPU (real GPUs).
+    `place`: pin the baseline's calls to each of its cores in turn (runners/placement.py)."""
     samples = Samples(workers, windows=gauge.windows if gauge else None,
                       device_counter=watch.counter if watch else "")
     started = time.monotonic()
@@ -113,7 +116,8 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
     warm_input = getattr(hook, "make_warmup_input", hook.make_input)
     return _blocks(samples, function, hook.check, [
         _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu,
-              samples.baseline_device),
+              samples.baseline_device, cores_into=samples.baseline_core,
+              rotation=placement.Rotation(baseline_cfg.limits.cpus if place else ())),
         _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu,
               samples.submission_device, samples.input_bytes)],
         lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
@@ -132,24 +136,36 @@ class _Side:
     cpu_into: list[float | None]
     device_into: list[DeviceCall] | None = None
     bytes_into: list[int] | None = None  # each call's input bytes (one side keeps them)
-    pending: list[tuple[float, float | None, DeviceCall | None, int]] = field(default_factory=list)
-    """The current window's calls (seconds, CPU seconds, GPU work, input bytes), until its
+    cores_into: list[int | None] | None = None  # the core each call was pinned to (the baseline)
+    rotation: placement.Rotation | None = None  # where the side's calls run (the baseline's)
+    pending: list[tuple[float, float | None, DeviceCall | None, int, int | None]] = field(
+        default_factory=list)
+    """The current window's calls (seconds, CPU seconds, GPU work, input bytes, core), until its
     probes say whether they count."""
 
+    def place(self, session: Session) -> int | None:
+        """Pin the side's sandbox to its next core before a timed call (None: left in place)."""
+        core = self.rotation.next() if self.rotation else None
+        if core is None or not placement.pin(session.pids(), core):
+            return None
+        return core
+
     def record(self, seconds: float, cpu_s: float | None, device: DeviceCall | None = None,
-               in_bytes: int = 0) -> None:
-        self.pending.append((seconds, cpu_s, device, in_bytes))
+               in_bytes: int = 0, core: int | None = None) -> None:
+        self.pending.append((seconds, cpu_s, device, in_bytes, core))
 
     def settle(self, counts: bool) -> None:
         """The window is over: its calls join the samples, or are dropped to be timed again."""
         if counts:
-            for seconds, cpu_s, device, in_bytes in self.pending:
+            for seconds, cpu_s, device, in_bytes, core in self.pending:
                 self.into.append(seconds)
                 self.cpu_into.append(cpu_s)
                 if device is not None and self.device_into is not None:
                     self.device_into.append(device)
                 if self.bytes_into is not None:
                     self.bytes_into.append(in_bytes)
+                if self.cores_into is not None:
+                    self.cores_into.append(core)
         self.pending.clear()
 
 
@@ -223,6 +239,7 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
             inputs = draw()
             for i in (order[::-1] if turn % 2 else order):
                 side, session = sides[i], sessions[i]
+                core = side.place(session)  # frozen: it moves when it thaws
                 if not session.freeze(False):
                     raise FreezeUnavailable
                 with blamed(side.name):
@@ -230,7 +247,7 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
                 if not session.freeze(True):
                     raise FreezeUnavailable
                 judge(check(inputs[i], value), side.name)
-                side.record(elapsed, session.last_cpu_s)
+                side.record(elapsed, session.last_cpu_s, core=core)
             _settle(sides, gauge)
             turn += 1
             if on_progress:

@@ -1,0 +1,135 @@
+"""Where the serial baseline's timed calls run (runners/placement.py): each core of the set in
+turn, pinned, its time the mean of each core's median, so that a figure does not depend on which
+core the node slowed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+
+from runners import configure, package, placement, timing
+from runners.runconfig import RunConfig
+from runners.sandbox import create_executor
+from runners.settings import get_settings
+from runners.stage import Stage
+from runners.stopping import StopRule
+from tests.conftest import COURSE
+
+CPUS = sorted(os.sched_getaffinity(0))[:2]
+needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="placement needs two cores")
+
+
+def test_the_rotation_takes_every_core_in_turn() -> None:
+    r = placement.Rotation([3, 5, 7])
+    assert [r.next() for _ in range(7)] == [3, 5, 7, 3, 5, 7, 3]
+    assert placement.Rotation([4]).next() is None  # one core: nothing to place
+    assert placement.Rotation(()).next() is None
+
+
+def test_the_baseline_time_is_the_mean_of_each_cores_median() -> None:
+    # Core 0 at half speed (0.08 s a call), core 1 whole (0.04 s); an odd count on core 0 and an
+    # outlier on each: the medians keep them out, the mean weighs both cores alike.
+    times = [0.08, 0.04, 0.081, 0.041, 0.5, 0.039, 0.079]
+    cores = [0, 1, 0, 1, 0, 1, 0]
+    assert placement.baseline_time(times, cores) == pytest.approx((0.0805 + 0.04) / 2)
+    # The same calls with the slow core's calls labelled 1: the same time.
+    assert placement.baseline_time(times, [1 - c for c in cores]) == pytest.approx((0.0805 + 0.04) / 2)
+    # Unplaced (or one call unplaced, or one core): the plain median, as before the rule.
+    assert placement.baseline_time(times, []) == pytest.approx(0.079)
+    assert placement.baseline_time(times, [*cores[:-1], None]) == pytest.approx(0.079)
+    assert placement.baseline_time(times, [0] * len(times)) == pytest.approx(0.079)
+    boot = placement.bootstrap_times(times, cores, np.random.default_rng(1), 500)
+    assert boot.shape == (500,) and boot.min() >= (0.079 + 0.039) / 2 and boot.max() <= (0.5 + 0.041) / 2
+    assert placement.note(cores) is not None and "cores 0, 1" in str(placement.note(cores))
+    assert placement.note([None, None]) is None
+
+
+@needs_two
+def test_pin_moves_every_thread_of_every_process() -> None:
+    code = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,)).start()\nprint('up', flush=True)\ntime.sleep(30)"  # noqa: E501
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "up"
+        pids = {p.pid for p in procs}
+        for core in CPUS:
+            assert placement.pin(pids, core)
+            for pid in pids:
+                tids = os.listdir(f"/proc/{pid}/task")
+                assert len(tids) == 4
+                assert all(os.sched_getaffinity(int(t)) == {core} for t in tids)
+        assert placement.pin(pids | {2**22 + 7}, CPUS[0])  # a process gone meanwhile is skipped
+        assert not placement.pin(None, CPUS[0]) and not placement.pin(set(), CPUS[0])
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+# A stand-in for a node with one slow core, that no CPU noise of the host can blur: the
+# baseline sleeps twice as long when it is pinned to the "slow" core, and as long as on the
+# fast one when it floats (the kernel kept its thread on the fast core); the submission takes
+# the fast core's time. Placed, the baseline's time is (2t + t) / 2 and the speedup 1.5 whichever
+# core is the slow one; left to the kernel it is 1.0.
+BASELINE = b"""
+import os, time
+
+def work(slow: int) -> int:
+    time.sleep(0.06 if os.sched_getaffinity(0) == {slow} else 0.03)
+    return 1
+"""
+SUBMISSION = b"""
+import time
+
+def work(slow: int) -> int:
+    time.sleep(0.03)
+    return 1
+"""
+
+
+def _measure(stage: Stage, slow: int, place: bool) -> tuple[float, list[int | None]]:
+    a = package.load(COURSE / "t1-multiprocessing")  # for its resources only: the code is ours
+    settings = get_settings()
+    executor = create_executor(settings, "bwrap")
+
+    def cfg(code: bytes, serial: bool) -> RunConfig:
+        where = stage.add_code(f"{'baseline' if serial else 'submission'}-{slow}-{place}",
+                               {"solution.py": code})
+        return configure.make_config(a, executor=executor, stage=stage, code_dir=where, cpus=CPUS,
+                                     workers=2, gpu_mode="none", serial=serial, settings=settings)
+
+    hook = types.ModuleType("slow_core_hook")
+    hook.make_input = lambda rng, workers: {"slow": slow}  # type: ignore[attr-defined]
+    hook.check = lambda inputs, value: None if value == 1 else "wrong"  # type: ignore[attr-defined]
+    samples = timing.measure(
+        hook=hook, function="work", workers=2, workers_arg=None,
+        baseline_cfg=cfg(BASELINE, True), submission_cfg=cfg(SUBMISSION, False),
+        rng=np.random.default_rng(0), stop=StopRule(budget_s=30, min_reps=8, max_reps=8,
+                                                    target_width=1.0), place=place)
+    point, _, _ = samples.speedup()
+    return point, samples.baseline_core
+
+
+@needs_two
+def test_the_figure_does_not_depend_on_which_core_is_slow(stage: Stage) -> None:
+    """The speedup with core 0 slowed and with core 1 slowed agree (within 10 %), at the rule's
+    1.5; the baseline's calls took both cores alike. Left to the kernel, the figure is where its
+    thread happened to sit (here: the fast core, 1.0)."""
+    started = time.monotonic()
+    first, cores_first = _measure(stage, CPUS[0], True)
+    last, cores_last = _measure(stage, CPUS[1], True)
+    assert abs(first / last - 1) < 0.10, (first, last)
+    assert 1.3 < first < 1.7 and 1.3 < last < 1.7, (first, last)
+    for cores in (cores_first, cores_last):
+        assert None not in cores and abs(cores.count(CPUS[0]) - cores.count(CPUS[1])) <= 1, cores
+    floating, unplaced = _measure(stage, CPUS[0], False)
+    assert set(unplaced) == {None} and 0.85 < floating < 1.15, floating
+    assert time.monotonic() - started < 60  # about 10 s: sleeps of 30–60 ms, 8 calls a side
+
