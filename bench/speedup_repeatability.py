@@ -5,12 +5,13 @@ median (CI coverage, over every ordered pair). With `--busy K`, the same while K
 grade the reference on disjoint core slices (a node's runner slots all busy) against idle; with
 `--tenant ON,OFF`, beside a neighbour that spins on the last allotted core ON s of every ON + OFF
 (a shared VM taking a core away now and then); with `--compare`, gradings alternate between the
-node's probing off and on (runners/capacity.py: before/after in one run); with `--retime`, a
-grading marked unreliable is graded again after the others and replaced, as the server's reaper
-does (the figures are then the final ones a student would see).
+node's probing off and on (runners/capacity.py: before/after in one run); with `--placement`,
+between the baseline left to the kernel and placed on each core in turn (runners/placement.py);
+with `--retime`, a grading marked unreliable is graded again after the others and replaced, as
+the server's reaper does (the figures are then the final ones a student would see).
 
 Usage: .venv/bin/python -m bench.speedup_repeatability [N] [COURSE/SLUG ...] [--busy K]
-  [--tenant ON,OFF] [--compare] [--retime] (default: 10 gradings of
+  [--tenant ON,OFF] [--compare] [--placement] [--retime] (default: 10 gradings of
   treasure-hunt/t1-multiprocessing). A grader takes the package's cores from the first cores of
   the node; with --busy the K neighbours take the next slices, and the node needs (K + 1) × cores
   cores. `--neighbour REF` is the neighbours' own mode (grade forever).
@@ -38,28 +39,31 @@ def _load(ref: str) -> package.Assignment:
     return package.resolve(ref, get_settings().assignments_dir)
 
 
-def gradings(ref: str, n: int, probes: tuple[bool, ...] = (True,), retime: bool = False
-             ) -> list[dict[str, Any]]:
+def gradings(ref: str, n: int, probes: tuple[bool, ...] = (True,), retime: bool = False,
+             placements: tuple[bool, ...] = (True,)) -> list[dict[str, Any]]:
     """n gradings of the reference of `ref` per probing mode, one at a time and the modes in
     turn, on this process's cores. `retime`: as the server's reaper does, a grading the platform
     marked unreliable is graded once more, here after the others (the server waits
     `retime_after_s`), and the new figure replaces it, higher or lower."""
     a = _load(ref)
     code = package.code_of(a, "reference")
-    modes = {p: get_settings().model_copy(update={"timing_probe": p}) for p in probes}
+    modes = {(p, q): get_settings().model_copy(update={"timing_probe": p, "baseline_placement": q})
+             for p in probes for q in placements}
     rows = []
     for i in range(n):
-        for probe, settings in modes.items():
-            rows.append(_one(a, ref, code, settings, probe))
+        for (probe, placed), settings in modes.items():
+            rows.append(_one(a, ref, code, settings, probe, placed))
             r = rows[-1]
-            print(f"{ref} grading {i + 1} (probe {'on' if probe else 'off'}): speedup "
+            print(f"{ref} grading {i + 1} (probe {'on' if probe else 'off'}, baseline "
+                  f"{'placed' if placed else 'left to the kernel'}): speedup "
                   f"{r['speedup']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] perf points "
                   f"{r['points']}, {r['short']} of {r['windows']} windows short"
                   f"{' (unreliable)' if r['unreliable'] else ''}", flush=True)
     if retime:
         for i, r in enumerate(rows):
             if r["unreliable"]:
-                rows[i] = {**_one(a, ref, code, modes[r["probe"]], r["probe"]), "retimed": True}
+                rows[i] = {**_one(a, ref, code, modes[r["probe"], r["placed"]], r["probe"], r["placed"]),
+                           "retimed": True}
                 print(f"{ref} grading re-timed: speedup {rows[i]['speedup']:.3f} (was "
                       f"{r['speedup']:.3f}), perf points {rows[i]['points']} (was {r['points']})"
                       f"{' (unreliable again)' if rows[i]['unreliable'] else ''}", flush=True)
@@ -67,13 +71,13 @@ def gradings(ref: str, n: int, probes: tuple[bool, ...] = (True,), retime: bool 
 
 
 def _one(a: package.Assignment, ref: str, code: dict[str, bytes], settings: RunnerSettings,
-         probe: bool) -> dict[str, Any]:
+         probe: bool, placed: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     r = grader.grade(a, code, settings=settings)
     if r.speedup is None:
         raise SystemExit(f"{ref}: no speedup measured ({r.summary})")
     seen = r.speedup.interference
-    return {"package": ref, "probe": probe, "speedup": r.speedup.median,
+    return {"package": ref, "probe": probe, "placed": placed, "speedup": r.speedup.median,
             "ci_low": r.speedup.ci_low, "ci_high": r.speedup.ci_high,
             "points": r.performance_points, "credit": r.credit.status if r.credit else "-",
             "reps": r.speedup.repetitions, "windows": seen.windows if seen else 0,
@@ -131,11 +135,14 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=0, help="graders beside the measured one")
     parser.add_argument("--tenant", help="ON,OFF: spin on the last core ON s of every ON + OFF")
     parser.add_argument("--compare", action="store_true", help="probing off and on, in turn")
+    parser.add_argument("--placement", action="store_true",
+                        help="the baseline left to the kernel and placed (runners/placement.py), in turn")
     parser.add_argument("--retime", action="store_true",
                         help="grade a grading marked unreliable once more, as the server does")
     parser.add_argument("--neighbour", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     probes = (False, True) if opts.compare else (True,)
+    placements = (False, True) if opts.placement else (True,)
     on, off = (float(x) for x in opts.tenant.split(",")) if opts.tenant else (0.0, 0.0)
     if opts.neighbour:
         while True:
@@ -147,12 +154,15 @@ def main() -> None:
         confine(set(node[:cores]))  # this grader's slice (its BLAS threads too): the first cores
         try:
             with tenant(node[cores - 1] if opts.tenant else None, on, off):
-                idle = gradings(ref, opts.n, probes, opts.retime)
+                idle = gradings(ref, opts.n, probes, opts.retime, placements)
             rows += idle
             label = f"tenant {on:g} s of {on + off:g} s" if opts.tenant else "idle"
             for p in probes:
-                table.append(summary(ref, [r for r in idle if r["probe"] == p],
-                                     f"{label}, probe {'on' if p else 'off'}"))
+                for q in placements:
+                    where = f", baseline {'placed' if q else 'left to the kernel'}"
+                    table.append(summary(
+                        ref, [r for r in idle if r["probe"] == p and r["placed"] == q],
+                        f"{label}, probe {'on' if p else 'off'}{where if opts.placement else ''}"))
             if opts.busy:
                 procs = neighbours(ref, opts.busy, cores)
                 try:

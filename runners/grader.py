@@ -261,10 +261,11 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 progress(f"timing with {k} worker{'s' * (k > 1)} against the baseline")
 
                 if script:
+                    # The baseline's sandbox gets the set's k cores, each run one of them in turn.
                     samples = whole_runs.measure_script(
-                        hook=hook, workers=k, baseline_cfg=cfg(base_dir, 1, True),
+                        hook=hook, workers=k, baseline_cfg=cfg(base_dir, k, True),
                         submission_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(k),
-                        gauge=gauge(k))
+                        gauge=gauge(k), place=settings.baseline_placement)
                     timed_total += sum(samples.baseline) + sum(samples.submission)
                     all_samples.append(samples)
                     continue

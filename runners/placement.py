@@ -88,7 +88,7 @@ def note(cores: Sequence[int | None]) -> str | None:
     placed = sorted({c for c in cores if c is not None})
     if len(placed) < 2:
         return None
-    return (f"the baseline's timed calls ran on each of cores {', '.join(map(str, placed))} in "
+    return (f"the baseline was timed on each of cores {', '.join(map(str, placed))} in "
             "turn (pinned); its time is the mean of each core's median, so the figure does not "
             "depend on which core the node slowed")
 

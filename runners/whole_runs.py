@@ -9,7 +9,7 @@ from types import ModuleType
 
 import numpy as np
 
-from runners import batchscript
+from runners import batchscript, placement
 from runners.array import ArrayRun
 from runners.capacity import Gauge
 from runners.configure import make_config
@@ -87,26 +87,29 @@ def without_startup(samples: Samples, baseline: Startup, submission: Startup) ->
     return Samples(samples.workers, less(samples.baseline, baseline.wall_s),
                    less(samples.submission, submission.wall_s),
                    baseline_cpu=less_cpu(samples.baseline_cpu, baseline.cpu_s),
-                   submission_cpu=less_cpu(samples.submission_cpu, submission.cpu_s))
+                   submission_cpu=less_cpu(samples.submission_cpu, submission.cpu_s),
+                   baseline_core=list(samples.baseline_core))
 
 
 def _drop_last(samples: Samples, gauge: Gauge | None) -> None:
     """After one A/B pair of whole runs: the gauge's probe says whether the pair counts."""
     if gauge is not None and not gauge.counts():
         for values in (samples.baseline, samples.submission, samples.baseline_cpu,
-                       samples.submission_cpu):
-            values.pop()
+                       samples.submission_cpu, samples.baseline_core):
+            if values:  # baseline_core: empty where the baseline was not placed
+                values.pop()
 
 
 def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
                    submission_cfg: RunConfig, rng: np.random.Generator, stop: StopRule,
-                   gauge: Gauge | None = None) -> Samples:
+                   gauge: Gauge | None = None, place: bool = True) -> Samples:
     """Script entries, timed as whole programs: the baseline script run serially against the
     submission under its launcher with `workers` workers, alternating (A B, then B A), each run
     a fresh sandbox from launch to exit, with the CPU time of the whole sandbox. The arguments
     are drawn per run (`hook.make_args(rng, workers)`) and every run's output is checked
     (`_checked`: a rejected run is run once more). One untimed run of each side first warms the
-    page cache."""
+    page cache. `place`: each baseline run's sandbox gets one core of the set, in turn
+    (runners/placement.py)."""
     samples = Samples(workers, windows=gauge.windows if gauge else None)
     sides = [("baseline", baseline_cfg, samples.baseline, samples.baseline_cpu),
              ("submission", submission_cfg, samples.submission, samples.submission_cpu)]
@@ -116,10 +119,14 @@ def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
     started = time.monotonic()
     if gauge is not None:
         gauge.begin()
+    rotation = placement.Rotation(baseline_cfg.limits.cpus if place else ())
     block = 0
     while True:
         argv = [str(a) for a in hook.make_args(rng, workers)]
         for side, cfg, into, cpu_into in (sides[::-1] if block % 2 else sides):
+            if side == "baseline" and (core := rotation.next()) is not None:
+                cfg = replace(cfg, limits=replace(cfg.limits, cpus=(core,)))
+                samples.baseline_core.append(core)
             result = _checked(hook, cfg, argv, side)
             into.append(result.elapsed_s)
             cpu_into.append(result.cpu_s)
