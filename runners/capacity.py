@@ -92,6 +92,8 @@ class CapacityProbe:
 
     def __init__(self, cpus: list[int]) -> None:
         self.cpus = list(cpus)
+        self.speeds: dict[int, float] = {}
+        """Each core's speed in the last probe, as a share of the set's fastest core's best."""
         self._procs: list[subprocess.Popen[str]] = []
         try:
             for cpu in self.cpus:
@@ -117,7 +119,8 @@ class CapacityProbe:
         return out
 
     def measure(self, cores: int) -> float:
-        """Cores the node delivered just now, of the first `cores` allotted ones."""
+        """Cores the node delivered just now, of the first `cores` allotted ones (each core's
+        speed beside it in `speeds`)."""
         times = self._spin(self._procs[:cores], self.iterations)
         rates = [self.iterations / max(t, 1e-9) for t in times]
         now = time.monotonic()
@@ -126,6 +129,9 @@ class CapacityProbe:
         while history and history[0][0] < now - MEMORY_S:
             history.popleft()
         best = [_quantile([r[i] for _, r in history], BEST_QUANTILE) for i in range(len(rates))]
+        # Against the set's fastest core: a core slowed for longer than MEMORY_S (its own best
+        # slow too) still shows.
+        self.speeds = {cpu: min(1.0, r / max(best)) for cpu, r in zip(self.cpus, rates, strict=False)}
         return sum(min(1.0, r / b) for r, b in zip(rates, best, strict=True))
 
     def close(self) -> None:
@@ -153,6 +159,21 @@ class Windows:
     """Cores the node delivered in each window."""
     retimed: int = 0
     kept_short: int = 0
+    speeds: dict[int, list[float]] = field(default_factory=dict)
+    """Each core's speed in every probe (CapacityProbe.speeds), by core."""
+
+    def saw(self, speeds: dict[int, float]) -> None:
+        for cpu, v in speeds.items():
+            self.speeds.setdefault(cpu, []).append(v)
+
+    def speeds_note(self) -> str | None:
+        """How fast each core ran around the timed windows, in words (None: not probed)."""
+        if not self.speeds:
+            return None
+        each = ", ".join(f"core {cpu} at {statistics.median(v):.2f}"
+                         for cpu, v in sorted(self.speeds.items()))
+        return (f"the cores ran, median over the probes around the timed windows: {each} of the "
+                "set's fastest core's best")
 
     def short(self, cores: float) -> bool:
         return cores < SHORT_SHARE * self.cores
@@ -226,10 +247,12 @@ class Gauge:
     def begin(self) -> None:
         """Probe before the first window (and after a pause in which no window was timed)."""
         self._before = self.probe.measure(self.cores)
+        self.windows.saw(self.probe.speeds)
 
     def counts(self) -> bool:
         """Probe after a window: whether its calls count."""
         after = self.probe.measure(self.cores)
+        self.windows.saw(self.probe.speeds)
         before = after if self._before is None else self._before
         self._before = after
         return self.windows.keep(max(before, after))

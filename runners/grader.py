@@ -320,6 +320,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         widest = max(all_samples, key=lambda x: x.workers)
         if placed := placement.note(widest.baseline_core):
             notes.append(placed)
+        if widest.windows is not None and (speeds := widest.windows.speeds_note()):
+            notes.append(speeds)
         top_windows = widest.windows
         interfered = top_windows is not None and top_windows.unreliable
         if top_windows is not None:

@@ -151,6 +151,9 @@ def test_a_grading_beside_a_tenant_says_the_node_was_short() -> None:
     assert said, r.notes
     interference = r.speedup.interference
     assert interference is not None and interference.short >= 1
+    # The report says how fast the core ran: the tenants held most of it.
+    speeds = [n for n in r.notes if n.startswith("the cores ran")]
+    assert speeds and f"core {cpu} at " in speeds[0], r.notes
     if interference.unreliable:
         assert "measured under interference" in said[0], r.notes
         assert "measured while the node was short of cores" in r.summary
@@ -159,3 +162,33 @@ def test_a_grading_beside_a_tenant_says_the_node_was_short() -> None:
         assert "measured while the node was short of cores" not in r.summary
     # Re-timing is bounded: twice the timing budget, then the windows count.
     assert r.environment.phases["timing"] < 2 * a.manifest.timing.budget_s + 15
+
+
+def test_the_report_says_how_fast_each_core_ran() -> None:
+    """Each core's median speed over the probes, against the set's fastest core's best."""
+    w = Windows(cores=2, budget_s=10)
+    assert w.speeds_note() is None  # not probed
+    for a, b in ((0.5, 1.0), (0.55, 0.97), (0.6, 0.9)):
+        w.saw({0: a, 1: b})
+    assert w.speeds_note() == ("the cores ran, median over the probes around the timed windows: "
+                               "core 0 at 0.55, core 1 at 0.97 of the set's fastest core's best")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_the_probe_tells_the_slowed_core_from_the_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tenants on one core of two: that core reads slow, against the other, probe by probe."""
+    monkeypatch.setattr(capacity, "_RATES", {})
+    slow, other = sorted(os.sched_getaffinity(0))[:2]
+    with CapacityProbe([slow, other]) as probe:
+        for _ in range(20):
+            probe.measure(2)
+            time.sleep(0.1)
+        with tenant(slow), tenant(slow):
+            seen = []
+            for _ in range(7):
+                probe.measure(2)
+                seen.append(probe.speeds)
+    slow_median = sorted(s[slow] for s in seen)[3]
+    other_median = sorted(s[other] for s in seen)[3]
+    assert all(0 < v <= 1 for s in seen for v in s.values()), seen
+    assert slow_median < 0.75 and slow_median < other_median, seen
