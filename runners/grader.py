@@ -33,6 +33,7 @@ from runners import (
     testrun,
     timing,
     whole_runs,
+    zygote,
 )
 from runners.failures import SubmissionFailure, SubmissionRaised
 from runners.package import Assignment
@@ -235,6 +236,10 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         budget = total / (len(counts) + len(weak_counts))
         stops = stopping.stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0))
         paired = can_pair(assignment, executor, gpu_mode)
+        # Each call in a fresh process: the zygotes preload what each side's trusted code imports.
+        fresh = ((zygote.preload_modules(package.code_of(assignment, "baseline")),
+                  zygote.preload_modules(package.code_of(assignment, "reference")))
+                 if m.timing.fresh_calls else None)
         probe = (stack.enter_context(capacity.CapacityProbe(cpus))
                  if probes(gpu_mode, m, settings) else None)
         watch = None
@@ -285,7 +290,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
                     rng=rng, stop=stops(k), paired=paired, on_progress=lambda s: progress(
                         f"timing with {s.workers} workers: {len(s.submission)} runs"),
-                    gauge=gauge(k), watch=watch, place=settings.baseline_placement)
+                    gauge=gauge(k), watch=watch, place=settings.baseline_placement, fresh=fresh)
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 all_samples.append(samples)
             for k in weak_counts:
@@ -295,7 +300,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg, one_cfg=cfg(code_dir, 1, False),
                     many_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(-k), paired=paired,
-                    gauge=gauge(k))
+                    gauge=gauge(k), fresh=fresh[1] if fresh else None)
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 weak_samples.append(samples)
         except timing.WrongTimedAnswer as exc:

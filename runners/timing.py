@@ -10,7 +10,9 @@ Where the backend can freeze a sandbox (a cgroup freezer), both sides' sandboxes
 block and their calls alternate one by one, the idle side frozen: it uses no CPU while the other is
 timed, and a core lost for a while to another tenant of the machine spoils a call or two of each
 side rather than a whole side of a block. Elsewhere (and for real GPUs, whose queued kernels a
-freezer does not stop) a block runs one side's sandbox at a time, never two at once.
+freezer does not stop) a block runs one side's sandbox at a time, never two at once. A package
+with `[timing] fresh_calls` gets each call in a fresh process (runners.zygote.FreshCalls): what
+the warm-up or a timed call kept is not there for the next.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from runners.runconfig import RunConfig
 from runners.session import Session
 from runners.stats import Samples
 from runners.stopping import StopRule
+from runners.zygote import FreshCalls
 
 CALLS_PER_BLOCK = 3
 EXIT_GRACE_S = 0.0
@@ -82,7 +85,7 @@ def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: C
 
 def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
                  extra: dict[str, Any], *, side: _Side, watch: Watch | None) -> None:
-    with Session(cfg, exit_grace_s=EXIT_GRACE_S) as session:
+    with side.open(cfg) as session:
         warm = inputs[0]
         value, _ = session.call(function, **warm, **extra)
         problem = check(warm, value)
@@ -102,13 +105,16 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
             baseline_cfg: RunConfig, submission_cfg: RunConfig, rng: np.random.Generator,
             stop: StopRule, paired: bool = True,
             on_progress: Callable[[Samples], None] | None = None,
-            gauge: Gauge | None = None, watch: Watch | None = None, place: bool = True) -> Samples:
+            gauge: Gauge | None = None, watch: Watch | None = None, place: bool = True,
+            fresh: tuple[list[str], list[str]] | None = None) -> Samples:
     """A/B blocks at one worker count until `stop` says enough.
 
     `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise.
     `gauge`: probe the node around each window and time again those it found short.
     `watch`: read what each timed call did on the GPU (real GPUs).
-    `place`: pin the baseline's calls to each of its cores in turn (runners/placement.py)."""
+    `place`: pin the baseline's calls to each of its cores in turn (runners/placement.py).
+    `fresh`: each call in a fresh process (runners.zygote.FreshCalls), with the modules its
+    zygote preloads for the baseline and for the submission."""
     samples = Samples(workers, windows=gauge.windows if gauge else None,
                       device_counter=watch.counter if watch else "")
     started = time.monotonic()
@@ -117,9 +123,11 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
     return _blocks(samples, function, hook.check, [
         _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu,
               samples.baseline_device, cores_into=samples.baseline_core,
-              rotation=placement.Rotation(baseline_cfg.limits.cpus if place else ())),
+              rotation=placement.Rotation(baseline_cfg.limits.cpus if place else ()),
+              preload=fresh[0] if fresh else None),
         _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu,
-              samples.submission_device, samples.input_bytes)],
+              samples.submission_device, samples.input_bytes,
+              preload=fresh[1] if fresh else None)],
         lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
         enough=lambda: stop.enough(samples, started), on_progress=on_progress,
         warm=lambda: [warm_input(rng, workers)] * 2, gauge=gauge, watch=watch)
@@ -138,12 +146,21 @@ class _Side:
     bytes_into: list[int] | None = None  # each call's input bytes (one side keeps them)
     cores_into: list[int | None] | None = None  # the core each call was pinned to (the baseline)
     rotation: placement.Rotation | None = None  # where the side's calls run (the baseline's)
+    preload: list[str] | None = None
+    """Each call in a fresh process, its zygote preloading these modules (None: the calls share
+    the sandbox's one process)."""
     pending: list[tuple[float, float | None, DeviceCall | None, int, int | None]] = field(
         default_factory=list)
     """The current window's calls (seconds, CPU seconds, GPU work, input bytes, core), until its
     probes say whether they count."""
 
-    def place(self, session: Session) -> int | None:
+    def open(self, cfg: RunConfig) -> Session | FreshCalls:
+        """The side's sandbox for a block (not yet entered)."""
+        if self.preload is not None:
+            return FreshCalls(cfg, self.preload, exit_grace_s=EXIT_GRACE_S)
+        return Session(cfg, exit_grace_s=EXIT_GRACE_S)
+
+    def place(self, session: Session | FreshCalls) -> int | None:
         """Pin the side's sandbox to its next core before a timed call (None: left in place)."""
         core = self.rotation.next() if self.rotation else None
         if core is None or not placement.pin(session.pids(), core):
@@ -220,12 +237,13 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
     runs; one call each in turn (ABBA order) until `enough`, or until half of a sandbox's wall
     limit is spent. The gauge probes the node between turns, both sandboxes frozen."""
     with contextlib.ExitStack() as stack:
-        sessions: dict[int, Session] = {}
+        sessions: dict[int, Session | FreshCalls] = {}
         first = warm()
         for i in order:
             side = sides[i]
             with blamed(side.name):
-                sessions[i] = stack.enter_context(Session(side.cfg, exit_grace_s=EXIT_GRACE_S))
+                sessions[i] = side.open(side.cfg)
+                stack.enter_context(sessions[i])
                 value, _ = sessions[i].call(function, **first[i], **side.extra)
             judge(check(first[i], value), side.name)
             if not sessions[i].freeze(True):
@@ -258,10 +276,11 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
 
 def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: str | None,
                  one_cfg: RunConfig, many_cfg: RunConfig, rng: np.random.Generator,
-                 stop: StopRule, paired: bool = True, gauge: Gauge | None = None) -> Samples:
+                 stop: StopRule, paired: bool = True, gauge: Gauge | None = None,
+                 fresh: list[str] | None = None) -> Samples:
     """Weak scaling at one worker count: the submission alone, interleaved blocks of one worker
     on the one-worker size and `workers` workers on the size for `workers` (make_weak_input);
-    `baseline` holds the one-worker times."""
+    `baseline` holds the one-worker times. `fresh`: as measure's, the submission's modules."""
     samples = Samples(workers, windows=gauge.windows if gauge else None)
     started = time.monotonic()
 
@@ -269,8 +288,10 @@ def measure_weak(*, hook: ModuleType, function: str, workers: int, workers_arg: 
         return {workers_arg: k} if workers_arg else {}
 
     return _blocks(samples, function, hook.check, [
-        _Side("submission", one_cfg, args(1), samples.baseline, samples.baseline_cpu),
-        _Side("submission", many_cfg, args(workers), samples.submission, samples.submission_cpu)],
+        _Side("submission", one_cfg, args(1), samples.baseline, samples.baseline_cpu,
+              preload=fresh),
+        _Side("submission", many_cfg, args(workers), samples.submission, samples.submission_cpu,
+              preload=fresh)],
         lambda: [hook.make_weak_input(rng, 1), hook.make_weak_input(rng, workers)],
         paired=paired, enough=lambda: stop.enough(samples, started), on_progress=None,
         gauge=gauge)

@@ -188,3 +188,108 @@ class ForkedSession(Session):
         self.exit_info = self._own_exit(code, z.exit_info or ExitInfo(returncode=code))
         return self.exit_info
 
+
+
+class FreshCalls:
+    """A timing side's sandbox in which no state survives from one call to the next (a package's
+    `[timing] fresh_calls`): each call runs in its own child of a zygote, forked and the
+    submission imported before the call (untimed), and the zygote puts the sandbox back after it
+    (every other process killed, whatever was written removed: runners/harness/zygote.py). A pool
+    made in one call and kept in a module global, a file, a server process: none is there for the
+    next call, so each call pays for what it needs. Where no zygote can serve (MPI, GPUs, a
+    backend without a PID namespace, a preloaded library that starts a thread), each call gets a
+    sandbox of its own. It stands where timing uses a Session: `call`, `freeze`, `pids`,
+    `seconds_left`, `last_cpu_s`; the next call's process is ready (and pinned, frozen with
+    the sandbox) before the call."""
+
+    def __init__(self, cfg: RunConfig, preload: list[str], *, exit_grace_s: float = 0.0) -> None:
+        self.cfg = cfg
+        self.preload = preload
+        self.exit_grace_s = exit_grace_s
+        self.last_cpu_s: float | None = None
+        self.fresh_processes = 0
+        """Calls' processes started so far (forked children or sandboxes)."""
+        self._zygote: Zygote | None = None
+        self._own_sandboxes = not Zygote.suits(cfg)
+        self._next: Session | None = None
+
+    def __enter__(self) -> FreshCalls:
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _zygote_ready(self) -> Zygote | None:
+        """A usable zygote (a new sandbox where the last one was discarded); None: none serves."""
+        if self._zygote is not None and self._zygote.usable:
+            return self._zygote
+        if self._zygote is not None:
+            self._zygote.discard()
+        z = self._zygote = Zygote(self.cfg, self.preload)
+        try:
+            z.start()
+        except BaseException:
+            z.discard()
+            self._zygote = None
+            raise
+        if not z.usable:  # a preloaded library started a thread: it cannot fork
+            z.discard()
+            self._zygote = None
+            self._own_sandboxes = True
+        return self._zygote
+
+    def _prepare(self) -> None:
+        """The next call's fresh process, the submission imported in it (outside any timing)."""
+        session: Session
+        for _ in range(2):  # a zygote lost between calls is replaced once
+            z = None if self._own_sandboxes else self._zygote_ready()
+            session = z.session() if z is not None else Session(self.cfg,
+                                                                exit_grace_s=self.exit_grace_s)
+            try:
+                session.start()
+            except ZygoteLost:
+                continue
+            except BaseException:
+                session.close()
+                raise
+            self._next = session
+            self.fresh_processes += 1
+            return
+        raise ZygoteLost("the zygote could not fork twice in a row")
+
+    def call(self, function: str, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """The call in its own fresh process (as Session.call); the next one is readied after."""
+        if self._next is None:
+            self._prepare()
+        session, self._next = self._next, None
+        assert session is not None
+        try:
+            value, elapsed = session.call(function, *args, **kwargs)
+            self.last_cpu_s = session.last_cpu_s
+        finally:
+            session.close()
+        self._prepare()
+        return value, elapsed
+
+    def freeze(self, frozen: bool) -> bool:
+        return self._next.freeze(frozen) if self._next is not None else True
+
+    def pids(self) -> set[int] | None:
+        return self._next.pids() if self._next is not None else set()
+
+    @property
+    def seconds_left(self) -> float:
+        return self._next.seconds_left if self._next is not None else self.cfg.limits.wall_s
+
+    def close(self) -> None:
+        if self._next is not None:
+            self._next.close()
+            self._next = None
+        if self._zygote is not None:
+            self._zygote.discard()
+            self._zygote = None

@@ -20,8 +20,8 @@ from runners.sandbox import Limits, create_executor
 from runners.session import Session
 from runners.settings import get_settings
 from runners.stage import Stage
-from runners.zygote import Zygote, preload_modules
-from tests.conftest import FIXTURES
+from runners.zygote import FreshCalls, Zygote, preload_modules
+from tests.conftest import COURSE, FIXTURES
 
 LEAVE = (Path(__file__).parent / "hostile" / "leave_state.py").read_bytes()
 EVERY_PLACE = {"tmp", "work", "shm", "dev", "tmp-dir", "process", "sysv-shm", "keyring", "memory",
@@ -31,13 +31,15 @@ pytestmark = pytest.mark.slow
 _n = itertools.count()
 
 
-def config(stage: Stage, backend: str = "bwrap") -> RunConfig:
+def config(stage: Stage, backend: str = "bwrap", extra_env: dict[str, str] | None = None
+           ) -> RunConfig:
     settings = get_settings()
     code = stage.add_code(f"sub-{backend}-{next(_n)}", {"solution.py": LEAVE})
     return RunConfig(executor=create_executor(settings, backend), runtime_dir=settings.runtime_dir,
                      stage=stage, code_dir=code,
                      entry_file="solution.py", launcher="python", ranks=1,
-                     limits=Limits(cpus=(0,), wall_s=20, memory_mb=512))
+                     limits=Limits(cpus=(0,), wall_s=20, memory_mb=512),
+                     extra_env=extra_env or {})
 
 
 @pytest.fixture
@@ -139,3 +141,42 @@ def test_a_test_that_crashes_reports_its_own_end_and_output(zygote: Zygote) -> N
     assert "bye from the crashing test" in failed.value.output
     s.close()
     assert not zygote.usable  # a test that ended badly: the next one gets a new sandbox
+
+
+@pytest.mark.parametrize("zygote_serves", [True, False])
+def test_fresh_calls_leave_nothing_for_the_next_call(stage: Stage, zygote_serves: bool) -> None:
+    """A package's `[timing] fresh_calls`: each call in its own process, nothing of the last
+    call's there (files, processes, IPC, memory). Forked by one zygote where one serves; a
+    sandbox per call where none does (the simulator's environment rules the zygote out)."""
+    cfg = config(stage) if zygote_serves else config(stage, extra_env={"NUMBA_ENABLE_CUDASIM": "1"})
+    assert Zygote.suits(cfg) is zygote_serves
+    with FreshCalls(cfg, ["numpy"]) as calls:
+        pid, parent = calls.call("me")[0]
+        left = set(calls.call("leave")[0])
+        assert EVERY_PLACE - {"keyring"} <= left, left
+        time.sleep(0.1)
+        assert calls.call("found_now")[0] == []
+        pid2, parent2 = calls.call("me")[0]
+        if zygote_serves:  # forked by the same zygote (a sandbox per call numbers from 1 again)
+            assert parent2 == parent and pid2 != pid
+        assert calls.fresh_processes == 5  # four calls, and the next one's process ready
+        assert calls.pids()  # the next call's sandbox is there to pin or freeze
+    assert calls.pids() == set()
+
+
+def test_a_kept_pool_is_never_there_for_a_timed_call() -> None:
+    """t1's statement times the pool's creation. A solution that keeps its pool in a module
+    global and answers wrongly whenever a call finds it (tests/hostile/pool_kept_probe.py): with
+    t1's fresh calls every timed answer is right, so no timed call met a pool; the same package
+    without them rejects the first timed call that did."""
+    a = package.load(COURSE / "t1-multiprocessing")
+    assert a.manifest.timing.fresh_calls
+    probe = {"solution.py": (Path(__file__).parent / "hostile" / "pool_kept_probe.py").read_bytes()}
+    fresh = grader.grade(a, probe)
+    assert fresh.verdict is Verdict.PASSED and fresh.speedup is not None, fresh.summary
+    assert fresh.speedup.repetitions >= 2  # timed calls after the warm-up, and after each other
+    shared = package.Assignment(a.root, a.manifest.model_copy(update={
+        "timing": a.manifest.timing.model_copy(update={"fresh_calls": False})}))
+    kept = grader.grade(shared, probe)
+    assert kept.verdict is Verdict.FAILED, kept.summary
+    assert "timed run returned a wrong answer" in kept.summary

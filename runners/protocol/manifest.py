@@ -172,6 +172,11 @@ class Timing(Frozen):
                         "waiting on a [service]: every window counts, none is timed again")
     weak_scaling: bool = Field(default=False, description="Also measure weak scaling: the hook's "
                                "make_weak_input(rng, workers) sizes the problem ∝ workers")
+    fresh_calls: bool = Field(default=False, description="Each timed call (and each warm-up) "
+                              "runs in a fresh process, the submission imported before it "
+                              "(untimed), and nothing a call leaves (a pool kept in a module "
+                              "global, a file, a process) is there for the next: for packages "
+                              "whose statement times the set-up (runners.zygote.FreshCalls)")
     note: str | None = Field(default=None, max_length=300,
                              description="Shown with every measured speedup, e.g. what the timed "
                                          "region leaves out")

@@ -1,5 +1,10 @@
 """Reference solution for treasure hunt 1."""
 
+# What Pool() imports on first use, named here so that the timing's zygote preloads it (t1 times
+# each call in a fresh process; a fresh program pays these imports, ~10 ms a call, once).
+import multiprocessing.pool
+import multiprocessing.queues
+import multiprocessing.synchronize  # noqa: F401
 from multiprocessing import Pool
 
 
