@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 
 from runners.protocol import SimilarPair
+from server import text
 from server.security import MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS
 
 
@@ -20,14 +28,32 @@ UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
 """A time in a response: always with its offset (RFC 3339 `date-time`), in UTC."""
 
 
+def _lines(value: object, field: str) -> None:
+    """Every text in `value` (lists and dicts too) is a line without control characters
+    (server/text.py); a password may hold anything but NUL (it is never shown)."""
+    if isinstance(value, str):
+        if field == "password":
+            if "\x00" in value:
+                raise ValueError("must not contain NUL characters")
+        else:
+            text.check(value, "the text")
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            _lines(item, field)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _lines(key, field)
+            _lines(item, field)
+
+
 class Input(BaseModel):
-    """A request body: no text may hold a NUL character (PostgreSQL text cannot store one)."""
+    """A request body: no text may hold a control character (server/text.py: NUL, which
+    PostgreSQL text cannot store, ESC, BEL, bidirectional overrides …), in any field."""
 
     @field_validator("*", mode="after")
     @classmethod
-    def _no_nul(cls, value: object) -> object:
-        if isinstance(value, str) and "\x00" in value:
-            raise ValueError("must not contain NUL characters")
+    def _no_controls(cls, value: object, info: ValidationInfo) -> object:
+        _lines(value, info.field_name or "")
         return value
 
 
@@ -177,6 +203,9 @@ class MemberPublic(Public):
                                          "account yet (enrolled when they register or arrive "
                                          "from the LMS)")
     on_roster: bool
+    lms_email: str | None = Field(default=None, description="The email this course's LMS "
+                                  "asserted for an account launched from it (unverified: the "
+                                  "account owns it only where the operator trusts that LMS)")
 
 
 class RoleUpdate(Input):

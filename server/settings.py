@@ -59,6 +59,14 @@ class ServerSettings(BaseSettings):
     retime_after_s: int = Field(default=600, ge=0, description="A grading whose speedup was "
                                 "measured while the node was short of cores is graded again this "
                                 "long after it finished, once (0: never)")
+    lti_trusted_email_domains: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="JSON: an LMS's key set URL → the email domains the operator trusts it to "
+                    "assert (its university's own). Only there does a launch give its account the "
+                    "asserted email, or sign in to the account that has it. Elsewhere (the "
+                    "default: every LMS) an LMS identity gets an account of its own whose "
+                    "email no one can register, the asserted one kept beside it unverified "
+                    "(docs/security.md, 'What an LMS may assert')")
     runner_live_s: int = Field(default=45, ge=3, description="A runner counts as live this long "
                                "after its last heartbeat")
     token_ttl_days: float = Field(default=30, gt=0, description="Bearer tokens (CLI and browser "

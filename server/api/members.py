@@ -31,7 +31,7 @@ router = APIRouter(prefix="/api/courses", tags=["members"],
 def members(access: CourseStaffDep, session: SessionDep) -> list[MemberPublic]:
     """Everyone in the course by role, and the roster's emails without an account yet."""
     return [MemberPublic(email=m.email, name=m.name, alias=m.alias, role=m.role,
-                         on_roster=m.on_roster)
+                         on_roster=m.on_roster, lms_email=m.lms_email)
             for m in course_service.members(session=session, course=access.course)]
 
 

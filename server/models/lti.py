@@ -72,6 +72,9 @@ class LtiIdentity(Base):
     key_set_url: Mapped[str] = mapped_column(String(1000))
     subject: Mapped[str] = mapped_column(String(255))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str | None] = mapped_column(String(320), default=None)
+    """The email the LMS asserted at the last launch: unverified, shown to the course's staff;
+    the account owns it only where the operator trusts this LMS for its domain."""
 
 
 class LtiLaunchData(Base):

@@ -13,8 +13,16 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from runners.protocol import SLUG_RE
-from server import aliases, security
-from server.models import AuditLog, Course, Enrollment, RosterEntry, User
+from server import aliases, security, text
+from server.models import (
+    AuditLog,
+    Course,
+    Enrollment,
+    LtiIdentity,
+    LtiPlatform,
+    RosterEntry,
+    User,
+)
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
 ROLES = ("instructor", "ta", "student")
@@ -101,13 +109,20 @@ class Member:
     alias: str | None
     role: str | None  # None: on the roster, no account yet
     on_roster: bool
+    lms_email: str | None = None  # what this course's LMS asserted (unverified)
 
 
 def members(*, session: Session, course: Course) -> list[Member]:
-    """Everyone enrolled, and the roster's emails that have no account yet."""
+    """Everyone enrolled, and the roster's emails that have no account yet; beside an account
+    launched from this course's LMS, the email that LMS asserted."""
     roster = {r.email: r for r in session.scalars(
         select(RosterEntry).where(RosterEntry.course_id == course.id))}
-    out = [Member(u.email, u.name, e.alias, e.role, u.email in roster)
+    lms = {user_id: email for user_id, email in session.execute(
+        select(LtiIdentity.user_id, LtiIdentity.email).join(
+            LtiPlatform, (LtiPlatform.issuer == LtiIdentity.issuer)
+            & (LtiPlatform.key_set_url == LtiIdentity.key_set_url)).where(
+            LtiPlatform.course_id == course.id, LtiIdentity.email.is_not(None)))}
+    out = [Member(u.email, u.name, e.alias, e.role, u.email in roster, lms.get(u.id))
            for e, u in session.execute(select(Enrollment, User).join(
                User, User.id == Enrollment.user_id).where(Enrollment.course_id == course.id))]
     enrolled = {m.email for m in out}
@@ -211,7 +226,8 @@ def import_roster(*, session: Session, actor: User, course: Course, role: str | 
         raise Invalid(f"the roster has no email column (its header: {', '.join(header)}); "
                       "name one 'email'")
     accounts = {u.email: u for u in session.scalars(select(User).where(User.email.in_(
-        {r[at_email].strip().lower() for r in rows if len(r) > at_email})))}
+        {r[at_email].strip().lower() for r in rows
+         if len(r) > at_email and text.problem(r[at_email]) is None})))}
     enrolled = {e.user_id: e for e in session.scalars(
         select(Enrollment).where(Enrollment.course_id == course.id))}
     roster = {r.email: r for r in session.scalars(
@@ -229,6 +245,12 @@ def import_roster(*, session: Session, actor: User, course: Course, role: str | 
         email = cell(at_email).lower()
         name = cell(at_name) or " ".join(x for x in (cell(at_first), cell(at_last)) if x)
         alias = cell(at_alias) or None
+        why = next((w for v, what in ((email, "the email"), (name, "the name"),
+                                      (alias or "", "the alias"))
+                    if (w := text.problem(v, what)) is not None), None)
+        if why is not None:
+            report.append(RosterRow(n, email.encode("unicode_escape").decode(), "refused", why))
+            continue
         if not re.fullmatch(EMAIL_RE, email) or len(email) > 320:
             report.append(RosterRow(n, email, "refused", "not an email address"))
             continue

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from server.services.lti import passback
+from server.settings import ServerSettings
 from tests.server.conftest import REFERENCE, World
 from tests.server.lms import StandInLms
 from tests.server.reports import sample_report, store
@@ -62,7 +63,9 @@ def test_a_launched_student_submits_and_the_grade_reaches_the_gradebook(
                files=[("files", ("solution.py", REFERENCE))])
     assert r.status_code == 303, r.text
     sid = int(r.headers["location"].rsplit("/", 1)[1])
-    people = {m["email"]: m["role"] for m in world.get(world.prof, "/api/courses/th/members").json()}
+    # Her account, the LMS's email for her beside it (no LMS is trusted with emails here).
+    people = {m["lms_email"]: m["role"]
+              for m in world.get(world.prof, "/api/courses/th/members").json()}
     assert people["lea@uni.edu"] == "student"
     store(engine, sid, sample_report())  # the grade lands
     sessions = world.client.app.state.sessions  # type: ignore[attr-defined]
@@ -78,7 +81,7 @@ def test_a_launched_student_submits_and_the_grade_reaches_the_gradebook(
     # The same student launching again is the same account.
     r, _, _ = _launch(_browser(world), lms)
     assert r.status_code == 303
-    assert sum(m["email"] == "lea@uni.edu"
+    assert sum(m["lms_email"] == "lea@uni.edu"
                for m in world.get(world.prof, "/api/courses/th/members").json()) == 1
 
 
@@ -129,7 +132,7 @@ def test_refused_launches(world: World, lms: StandInLms) -> None:
     r = _browser(world).get("/lti/login", params={**lms.login_params(TARGET),
                                                   "iss": "https://evil.example.com"})
     assert r.status_code == 403 and "LTI login refused" in r.text
-    assert all(m["email"] != "lea@uni.edu" or m["role"]
+    assert all(m["lms_email"] != "lea@uni.edu" or m["role"]
                for m in world.get(world.prof, "/api/courses/th/members").json())
 
 
@@ -197,3 +200,113 @@ def test_an_instructor_places_assignments_in_the_lms_by_deep_linking(world: Worl
     r = b.post("/lti/deep-link", data={**form, "launch_id": "lti1p3-launch-nope",
                                        "slugs": ["t1-multiprocessing"]})
     assert r.status_code == 403
+
+
+def _instructor_with_lms(world: World, engine: Engine, slug: str) -> tuple[dict[str, str],
+                                                                            StandInLms]:
+    """Another instructor (any instructor can register an LMS), her course and her own LMS."""
+    from server.db import session_factory
+    from server.services import users
+    from tests.server.conftest import login
+
+    with session_factory(engine)() as s, s.begin():
+        users.create(session=s, email=f"{slug}@other.edu", name=slug.title(),
+                     password="orchid-lantern-gravel-41", is_instructor=True)
+    who = login(world.client, f"{slug}@other.edu", "orchid-lantern-gravel-41")
+    assert world.post(who, "/api/courses", json={"slug": slug, "title": slug}).status_code == 201
+    lms = StandInLms(issuer=f"https://{slug}.example.edu")
+    r = world.post(who, f"/api/courses/{slug}/lti/platforms", json=lms.registration())
+    assert r.status_code == 201, r.text
+    lms.tool_jwks = world.client.get("/lti/jwks").json()
+    return who, lms
+
+
+def _launch_at(b: TestClient, lms: StandInLms, target: str, **claims: object):  # type: ignore[no-untyped-def]
+    r = b.get("/lti/login", params=lms.login_params(target))
+    assert r.status_code == 302, r.text
+    auth = lms.authorize(r.headers["location"])
+    token = lms.id_token(nonce=auth["nonce"], target=target, **claims)  # type: ignore[arg-type]
+    return b.post("/lti/launch", data={"id_token": token, "state": auth["state"]})
+
+
+def test_an_lms_cannot_take_over_an_email(world: World, engine: Engine) -> None:
+    """The takeover of issue 45, step by step: Mallory registers an LMS for her own course and
+    launches as victim@uni.edu before the victim has an account. Her account must not own that
+    email: the victim still registers, Prof's roster invites the victim (it does not enrol
+    Mallory's account into Prof's course), and Mallory's next launch sees only her course."""
+    mallory, evil = _instructor_with_lms(world, engine, "mallory")
+    b = _browser(world)
+    r = _launch_at(b, evil, "http://testserver/c/mallory", sub="v1", email="victim@uni.edu",
+                   name="Victim", role="Learner")
+    assert r.status_code == 303, r.text
+    seen = world.get(mallory, "/api/courses/mallory/members").json()
+    made = [m for m in seen if m["role"] == "student"]
+    assert len(made) == 1 and made[0]["email"].endswith("@lti.invalid"), seen
+    assert made[0]["lms_email"] == "victim@uni.edu"  # kept, unverified, for her course's staff
+    # Prof's roster lists the victim: an invitation, not Mallory's account enrolled.
+    r = world.post(world.prof, "/api/courses/th/roster",
+                   files={"roster": ("r.csv", b"email,name\nvictim@uni.edu,Victim\n")})
+    assert r.status_code == 200, r.text
+    assert [row["outcome"] for row in r.json()["rows"]] == ["invited"]
+    # Mallory launches again: the same account, and still only her course.
+    r = _launch_at(b, evil, "http://testserver/c/mallory", sub="v1", email="victim@uni.edu",
+                   name="Victim", role="Learner")
+    assert r.status_code == 303
+    assert b.get("/c/th").status_code in (403, 404)
+    th = world.get(world.prof, "/api/courses/th/members").json()
+    assert not [m for m in th if m["email"].endswith("@lti.invalid")], th
+    # The victim registers (no 409) and is enrolled in Prof's course by its roster.
+    r = world.client.post("/api/auth/register", json={
+        "email": "victim@uni.edu", "name": "Victim", "password": "copper-meadow-violin-88",
+        "join_code": world.join_code})
+    assert r.status_code == 201, r.text
+    th = {m["email"]: m for m in world.get(world.prof, "/api/courses/th/members").json()}
+    assert th["victim@uni.edu"]["role"] == "student"
+    evil.close()
+
+
+def test_a_trusted_lms_speaks_for_its_domain_only(world: World, engine: Engine, lms: StandInLms,
+                                                   settings: ServerSettings) -> None:
+    """The operator trusts Prof's LMS for uni.edu: its launch as ada@uni.edu signs in to Ada's
+    own account. For another domain, and from another LMS, it still cannot."""
+    settings.lti_trusted_email_domains[f"{lms.url}/jwks"] = ["uni.edu"]
+    b = _browser(world)
+    r = _launch_at(b, lms, TARGET, sub="ada-in-lms", email="Ada@uni.edu", name="Ada")
+    assert r.status_code == 303, r.text
+    people = world.get(world.prof, "/api/courses/th/members").json()
+    assert [m["email"] for m in people if m["email"].endswith("@lti.invalid")] == []
+    mine = world.get(world.ada, "/api/courses").json()
+    assert "th" in [c["slug"] for c in mine]
+    r = _launch_at(_browser(world), lms, TARGET, sub="bob-elsewhere", email="bob@elsewhere.org")
+    assert r.status_code == 303
+    people = world.get(world.prof, "/api/courses/th/members").json()
+    assert [m["lms_email"] for m in people if m["email"].endswith("@lti.invalid")] == [
+        "bob@elsewhere.org"]
+    _, evil = _instructor_with_lms(world, engine, "mallory")  # not trusted for anything
+    r = _launch_at(_browser(world), evil, "http://testserver/c/mallory", sub="x",
+                   email="ada@uni.edu")
+    assert r.status_code == 303
+    assert sum(m["role"] == "student" for m in world.get(
+        world.prof, "/api/courses/th/members").json()) == 3  # ada, bob, bob@elsewhere's account
+    evil.close()
+
+
+@pytest.mark.parametrize(("claims", "says"), [
+    ({"email": "a\x00b@x.y"}, "U+0000"), ({"name": "Bob\x00"}, "U+0000"),
+    ({"name": "Eve\x1b[31m"}, "U+001B"), ({"name": "\u202eevE"}, "U+202E"),
+])
+def test_a_launch_with_control_characters_is_refused(world: World, lms: StandInLms,
+                                                     claims: dict[str, str], says: str) -> None:
+    before = world.get(world.prof, "/api/courses/th/members").json()
+    r = _launch_at(_browser(world), lms, TARGET, **claims)
+    assert r.status_code == 403 and says in r.text, r.text
+    assert world.get(world.prof, "/api/courses/th/members").json() == before
+
+
+def test_a_launch_without_a_real_email_gets_an_account_of_its_own(world: World,
+                                                                   lms: StandInLms) -> None:
+    r = _launch_at(_browser(world), lms, TARGET, sub="admin-1", email="admin")
+    assert r.status_code == 303, r.text
+    made = [m for m in world.get(world.prof, "/api/courses/th/members").json()
+            if m["email"].endswith("@lti.invalid")]
+    assert len(made) == 1 and made[0]["lms_email"] is None

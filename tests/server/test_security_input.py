@@ -8,7 +8,9 @@ import re
 import struct
 import zipfile
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
@@ -293,3 +295,64 @@ def test_upload_names_with_nul_are_refused_by_the_service() -> None:
     with pytest.raises(Invalid, match="NUL"):
         submission_service.check_files([("solution.py", REFERENCE), ("ev\x00il.py", b"x = 1\n")],
                                        manifest=manifest, max_bytes=1 << 20, max_unzipped=1 << 20)
+
+
+CONTROLS = ["\x00", "\x07", "\x08", "\x1b", "\x7f", "\x85", "\u2028", "\u202e", "\u2066", "\t",
+            "\n"]
+
+
+def _users_and_courses(engine: Engine) -> tuple[int, int]:
+    from server.models import Course
+
+    with session_factory(engine)() as s:
+        return (int(s.scalar(select(func.count()).select_from(User)) or 0),
+                int(s.scalar(select(func.count()).select_from(Course)) or 0))
+
+
+@hypothesis.settings(max_examples=25, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(pre=st.text(alphabet="abcXYZ é", max_size=6),
+                  control=st.sampled_from(CONTROLS),
+                  post=st.text(alphabet="abcXYZ é", max_size=6),
+                  writer=st.sampled_from(["register-name", "register-alias", "course-title",
+                                          "join-alias", "roster-name", "roster-email",
+                                          "lti-issuer"]))
+def test_no_writer_stores_a_control_character(world: World, engine: Engine, pre: str,
+                                              control: str, post: str, writer: str) -> None:
+    """One rule at the boundary (server/text.py) for every writer, on SQLite and PostgreSQL:
+    a text with a control character anywhere is a 4xx (or a refused roster row) naming it, never
+    a 5xx, and nothing is stored."""
+    value = f"a{pre}{control}{post}b"  # inside: a cell's edges are trimmed as whitespace
+    before = _users_and_courses(engine)
+    if writer.startswith("register"):
+        body = {"email": f"x{len(pre)}{len(post)}@uni.edu", "name": "X", "password":
+                "copper-meadow-violin-88", "join_code": world.join_code}
+        body["name" if writer == "register-name" else "alias"] = value
+        r = world.client.post("/api/auth/register", json=body)
+    elif writer == "course-title":
+        r = world.post(world.prof, "/api/courses", json={"slug": "c-x", "title": value})
+    elif writer == "join-alias":
+        r = world.post(world.ada, "/api/courses/join",
+                       json={"join_code": world.join_code, "alias": value})
+    elif writer == "lti-issuer":
+        r = world.post(world.prof, "/api/courses/th/lti/platforms", json={
+            "issuer": value, "client_id": "c", "auth_login_url": "https://l/a",
+            "auth_token_url": "https://l/t", "key_set_url": "https://l/k", "deployment_ids": ["1"]})
+    else:
+        row = ("z@uni.edu", value) if writer == "roster-name" else (f"z{value}@uni.edu", "Z")
+        data = io.StringIO()
+        csv.writer(data).writerow(["email", "name"])
+        csv.writer(data).writerow(row)
+        r = world.post(world.prof, "/api/courses/th/roster",
+                       files={"roster": ("r.csv", data.getvalue().encode())})
+        assert r.status_code == 200, r.text
+        rows = r.json()["rows"]
+        if rows:  # a lone "\n" in a cell may end the row early: then nothing at all to import
+            assert [x["outcome"] for x in rows] == ["refused"], rows
+        with session_factory(engine)() as s:
+            from server.models import RosterEntry
+
+            assert s.scalar(select(func.count()).select_from(RosterEntry)) == 0
+        return
+    assert 400 <= r.status_code < 500, (writer, repr(value), r.status_code, r.text)
+    assert _users_and_courses(engine) == before

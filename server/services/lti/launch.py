@@ -4,6 +4,7 @@ goes to, and the assignments an instructor places in the LMS (deep linking)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import typing as t
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.responses import Response
 
+from server import text
 from server.models import (
     Assignment,
     Course,
@@ -92,7 +94,7 @@ def launch(*, session: Session, sessions: sessionmaker[Session], settings: Serve
     roles = " ".join(data.get(ROLES_CLAIM, []))
     role = ("instructor" if "#Instructor" in roles or "#Administrator" in roles
             else "ta" if "TeachingAssistant" in roles else "student")
-    user = _account(session, platform, data)
+    user = _account(session, settings, platform, data)
     enrollment = session.scalar(select(Enrollment).where(
         Enrollment.user_id == user.id, Enrollment.course_id == platform.course_id))
     if enrollment is None:
@@ -118,25 +120,40 @@ def launch(*, session: Session, sessions: sessionmaker[Session], settings: Serve
     return Arrival(user=user, course=platform.course, role=enrollment.role, assignment=assignment)
 
 
-def _account(session: Session, platform: LtiPlatform, data: t.Mapping[str, t.Any]) -> User:
+def _account(session: Session, settings: ServerSettings, platform: LtiPlatform,
+             data: t.Mapping[str, t.Any]) -> User:
+    """The account of the launch's LMS identity (issuer, key set, `sub`), made at its first
+    launch. What the LMS asserts never reaches an account another course, a roster or a
+    password registration could reach, unless the operator trusts this LMS for the email's
+    domain (`lti_trusted_email_domains`): any instructor can register an LMS, and an LMS can
+    assert any email. Untrusted, the account's email is one no one can register, and the
+    asserted one is kept beside the identity, unverified, for the course's staff to read."""
+    name = str(data.get("name") or "").strip()[:200]
+    claimed = str(data.get("email") or "").strip().lower()
+    for value, what in ((name, "the LMS's name for you"), (claimed, "the LMS's email for you")):
+        if (why := text.problem(value, what)) is not None:
+            raise LaunchRefused(f"LTI launch refused: {why}")
+    email = claimed if re.fullmatch(course_service.EMAIL_RE, claimed) and len(claimed) <= 320 \
+        else None
+    trusted = email is not None and email.rpartition("@")[2] in {
+        d.strip().lower() for d in settings.lti_trusted_email_domains.get(platform.key_set_url, [])}
     identity = session.scalar(select(LtiIdentity).where(
         LtiIdentity.issuer == platform.issuer, LtiIdentity.key_set_url == platform.key_set_url,
         LtiIdentity.subject == data["sub"]))
     if identity is not None:
+        identity.email = email
         user = session.get(User, identity.user_id)
         assert user is not None
         return user
-    # Never an existing account by its email: any instructor can register an LMS, and an LMS
-    # can claim any email. A taken (or missing) email gets an address no one can register.
-    email = str(data.get("email") or "").strip().lower()[:320]
-    if not email or session.scalar(select(User.id).where(User.email == email)) is not None:
-        email = f"lti-{secrets.token_hex(8)}@lti.invalid"
-    user = User(email=email, name=str(data.get("name") or email.split("@")[0])[:200],
-                password_hash=UNUSABLE_PASSWORD)
-    session.add(user)
-    session.flush()
+    user = session.scalar(select(User).where(User.email == email)) if trusted else None
+    if user is None:
+        own = email if trusted else f"lti-{secrets.token_hex(8)}@lti.invalid"
+        user = User(email=own, name=name or (email or "LMS user").split("@")[0],
+                    password_hash=UNUSABLE_PASSWORD)
+        session.add(user)
+        session.flush()
     session.add(LtiIdentity(issuer=platform.issuer, key_set_url=platform.key_set_url,
-                            subject=str(data["sub"]), user_id=user.id))
+                            subject=str(data["sub"]), user_id=user.id, email=email))
     return user
 
 

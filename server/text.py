@@ -1,0 +1,31 @@
+"""The one rule for text a person or a system hands the server: no control characters.
+
+Names, emails, aliases, titles, roster cells, LMS claims are single lines shown to other people
+(pages, the board, CSV exports). A NUL is refused by PostgreSQL (a 500 there, stored on SQLite),
+ESC/BEL/BS reach terminals through exports and logs, and the bidirectional overrides (U+202E …)
+make a name read as another in a table. `problem` says why a value is refused, and every writer
+(the API's schemas, the roster import, LTI launches, packages) asks it before anything is stored.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Embeddings, overrides and isolates: they reorder what follows them on the page."""
+
+
+def problem(value: str, what: str = "this field") -> str | None:
+    """Why `value` cannot be stored as a line of text, or None."""
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp", "Cs") or ch in BIDI_CONTROLS:
+            return (f"{what} contains a control character (U+{ord(ch):04X}): use letters, "
+                    "digits, spaces and punctuation")
+    return None
+
+
+def check(value: str, what: str = "this field") -> str:
+    """`value`, or ValueError (pydantic's validators turn it into a 422 naming the field)."""
+    if (why := problem(value, what)) is not None:
+        raise ValueError(why)
+    return value
