@@ -15,12 +15,17 @@ BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u206
 """Embeddings, overrides and isolates: they reorder what follows them on the page."""
 
 
+C0_NAMES = {0x00: "NUL", 0x07: "BEL", 0x08: "BS", 0x09: "TAB", 0x0A: "LF", 0x0D: "CR",
+            0x1B: "ESC", 0x7F: "DEL"}
+
+
 def problem(value: str, what: str = "this field") -> str | None:
     """Why `value` cannot be stored as a line of text, or None."""
     for ch in value:
         if unicodedata.category(ch) in ("Cc", "Zl", "Zp", "Cs") or ch in BIDI_CONTROLS:
-            return (f"{what} contains a control character (U+{ord(ch):04X}): use letters, "
-                    "digits, spaces and punctuation")
+            name = C0_NAMES.get(ord(ch)) or unicodedata.name(ch, "")
+            return (f"{what} contains a control character (U+{ord(ch):04X}"
+                    f"{', ' + name if name else ''}): use letters, digits, spaces and punctuation")
     return None
 
 

@@ -29,7 +29,7 @@ def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
                       isolation=[], versions={"python": "3.11"}, paragrade_version="0")
     verdict = Verdict.PASSED if passed else Verdict.FAILED
     report = GradeReport(
-        assignment="th/t1-multiprocessing", assignment_version="1.0.0", verdict=verdict,
+        assignment="th/t1-multiprocessing", assignment_version="1.1.0", verdict=verdict,
         summary="s", tests=[TestResult(name="hidden/test_hidden.py::test_x",
                                        outcome=TestOutcome.PASSED if passed else TestOutcome.FAILED,
                                        verdict=verdict, message="m", hidden=True, weight=1,

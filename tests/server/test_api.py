@@ -127,7 +127,7 @@ def test_import_is_validated_on_a_runner(world: World) -> None:
 def test_reimport_same_content_keeps_the_version(world: World) -> None:
     r = world.post(world.prof, "/api/courses/th/assignments/import",
                    json={"path": "treasure-hunt/t1-multiprocessing"})
-    assert r.status_code == 201 and r.json()["version"] == "1.0.0"
+    assert r.status_code == 201 and r.json()["version"] == "1.1.0"
     assert len(world.get(world.ada, "/api/courses/th/assignments").json()) == 1
 
 
@@ -137,21 +137,21 @@ def test_a_new_version_serves_students_only_once_it_validates(world: World) -> N
     folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts}
-    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.0.0"',
-                                                                b'version = "1.1.0"')
-    assert b'"1.1.0"' in files["assignment.toml"]
+    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.1.0"',
+                                                                b'version = "1.1.9"')
+    assert b'"1.1.9"' in files["assignment.toml"]
     url = "/api/courses/th/assignments/t1-multiprocessing"
-    for ok, served in ((False, "1.0.0"), (True, "1.1.0")):
+    for ok, served in ((False, "1.1.0"), (True, "1.1.9")):
         r = world.post(world.prof, "/api/courses/th/assignments/upload",
                        files={"package": ("p.zip", zip_of(files))})
         assert r.status_code == 201, r.text
-        assert r.json()["version"] == "1.0.0" and r.json()["validation"] == "ready"
+        assert r.json()["version"] == "1.1.0" and r.json()["validation"] == "ready"
         assert r.json()["candidate"]["validation"] == "validating"
-        assert world.get(world.ada, url).json()["version"] == "1.0.0"  # still the ready one
+        assert world.get(world.ada, url).json()["version"] == "1.1.0"  # still the ready one
         finish_validation(world.client, ok=ok)
         assert world.get(world.ada, url).json()["version"] == served
         candidate = world.get(world.prof, url).json()["candidate"]
-        assert candidate == (None if ok else {"version": "1.1.0", "validation": "invalid",
+        assert candidate == (None if ok else {"version": "1.1.9", "validation": "invalid",
                                               "checks": candidate["checks"]})
         assert world.get(world.ada, url).json()["candidate"] is None
         files["statement.md"] += b"\nA changed statement makes a new bundle.\n"
@@ -267,7 +267,7 @@ def test_a_grading_job_carries_the_references_seconds_per_test(world: World) -> 
     folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts}
-    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.0.0"',
+    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.1.0"',
                                                                 b'version = "1.2.0"')
     r = world.post(world.prof, "/api/courses/th/assignments/upload",
                    files={"package": ("p.zip", zip_of(files))})
@@ -289,7 +289,7 @@ def test_a_message_claims_the_most_urgent_job_of_its_queue(world: World) -> None
     folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts}
-    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.0.0"',
+    files["assignment.toml"] = files["assignment.toml"].replace(b'version = "1.1.0"',
                                                                 b'version = "1.3.0"')
     assert world.post(world.prof, "/api/courses/th/assignments/upload",
                       files={"package": ("p.zip", zip_of(files))}).status_code == 201

@@ -230,7 +230,7 @@ def _launch_at(b: TestClient, lms: StandInLms, target: str, **claims: object):  
 
 
 def test_an_lms_cannot_take_over_an_email(world: World, engine: Engine) -> None:
-    """The takeover of issue 45, step by step: Mallory registers an LMS for her own course and
+    """The takeover an attacker showed, step by step: Mallory registers an LMS for her own course and
     launches as victim@uni.edu before the victim has an account. Her account must not own that
     email: the victim still registers, Prof's roster invites the victim (it does not enrol
     Mallory's account into Prof's course), and Mallory's next launch sees only her course."""

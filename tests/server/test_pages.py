@@ -98,7 +98,7 @@ def test_report_alias_and_statement_are_escaped(world: World, engine: Engine) ->
     folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts}
-    files["assignment.toml"] = files["assignment.toml"].replace(b'"1.0.0"', b'"1.0.1"')
+    files["assignment.toml"] = files["assignment.toml"].replace(b'"1.1.0"', b'"1.1.1"')
     files["statement.md"] = f"# Title\n\n{XSS}\n\n[link](javascript:alert(1))\n".encode()
     r = world.post(world.prof, "/api/courses/th/assignments/upload",
                    files={"package": ("p.zip", zip_of(files))})
@@ -170,11 +170,11 @@ def test_an_open_event_stream_holds_no_database_connection(world: World, engine:
 
 
 # instructors ---------------------------------------------------------------------------------
-def _t1_zip(version: bytes = b'"1.0.0"') -> bytes:
+def _t1_zip(version: bytes = b'"1.1.0"') -> bytes:
     folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts}
-    files["assignment.toml"] = files["assignment.toml"].replace(b'"1.0.0"', version)
+    files["assignment.toml"] = files["assignment.toml"].replace(b'"1.1.0"', version)
     return zip_of(files)
 
 
@@ -193,7 +193,7 @@ def test_an_instructor_creates_a_course_and_imports_packages(world: World) -> No
                   files={"package": ("t1.zip", _t1_zip())})
     assert r.status_code == 303 and r.headers["location"] == "/c/hpc?imported=t1-multiprocessing"
     r = prof.get(r.headers["location"])
-    assert r.status_code == 200 and "Imported t1-multiprocessing 1.0.0: validating" in r.text
+    assert r.status_code == 200 and "Imported t1-multiprocessing 1.1.0: validating" in r.text
     assert "/c/hpc/t1-multiprocessing/manage" in r.text
     student = browser(world)
     assert student.get("/c/th").status_code == 403

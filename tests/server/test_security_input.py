@@ -10,8 +10,8 @@ import zipfile
 
 import hypothesis
 import pytest
-from hypothesis import strategies as st
 from fastapi.testclient import TestClient
+from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from server.db import session_factory
@@ -110,7 +110,7 @@ def test_a_broken_package_zip_is_refused_and_the_course_keeps_its_version(
     assert r.status_code == 422 and REASON[kind] in r.text
     assert counts(engine) == before
     a = world.get(world.ada, API_T1).json()
-    assert a["version"] == "1.0.0" and a["validation"] == "ready"
+    assert a["version"] == "1.1.0" and a["validation"] == "ready"
 
 
 def test_a_deeply_nested_manifest_is_a_problem_not_a_crash(world: World, engine: Engine) -> None:
