@@ -2,13 +2,16 @@
 
 An alias's keys are ICU's UTS #39 skeletons of it after Unicode compatibility normalisation
 (NFKC: fullwidth and styled letters become plain ones), taken with case folded before and after
-the skeleton: `alice`, `Alice`, `ALICE`, `аlice` (a Cyrillic а), `ａｌｉｃｅ` and `aIice` (a capital
-I for the l) all share a key, so a student cannot appear on a board as someone else. ICU keeps
+the skeleton, whitespace runs taken as one space and combining marks dropped: `alice`, `Alice`,
+`ALICE`, `ALİCE` (a dotted capital I), `аlice` (a Cyrillic а), `ａｌｉｃｅ` and `aIice` (a capital I
+for the l) all share a key, as do `bob smith` and `bob  smith`, so a student cannot appear on a
+board as someone else. The board's own labels (`student-<id>`) are nobody's alias. ICU keeps
 the confusables table current with Unicode; no table of ours to maintain.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import cache
 
@@ -24,10 +27,28 @@ def _skeleton(text: str) -> str:
     return str(_checker().getSkeleton(0, text))
 
 
+def _plain(alias: str) -> str:
+    """NFKC, whitespace runs as one space, and no combining marks after case folding (a folded
+    `İ` is `i` + U+0307, which shows as the `i` it sits on)."""
+    folded = unicodedata.normalize("NFKC", " ".join(alias.split())).casefold()
+    return unicodedata.normalize("NFC", "".join(
+        ch for ch in unicodedata.normalize("NFD", folded) if unicodedata.category(ch) != "Mn"))
+
+
 def keys(alias: str) -> frozenset[str]:
     """The look-alike keys of an alias: two aliases that share one are confusable."""
-    plain = unicodedata.normalize("NFKC", alias).strip()
-    return frozenset({_skeleton(plain.casefold()), _skeleton(_skeleton(plain).casefold())})
+    plain = " ".join(unicodedata.normalize("NFKC", alias).split())
+    return frozenset({_skeleton(_plain(plain)), _skeleton(_plain(_skeleton(plain))),
+                      _skeleton(plain.casefold())})
+
+
+RESERVED = re.compile(r"student-\d+")
+"""The board's own label for a student without an alias (`student-<id>`): no one may take it."""
+
+
+def reserved(alias: str) -> bool:
+    """Whether an alias looks like one of the board's own labels."""
+    return any(RESERVED.fullmatch(key) for key in keys(alias) | {_plain(alias)})
 
 
 def confusable(a: str, b: str) -> bool:

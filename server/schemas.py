@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -158,6 +159,14 @@ class AssignmentPublic(Public):
                                   "(validating, or failed its checks); instructors only")
 
 
+def _a_date_not_a_number(value: object) -> object:
+    """JSON numbers are refused for times: pydantic would read 0 or -1 as seconds since 1970."""
+    if isinstance(value, int | float):
+        raise ValueError("a deadline is a date and time (ISO 8601, e.g. 2026-12-01T23:59:00Z), "
+                         "not a number")
+    return value
+
+
 def _deadline_in_range(value: datetime | None) -> datetime | None:
     # Stored in UTC: 9999-12-31T23:59-12:00 would be in the year 10000 (OverflowError).
     if value is not None and value.tzinfo is not None:
@@ -169,20 +178,23 @@ def _deadline_in_range(value: datetime | None) -> datetime | None:
 
 
 class AssignmentUpdate(Input):
-    deadline: datetime | None = None
+    """Strict types: `true` is not a count, a number is not a deadline."""
+
+    deadline: Annotated[datetime | None, BeforeValidator(_a_date_not_a_number)] = None
     late_policy: Literal["accept", "penalty", "reject"] | None = None
-    late_penalty: float | None = Field(default=None, ge=0, le=1)
-    quota_count: int | None = Field(default=None, ge=1, le=10_000)
-    quota_window_s: int | None = Field(default=None, ge=60, le=30 * 86400)
-    speedup_min: float | None = Field(default=None, gt=0, le=1e6,
+    late_penalty: float | None = Field(default=None, ge=0, le=1, strict=True)
+    quota_count: int | None = Field(default=None, ge=1, le=10_000, strict=True)
+    quota_window_s: int | None = Field(default=None, ge=60, le=30 * 86400, strict=True)
+    speedup_min: float | None = Field(default=None, gt=0, le=1e6, strict=True,
                                       description="Scoring curve: stored grades are re-scored")
-    speedup_full: float | None = Field(default=None, gt=0, le=1e6)
+    speedup_full: float | None = Field(default=None, gt=0, le=1e6, strict=True)
 
     _in_utc_range = field_validator("deadline")(staticmethod(_deadline_in_range))
 
 
 class ExtensionCreate(Input):
-    deadline: Annotated[datetime, AfterValidator(_deadline_in_range)] = Field(
+    deadline: Annotated[datetime, BeforeValidator(_a_date_not_a_number),
+                        AfterValidator(_deadline_in_range)] = Field(
         description="The student's own deadline, with a time zone; after the assignment's")
     reason: str = Field(default="", max_length=500)
 

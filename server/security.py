@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import typing as t
 from functools import cache
@@ -49,24 +50,62 @@ ZXCVBN_MAX_CHARS = 72  # zxcvbn refuses longer input (and is slow on it)
 SITE_WORDS = ("paragrade", "grader", "autograde", "parallel")
 
 
+GUESSED_FIRST = ("spring", "summer", "autumn", "fall", "winter", "welcome", "password",
+                 "passwort", "semester", "january", "february", "march", "april", "may", "june",
+                 "july", "august", "september", "october", "november", "december")
+"""Words a guesser tries with a year and a `!` before anything else (`Summer2026!`)."""
+MIN_OWN_LETTERS = 4
+"""Letters a password must keep once the words a guesser tries first are taken out."""
+YEAR = re.compile(r"(19|20)\d\d")
+
+
+def _pieces(item: str) -> list[str]:
+    """An email, a name or a course title as the words a guesser tries: each part, and the
+    parts run together (`Pat Smith`: pat, smith, patsmith, smithpat, psmith)."""
+    parts = [p for p in re.split(r"[^0-9a-z]+", item.lower()) if p]
+    out = list(parts)
+    if len(parts) >= 2:
+        out += ["".join(parts), "".join(reversed(parts)), parts[0][0] + parts[-1]]
+    return out
+
+
+def _remainder(password: str, words: t.Iterable[str]) -> str:
+    """The password without the words a guesser tries first (longest first), years, and the
+    digits and punctuation around them: what is left is what the guesser must find."""
+    rest = password.lower()
+    for word in sorted({w for w in words if len(w) >= 2}, key=len, reverse=True):
+        rest = rest.replace(word, " ")
+    return re.sub(r"[^a-z]+", " ", YEAR.sub(" ", rest)).strip()
+
+
 def password_problem(password: str, user_inputs: t.Iterable[str] = ()) -> str | None:
     """Why a password is refused, or None.
 
     zxcvbn (its list of the 30,000 most common passwords, dictionaries, keyboard patterns,
-    repeats, sequences and dates, and the user's own email, name and alias) estimates the
-    guesses an attacker needs; below `MIN_PASSWORD_SCORE` the password is refused. A password
-    longer than zxcvbn reads is judged by its first 72 characters.
+    repeats, sequences and dates, and the user's own email, name, alias and course) estimates the
+    guesses an attacker needs; below `MIN_PASSWORD_SCORE` the password is refused. zxcvbn scores
+    `PatSmith2026!` for Pat Smith well (it does not try names run together with a year), so the
+    password is read a second time without the words a guesser tries first (the user's own, the
+    course's, seasons, months, `welcome`), years, digits and punctuation: at least
+    `MIN_OWN_LETTERS` letters must be left. A
+    password longer than zxcvbn reads is judged by its first 72 characters.
     """
     if not MIN_PASSWORD_CHARS <= len(password) <= MAX_PASSWORD_CHARS:
         return (f"a password has {MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters "
                 "(a passphrase of a few words is good)")
     inputs = [*SITE_WORDS]
+    words: list[str] = [*SITE_WORDS, *GUESSED_FIRST]
     for item in user_inputs:
         if item:
             inputs += [item, *item.replace("@", " ").replace(".", " ").split()]
-    if zxcvbn(password[:ZXCVBN_MAX_CHARS], user_inputs=inputs)["score"] < MIN_PASSWORD_SCORE:
+            words += _pieces(item)
+    head = password[:ZXCVBN_MAX_CHARS]
+    rest = _remainder(head, words)
+    if zxcvbn(head, user_inputs=inputs)["score"] < MIN_PASSWORD_SCORE or \
+            len(rest.replace(" ", "")) < MIN_OWN_LETTERS:
         return ("this password is too easy to guess (a common one, a simple variant, a "
-                "pattern, or your email or name): add a few words, or choose another")
+                "pattern, a season or a year, or your email, name or course): add a few "
+                "words of your own, or choose another")
     return None
 
 

@@ -59,6 +59,17 @@ class ServerSettings(BaseSettings):
     retime_after_s: int = Field(default=600, ge=0, description="A grading whose speedup was "
                                 "measured while the node was short of cores is graded again this "
                                 "long after it finished, once (0: never)")
+    metrics_token: str | None = Field(
+        default=None,
+        description="Outside development, /metrics answers only a request with "
+                    "`Authorization: Bearer <this token>` (≥ 16 characters; unset: /metrics is "
+                    "closed). In development it is open, as every route is to the machine")
+    lti_launch_slots: int = Field(default=8, ge=1, le=256, description="LTI launches served at "
+                                  "once, on worker threads of their own (a launch may wait "
+                                  "seconds on an LMS's key set)")
+    lti_launch_queue: int = Field(default=64, ge=0, le=10_000, description="Launches that may "
+                                  "wait for a slot; beyond them a launch is answered 503 with "
+                                  "Retry-After")
     lti_trusted_email_domains: dict[str, list[str]] = Field(
         default_factory=dict,
         description="JSON: an LMS's key set URL → the email domains the operator trusts it to "
@@ -108,6 +119,8 @@ class ServerSettings(BaseSettings):
         if self.runner_token == "" or (self.environment != "development"
                                        and "runner_token" not in self.model_fields_set):
             self.runner_token = None  # no fleet token: runners present their own credentials
+        if self.metrics_token == "":
+            self.metrics_token = None  # compose passes an unset variable as ""
         if self.environment != "development":
             for name in SECRET_NAMES:
                 value = getattr(self, name)
@@ -116,6 +129,9 @@ class ServerSettings(BaseSettings):
                 if value in KNOWN_SECRETS or len(value or "") < 16:
                     raise ValueError(f"PARAGRADE_SERVER_{name.upper()} must be set (≥ 16 chars) "
                                      "outside development")
+            if self.metrics_token is not None and (self.metrics_token in KNOWN_SECRETS
+                                                   or len(self.metrics_token) < 16):
+                raise ValueError("PARAGRADE_SERVER_METRICS_TOKEN must have ≥ 16 characters")
         return self
 
 

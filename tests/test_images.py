@@ -42,6 +42,8 @@ PG = "127.0.0.1:5432"
 SCRATCH = Path("/var/lib/paragrade/scratch")  # docker-compose.yml: the same path on both sides
 PROF = ("prof@uni.edu", "correct horse battery staple")
 
+METRICS_TOKEN = "scraper-" + "0123456789abcdef"
+
 
 def _engine(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["podman", *args], env=podman.environment(), capture_output=True,
@@ -177,6 +179,7 @@ def stack(images: dict[str, dict[str, Any]],
                # of its own (docker-compose.yml's production path), since this stack starts the
                # runner with the server
                "PARAGRADE_RUNNER_CPU_TOKEN": fleet, "PARAGRADE_FLEET_TOKEN": fleet,
+               "PARAGRADE_METRICS_TOKEN": METRICS_TOKEN,
                "PARAGRADE_PORT": str(port), "PARAGRADE_PUBLIC_URL": f"http://127.0.0.1:{port}",
                # the server's network reaches the host's loopback as 10.0.2.2 (slirp4netns)
                "PARAGRADE_DATABASE_URL": f"postgresql+psycopg://root@10.0.2.2:5432/{db}",
@@ -279,7 +282,8 @@ def test_the_compose_stack_grades_and_ranks_submissions(
         "'rb').read() for p in os.listdir('/proc') if p.isdigit()))")], env=stack.env,
         capture_output=True, text=True, timeout=60, check=False)
     assert workers.stdout.strip() == "2", (workers.stdout, workers.stderr)
-    scrape = stack.http.get("/metrics").text
+    assert stack.http.get("/metrics").status_code == 403  # production: the scraper's token only
+    scrape = stack.http.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).text
     assert [s.value for f in text_string_to_metric_families(scrape) for s in f.samples
             if s.name == "paragrade_grading_latency_seconds_count"] == [2.0], scrape
 

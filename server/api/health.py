@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
-from server.deps import SessionDep
+from server.deps import SessionDep, SettingsDep
 from server.metrics import exposition
+from server.security import same_secret
 from server.services import jobs as job_service
+from server.services.errors import Forbidden
 
 router = APIRouter(tags=["health"])
 
@@ -30,8 +34,19 @@ def ready(session: SessionDep, response: Response) -> dict[str, str]:
     return {"status": "ready"}
 
 
-@router.get("/metrics", response_class=Response)
-def metrics(session: SessionDep) -> Response:
-    """Prometheus metrics: every server process's, and the queue depth read now."""
+@router.get("/metrics", response_class=Response,
+            responses={403: {"description": "outside development: the operator's metrics token "
+                                            "is needed"}})
+def metrics(session: SessionDep, settings: SettingsDep,
+            authorization: Annotated[str, Header()] = "") -> Response:
+    """Prometheus metrics: every server process's, and the queue depth read now. Outside
+    development only for the operator's scraper (`PARAGRADE_SERVER_METRICS_TOKEN`): the counts
+    (failed logins per route among them) are not for everyone."""
+    if settings.environment != "development":
+        token = settings.metrics_token
+        given = authorization.removeprefix("Bearer ").strip()
+        if token is None or not same_secret(given, token):
+            raise Forbidden("/metrics needs the operator's metrics token "
+                            "(Authorization: Bearer …; PARAGRADE_SERVER_METRICS_TOKEN)")
     depth = {queue: n["queued"] for queue, n in job_service.depth(session=session).items()}
     return Response(exposition(depth), media_type=CONTENT_TYPE_LATEST)

@@ -3,6 +3,9 @@ an LMS for a course (its instructors), with the grades owed to its gradebook."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, status
@@ -22,6 +25,7 @@ from server.services import assignments as assignment_service
 from server.services.lti import launch as lti_launch
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
+from server.settings import ServerSettings
 from server.web.pages import Csrf, PageUser, render, start_session
 
 router = APIRouter(tags=["lti"], responses={401: {"model": ErrorPublic},
@@ -105,10 +109,63 @@ async def login(request: Request, settings: SettingsDep) -> Response:
     return await run_in_threadpool(run)
 
 
+class _Launches:
+    """Launches' own worker threads: a launch may wait seconds on an LMS (its key set), so
+    launches never take the threads the rest of the server answers from (AnyIO's default
+    limiter, which every sync route shares). `slots` run at once, `queue` more wait; beyond that
+    a launch is answered 503 with Retry-After at once. A plain thread pool, not an AnyIO
+    limiter: it serves whichever event loop asks (the tests' clients each run their own)."""
+
+    def __init__(self, slots: int, queue: int) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="lti-launch")
+        self.most = slots + queue
+        self._lock = threading.Lock()
+        self.in_flight = 0
+
+    def admit(self) -> bool:
+        with self._lock:
+            if self.in_flight >= self.most:
+                return False
+            self.in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+_launches_lock = threading.Lock()
+
+
+def _launches(request: Request, settings: ServerSettings) -> _Launches:
+    state = request.app.state
+    with _launches_lock:
+        if getattr(state, "lti_launches", None) is None:
+            state.lti_launches = _Launches(settings.lti_launch_slots, settings.lti_launch_queue)
+    launches: _Launches = state.lti_launches
+    return launches
+
+
 @router.post("/lti/launch", include_in_schema=False)
 async def launch(request: Request, settings: SettingsDep) -> Response:
     """The LMS's launch: the account linked to the LMS identity is logged in here and lands
     on the assignment (or the course) the link names."""
+    launches = _launches(request, settings)
+    if not launches.admit():
+        return HTMLResponse("<p>Too many launches from LMSs at once: try again in a few "
+                            "seconds.</p>", status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(LAUNCH_RETRY_AFTER_S)})
+    try:
+        return await _launch(request, settings, launches.pool)
+    finally:
+        launches.leave()
+
+
+LAUNCH_RETRY_AFTER_S = 5
+
+
+async def _launch(request: Request, settings: ServerSettings,
+                  pool: ThreadPoolExecutor) -> Response:
     params = await _params(request)
 
     # The launch queries the database and may fetch the LMS's key set: in a worker thread, so
@@ -129,7 +186,7 @@ async def launch(request: Request, settings: SettingsDep) -> Response:
                 if arrival.assignment else "/"
         return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
 
-    return await run_in_threadpool(run)
+    return await asyncio.get_running_loop().run_in_executor(pool, run)
 
 
 @router.post("/lti/deep-link", include_in_schema=False, dependencies=[Csrf])

@@ -335,7 +335,9 @@ def alias_owners(*, session: Session, course: Course) -> dict[str, set[str]]:
 
 
 def _taken(owners: dict[str, set[str]], alias: str, email: str | None) -> bool:
-    return any(owners.get(key, set()) - {email} for key in aliases.keys(alias))
+    """Someone else shows it (or a look-alike), or it is one of the board's own labels."""
+    return aliases.reserved(alias) or any(owners.get(key, set()) - {email}
+                                          for key in aliases.keys(alias))
 
 
 def alias_taken(*, session: Session, course: Course, alias: str, user: User | None = None

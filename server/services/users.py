@@ -62,10 +62,13 @@ def register(*, session: Session, email: str, name: str, password: str, join_cod
     The join code is checked before the email: a wrong code gets the same 404 for a known and an
     unknown email (only holders of a course's code learn that an email is taken).
     """
-    if (problem := security.password_problem(password, (email, name, alias or ""))) is not None:
-        raise Invalid(problem)
-    if session.scalar(select(Course.id).where(Course.join_code == join_code.strip())) is None:
+    course = session.scalar(select(Course).where(Course.join_code == join_code.strip()))
+    if course is None:
         raise NotFound("no course has this join code")
+    # The course's own words are what a classmate guesses first (`Treasure-Hunt1`).
+    words = (email, name, alias or "", course.title, course.slug)
+    if (problem := security.password_problem(password, words)) is not None:
+        raise Invalid(problem)
     user = create(session=session, email=email, name=name, password=password, alias=alias)
     course_service.join(session=session, user=user, join_code=join_code, alias=alias)
     return user

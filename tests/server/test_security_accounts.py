@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 import httpx
+import hypothesis
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import strategies as st
 
 from server.security import MAX_PASSWORD_CHARS
 from tests.server.conftest import World, login
@@ -63,7 +65,63 @@ def test_weak_passwords_are_refused(world: World, password: str) -> None:
     assert r.status_code == 422 and "easy to guess" in r.json()["detail"], r.text
 
 
+@pytest.mark.parametrize(("password", "email", "name"), [
+    ("PatSmith2026!", "pat@uni.edu", "Pat Smith"),
+    ("MaxMustermann1999", "max@uni.edu", "Max Mustermann"),
+    ("carolsmith1999", "carol@uni.edu", "Carol Smith"),
+    ("Carol.Smith.2026", "carol@uni.edu", "Carol Smith"),
+    ("Smith2026!", "cs@uni.edu", "Carol Smith"),
+    ("Lee.uni.edu", "lee@uni.edu", "Lee"),
+    ("uni.edu.csmith", "csmith@uni.edu", "Carol Smith"),
+    ("Summer2026!", "cy@uni.edu", "Cy Young"),
+    ("Welcome2026!", "cy@uni.edu", "Cy Young"),
+    ("Treasure-Hunt1", "cy@uni.edu", "Cy Young"),  # the course's own title ("Treasure hunt")
+])
+def test_what_a_guesser_tries_first_is_refused(world: World, password: str, email: str,
+                                               name: str) -> None:
+    """Each was accepted (201) before: a name or email run together with a year, a season or
+    `welcome` with a year and a `!`, the course's own words."""
+    r = _register(world, email=email, name=name, password=password)
+    assert r.status_code == 422 and "easy to guess" in r.json()["detail"], r.text
+
+
+WORDS = ("orchid", "lantern", "gravel", "copper", "meadow", "violin", "harbor", "quartz",
+         "thistle", "saddle", "pepper", "glacier", "walnut", "falcon", "ribbon", "canyon",
+         "marble", "tundra", "biscuit", "lagoon", "fiddle", "cobalt", "juniper", "anvil")
+
+
+@hypothesis.settings(max_examples=20, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(words=st.lists(st.sampled_from(WORDS), min_size=4, max_size=4, unique=True),
+                  sep=st.sampled_from([" ", "-", "."]))
+def test_a_random_four_word_passphrase_passes(world: World, words: list[str], sep: str) -> None:
+    from server.security import password_problem
+
+    assert password_problem(sep.join(words), ("cy@uni.edu", "Cy Young", "", "Treasure hunt",
+                                             "th")) is None
+
+
 # --- aliases -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("bob smith", "bob  smith"),  # a run of spaces shows as one on a page
+    ("alice", "ALİCE"),  # a dotted capital I folds to i + a combining dot
+])
+def test_an_alias_that_only_differs_invisibly_is_refused(world: World, first: str,
+                                                         second: str) -> None:
+    assert _register(world, alias=first).status_code == 201
+    r = world.client.post("/api/auth/register", json={
+        "email": "dee@uni.edu", "name": "Dee", "password": "violet-anchor-7391",
+        "join_code": world.join_code, "alias": second})
+    assert r.status_code == 409 and "taken" in r.json()["detail"], r.text
+
+
+@pytest.mark.parametrize("alias", ["student-90", "Student-7", "ｓｔｕｄｅｎｔ-1"])
+def test_the_boards_own_labels_are_nobodys_alias(world: World, alias: str) -> None:
+    """The board shows `student-<id>` for a student without an alias: no one may take one."""
+    r = _register(world, alias=alias)
+    assert r.status_code == 409 and "taken" in r.json()["detail"], r.text
 
 
 @pytest.mark.parametrize("alias", ["ada", "Ada", "ADA", "аda", "ａｄａ", "adа"])

@@ -7,6 +7,7 @@ import io
 import re
 import struct
 import zipfile
+from pathlib import Path
 
 import hypothesis
 import pytest
@@ -356,3 +357,40 @@ def test_no_writer_stores_a_control_character(world: World, engine: Engine, pre:
         return
     assert 400 <= r.status_code < 500, (writer, repr(value), r.status_code, r.text)
     assert _users_and_courses(engine) == before
+
+
+def test_metrics_answer_only_the_operators_scraper_outside_development(
+        engine: Engine, tmp_path: Path) -> None:
+    """/metrics counts failed logins per route, among others: in production only a request with
+    the operator's metrics token reads it; with no token set it is closed."""
+    from server.main import create_app
+    from server.settings import ServerSettings
+
+    token = "scrape-" + "s" * 20
+    for configured in (token, None):
+        settings = ServerSettings(environment="production", secret_key="k" * 32,
+                                  database_url="sqlite://", artifacts_dir=tmp_path / "a",
+                                  broker_url="memory://", metrics_token=configured)
+        with TestClient(create_app(settings, engine)) as c:
+            r = c.get("/metrics")
+            assert r.status_code == 403 and "metrics token" in r.text, r.text
+            assert c.get("/metrics", headers={"Authorization": "Bearer wrong-token-0123456789"}
+                         ).status_code == 403
+            r = c.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == (200 if configured else 403)
+            if configured:
+                assert "paragrade_http_requests_total" in r.text
+    with pytest.raises(ValueError, match="METRICS_TOKEN"):
+        ServerSettings(environment="production", secret_key="k" * 32, metrics_token="short")
+
+
+@pytest.mark.parametrize(("field", "value"), [("quota_count", True), ("quota_window_s", False),
+                                              ("deadline", 0), ("deadline", -1),
+                                              ("late_penalty", True)])
+def test_a_policy_field_takes_its_own_type_only(world: World, field: str, value: object) -> None:
+    """`true` is not a count; 0 or -1 is not a deadline (pydantic read them as 1970)."""
+    url = API_T1
+    before = world.get(world.prof, url).json()
+    r = world.client.patch(url, headers=world.prof, json={field: value})
+    assert r.status_code == 422, r.text
+    assert world.get(world.prof, url).json() == before

@@ -214,6 +214,59 @@ def test_a_slow_key_set_does_not_delay_the_server(world: World) -> None:
     lms.close()
 
 
+def test_many_slow_launches_do_not_starve_the_server(world: World) -> None:
+    """100 launches at once against an LMS whose key set stalls past the budget: one fetch for
+    all of them (the others wait for it and share its refusal), launches on threads of their own
+    (8 at once, 64 waiting, the rest a 503 with Retry-After at once), and /healthz answers
+    meanwhile. Before, 45 such launches took every worker thread and /healthz waited 10 s; with
+    launch slots of their own it still waited 1.1 s, each launch loading the tool's RSA key
+    (65 ms with the GIL held), now computed once. The requests go through one event loop, as a
+    server's do (httpx over ASGI); here /healthz took at most 0.32-0.39 s, in process."""
+    import asyncio
+
+    import httpx
+
+    slow = Internal(body=b'{"keys": []}', delay_s=BUDGET_S + 1.5)
+    lms = StandInLms()
+    _register(world, lms, key_set_url=f"{slow.url}/jwks")
+    launches = []
+    for _ in range(100):
+        b = _browser(world)
+        auth = _start(b, lms)
+        launches.append((dict(b.cookies), {"id_token": lms.id_token(nonce=auth["nonce"],
+                                                                    target=TARGET),
+                                           "state": auth["state"]}))
+
+    async def run() -> tuple[list[httpx.Response], float, float]:
+        transport = httpx.ASGITransport(app=world.client.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            started = time.monotonic()
+            tasks = [asyncio.create_task(c.post("/lti/launch", data=data, cookies=cookies))
+                     for cookies, data in launches]
+            worst = 0.0
+            while not all(t.done() for t in tasks):
+                t0 = time.monotonic()
+                assert (await c.get("/healthz")).status_code == 200
+                worst = max(worst, time.monotonic() - t0)
+                await asyncio.sleep(0.02)
+            return [t.result() for t in tasks], worst, time.monotonic() - started
+
+    answers, worst, took = asyncio.run(run())
+    codes = sorted(r.status_code for r in answers)
+    print(f"100 launches: {took:.1f} s, /healthz at most {worst * 1000:.0f} ms, "
+          f"{codes.count(503)} shed, {slow.hits} key set fetches")
+    assert set(codes) <= {403, 503}, codes  # refused by the key set's failure, or shed
+    shed = [r for r in answers if r.status_code == 503]
+    assert shed and all(r.headers.get("Retry-After") for r in shed), codes
+    assert all("no complete answer" in r.text for r in answers if r.status_code == 403)
+    # One fetch for every launch that waited on it; a failed one is tried again after 5 s.
+    assert slow.hits <= 1 + took / messages.KEY_SET_FAILURE_S, (slow.hits, took)
+    assert worst < BUDGET_S / 3, f"/healthz took {worst:.3f} s beside 100 slow launches"
+    assert took < 3 * BUDGET_S + 5, took
+    slow.close()
+    lms.close()
+
+
 # --- the outbound client itself ---------------------------------------------------------------
 
 

@@ -52,18 +52,43 @@ class LaunchRefused(Forbidden):
     """An LTI message that did not validate (the reason is pylti1p3's, or ours)."""
 
 
+KEY_SET_FAILURE_S = 5
+"""A key set that could not be fetched is not fetched again for this long: the launches that
+waited on that fetch are refused with its reason at once, not one budget after another."""
+
 _key_sets: dict[tuple[int, str, str], tuple[float, t.Any]] = {}
 _key_sets_lock = threading.Lock()
+_fetching: dict[tuple[int, str, str], threading.Lock] = {}
+_failed: dict[tuple[int, str, str], tuple[float, str]] = {}
 
 
 def _key_set(platform: PlatformRegistration) -> t.Any:
     """The platform's key set, fetched through the outbound client and kept for a while: one
-    fetch per platform, not one per launch."""
+    fetch per platform at a time (launches that arrive meanwhile wait for it and share its
+    answer or its refusal), not one per launch."""
     key = _key_set_key(platform)
     with _key_sets_lock:
         cached = _key_sets.get(key)
+        fetch_lock = _fetching.setdefault(key, threading.Lock())
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
+    with fetch_lock:
+        with _key_sets_lock:
+            cached = _key_sets.get(key)
+            failed = _failed.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        if failed is not None and failed[0] > time.monotonic():
+            raise LaunchRefused(failed[1])
+        try:
+            return _fetch_key_set(platform, key)
+        except LaunchRefused as exc:
+            with _key_sets_lock:
+                _failed[key] = (time.monotonic() + KEY_SET_FAILURE_S, str(exc))
+            raise
+
+
+def _fetch_key_set(platform: PlatformRegistration, key: tuple[int, str, str]) -> t.Any:
     try:
         answer = outbound.request("GET", key[1], policy=platform.policy,
                                   what="the LMS's key set")
@@ -82,6 +107,7 @@ def _key_set(platform: PlatformRegistration) -> t.Any:
                             "server's log has the details)") from None
     with _key_sets_lock:
         _key_sets[key] = (time.monotonic() + KEY_SET_TTL_S, keys)
+        _failed.pop(key, None)
     return keys
 
 

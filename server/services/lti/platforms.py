@@ -3,6 +3,7 @@ the requests made to it, and the transport pylti1p3 sends them on."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 import typing as t
 from urllib.parse import urlparse
@@ -97,7 +98,15 @@ def platforms(*, session: Session, course: Course) -> list[LtiPlatform]:
 
 
 def public_pem(platform: LtiPlatform) -> str:
-    key = serialization.load_pem_private_key(platform.tool_private_key.encode(), password=None)
+    return _public_of(platform.tool_private_key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _public_of(private_pem: str) -> str:
+    """The public half of a tool key, computed once per key: loading an RSA private key checks
+    it (≈ 65 ms of CPU with the GIL held), which every launch and /lti/jwks would otherwise pay,
+    stalling the server's event loop beside a burst of launches."""
+    key = serialization.load_pem_private_key(private_pem.encode(), password=None)
     return key.public_key().public_bytes(serialization.Encoding.PEM,
                                          serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
