@@ -15,8 +15,7 @@ from pydantic import (
     field_validator,
 )
 
-from runners.protocol import SimilarPair
-from server import text
+from runners.protocol import SimilarPair, text
 from server.security import MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS
 
 

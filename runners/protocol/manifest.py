@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from runners.protocol import text
 from runners.protocol.base import Frozen
 from runners.protocol.names import SLUG_RE, check_relpath
 from runners.protocol.queues import Queue
@@ -181,6 +182,11 @@ class Timing(Frozen):
                              description="Shown with every measured speedup, e.g. what the timed "
                                          "region leaves out")
 
+    @field_validator("note")
+    @classmethod
+    def _a_line(cls, value: str | None) -> str | None:
+        return None if value is None else text.check(value, "timing.note")
+
 
 class Service(Frozen):
     """A trusted I/O service the sandboxed program reaches through a Unix socket (no network)."""
@@ -208,6 +214,11 @@ class Manifest(Frozen):
     slug: str = Field(pattern=SLUG_RE)
     title: str = Field(min_length=1)
     version: str = Field(pattern=r"^[0-9]+(\.[0-9]+)*$")
+
+    @field_validator("title")
+    @classmethod
+    def _title_a_line(cls, value: str) -> str:
+        return text.check(value, "title")
     statement: str = "statement.md"
     entry: Entry
     files: Files = Files()

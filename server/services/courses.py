@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from runners.protocol import SLUG_RE
-from server import aliases, security, text
+from runners.protocol import SLUG_RE, text
+from server import aliases, security
 from server.models import (
     AuditLog,
     Course,

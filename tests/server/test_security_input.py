@@ -142,6 +142,30 @@ def test_a_deadline_beyond_the_calendar_is_refused(world: World, deadline: str) 
     assert world.get(world.ada, API_T1).json()["deadline"].startswith("2030-01-01T12:00:00")
 
 
+@pytest.mark.parametrize(("key", "line", "code"), [
+    ("title", b'title = "Treasure hunt 1\\u001b[31m"', "U+001B"),
+    ("title", b'title = "\\u202e1 tnuh erusaerT"', "U+202E"),
+    ("timing.note", b'note = "JIT\\u0007 not timed"', "U+0007"),
+])
+def test_a_manifest_text_with_a_control_character_is_refused(world: World, engine: Engine,
+                                                             key: str, line: bytes,
+                                                             code: str) -> None:
+    """A package's title and timing note are shown to every student: the text rule
+    (runners/protocol/text.py) holds for them as for names and aliases."""
+    toml = package_files()["assignment.toml"]
+    if key == "title":
+        toml = re.sub(rb'(?m)^title = .*$', line.replace(b"\\", b"\\\\"), toml)
+    else:
+        toml = toml.replace(b"[timing]\n", b"[timing]\n" + line + b"\n")
+    before = counts(engine)
+    r = world.post(world.prof, "/api/courses/th/assignments/upload",
+                   files={"package": ("t1.zip", zipped(package_files(toml)))})
+    assert r.status_code == 422, r.text
+    problems = r.json()["problems"]
+    assert [p["key"] for p in problems] == [key] and code in problems[0]["reason"], problems
+    assert counts(engine) == before
+
+
 # file names at import, at upload, and a manifest stored before the rule --------------------------
 @pytest.mark.parametrize("name", ["../../../../tmp/evil.py", "/tmp/evil.py", "sub\\\\evil.py",
                                   "evil\\u0000.py"])

@@ -18,7 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.responses import Response
 
-from server import text
+from runners.protocol import text
 from server.models import (
     Assignment,
     Course,

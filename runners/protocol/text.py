@@ -4,7 +4,9 @@ Names, emails, aliases, titles, roster cells, LMS claims are single lines shown 
 (pages, the board, CSV exports). A NUL is refused by PostgreSQL (a 500 there, stored on SQLite),
 ESC/BEL/BS reach terminals through exports and logs, and the bidirectional overrides (U+202E …)
 make a name read as another in a table. `problem` says why a value is refused, and every writer
-(the API's schemas, the roster import, LTI launches, packages) asks it before anything is stored.
+(the server's schemas, the roster import, LTI launches, and a package's manifest here) asks it
+before anything is stored. It lives in the protocol package because both sides need it: the
+server imports nothing else of the runners.
 """
 
 from __future__ import annotations
