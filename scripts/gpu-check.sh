@@ -188,10 +188,10 @@ for r in "${runners[@]}"; do
     --broker "sqla+sqlite:///$PWD/var/broker.sqlite" --name "runner-${1%%,*}" > "$out/runner-${1%%,*}.txt" 2>&1 &
   pids="$pids $!"
 done
-pg admin create-instructor prof@uni.edu --password prof-password | tee "$out/instructor.txt"
+pg admin create-instructor prof@uni.edu --password orchid-lantern-gravel-41 | tee "$out/instructor.txt"
 code=$(sed -n 's/^course treasure-hunt: join code \([A-Za-z0-9_-]*\).*/\1/p' "$out/instructor.txt")
 export PARAGRADE_CLIENT_CONFIG=$out/client.json
-pg register $url --join-code "$code" --email ada@uni.edu --name Ada --alias ada --password ada-password
+pg register $url --join-code "$code" --email ada@uni.edu --name Ada --alias ada --password copper-meadow-violin-88
 for t in $tasks; do
   step "submit $t reference through the server"
   for _ in $(seq 60); do   # a shipped package serves students once a runner has validated it
@@ -206,7 +206,7 @@ for t in $tasks; do
   pg leaderboard "treasure-hunt/$t"
 done
 token=$(curl -s -X POST $url/api/auth/token -H 'content-type: application/json' \
-  -d '{"email":"prof@uni.edu","password":"prof-password"}' | "$py" -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+  -d '{"email":"prof@uni.edu","password":"orchid-lantern-gravel-41"}' | "$py" -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 curl -s -H "authorization: Bearer $token" $url/api/fleet > "$out/fleet.json"
 "$py" -m json.tool "$out/fleet.json" | head -60
 step done
