@@ -1,0 +1,150 @@
+"""Figure: many LTI launches at once against an LMS whose key set trickles, and /healthz meanwhile
+(docs/security.md, "Requests the server makes for someone").
+
+A real server process (`paragrade serve --no-runner`, SQLite, development settings, a fresh
+var/ of its own), a stand-in LMS (tests/server/lms.py, a test double: no LMS runs here) whose
+key set answers one byte a second, N launches posted at once from one asyncio client (each with
+its own login's state cookie), and /healthz asked every 20 ms until every launch has answered.
+Prints the launches' answers, how many key set fetches the LMS saw, and /healthz's worst and
+median time.
+
+Usage: .venv/bin/python -m bench.lti_launches [N] (default 100)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+
+from bench.common import publish
+from tests.server.live import free_port, wait_until
+from tests.server.lms import StandInLms
+
+PASSWORD = "orchid-lantern-gravel-41"
+
+
+class Trickle:
+    """A key set that answers one byte a second (and counts the requests it got)."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        me = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                me.hits += 1
+                body = b'{"keys": []}' + b" " * 60
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for i in range(len(body)):
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(1)
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    root = Path(tempfile.mkdtemp(prefix="paragrade-lti-bench-"))
+    port = free_port()
+    env = {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{root}/db.sqlite",
+           "PARAGRADE_SERVER_ARTIFACTS_DIR": str(root / "artifacts"),
+           "PARAGRADE_SERVER_SECRETS_FILE": str(root / "secrets.toml"),
+           "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{root}/broker.sqlite",
+           "PARAGRADE_SERVER_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+    paragrade = str(Path(sys.executable).parent / "paragrade")
+    subprocess.run([paragrade, "admin", "create-instructor", "prof@uni.edu", "--password",
+                    PASSWORD], env=env, check=True, capture_output=True)
+    server = subprocess.Popen([paragrade, "serve", "--no-runner", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    trickle = Trickle()
+    lms = StandInLms(tool=base)
+    try:
+        wait_until("the server", lambda: httpx.get(f"{base}/healthz", timeout=2).status_code
+                   == 200 if _up(base) else False, 60, 0.2)
+        token = httpx.post(f"{base}/api/auth/token", json={"email": "prof@uni.edu",
+                                                           "password": PASSWORD}).json()["token"]
+        prof = {"Authorization": f"Bearer {token}"}
+        assert httpx.post(f"{base}/api/courses", headers=prof,
+                          json={"slug": "lms", "title": "LMS"}).status_code == 201
+        r = httpx.post(f"{base}/api/courses/lms/lti/platforms", headers=prof,
+                       json={**lms.registration(), "key_set_url": trickle.url})
+        assert r.status_code == 201, r.text
+        target = f"{base}/c/lms"
+        launches = []
+        for i in range(n):
+            r = httpx.get(f"{base}/lti/login", params=lms.login_params(target))
+            assert r.status_code == 302, r.text
+            auth = {k: v[0] for k, v in parse_qs(urlparse(r.headers["location"]).query).items()}
+            launches.append((dict(r.cookies), {"id_token": lms.id_token(
+                nonce=auth["nonce"], target=target, sub=f"s{i}"), "state": auth["state"]}))
+        answers, health, took = asyncio.run(_burst(base, launches))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(20)
+        lms.close()
+    codes = [r for r in answers]
+    row = {"launches": n, "seconds": took, "refused_403": codes.count(403),
+           "shed_503": codes.count(503), "other": len([c for c in codes if c not in (403, 503)]),
+           "key_set_fetches": trickle.hits, "healthz_max_ms": 1000 * max(health),
+           "healthz_median_ms": 1000 * statistics.median(health), "healthz_asks": len(health)}
+    publish("lti_launches", [row], {"launches": "launches", "seconds": "all answered s %.1f",
+                                    "refused_403": "refused (403)", "shed_503": "shed (503)",
+                                    "other": "other", "key_set_fetches": "key set fetches",
+                                    "healthz_max_ms": "/healthz max ms %.0f",
+                                    "healthz_median_ms": "/healthz median ms %.1f",
+                                    "healthz_asks": "/healthz asks"})
+
+
+def _up(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def _burst(base: str, launches: list[tuple[dict[str, str], dict[str, str]]]
+                 ) -> tuple[list[int], list[float], float]:
+    limits = httpx.Limits(max_connections=len(launches) + 5)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as c, \
+            httpx.AsyncClient(base_url=base, timeout=30) as probe:
+        started = time.monotonic()
+        tasks = [asyncio.create_task(c.post("/lti/launch", data=data, cookies=cookies))
+                 for cookies, data in launches]
+        health = []
+        while not all(t.done() for t in tasks):
+            t0 = time.monotonic()
+            assert (await probe.get("/healthz")).status_code == 200
+            health.append(time.monotonic() - t0)
+            await asyncio.sleep(0.02)
+        return [t.result().status_code for t in tasks], health, time.monotonic() - started
+
+
+if __name__ == "__main__":
+    main()
