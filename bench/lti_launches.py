@@ -142,6 +142,9 @@ async def _burst(base: str, launches: list[tuple[dict[str, str], dict[str, str]]
             t0 = time.monotonic()
             assert (await probe.get("/healthz")).status_code == 200
             health.append(time.monotonic() - t0)
+            if health[-1] > 0.1:
+                print(f"/healthz took {health[-1] * 1000:.0f} ms at {t0 - started:.2f} s, "
+                      f"{sum(t.done() for t in tasks)} launches answered by then", flush=True)
             await asyncio.sleep(0.02)
         return [t.result().status_code for t in tasks], health, time.monotonic() - started
 
