@@ -77,15 +77,15 @@ def judge(problem: str | None, side: str, what: str = "run") -> None:
     raise WrongTimedAnswer(f"a timed {what} returned a wrong answer: {problem}")
 
 
-def _block(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
+def _block(function: str, inputs: list[dict[str, Any]], check: Checker,
            extra: dict[str, Any], *, side: _Side, watch: Watch | None) -> None:
     with blamed(side.name):
-        _timed_calls(cfg, function, inputs, check, extra, side=side, watch=watch)
+        _timed_calls(function, inputs, check, extra, side=side, watch=watch)
 
 
-def _timed_calls(cfg: RunConfig, function: str, inputs: list[dict[str, Any]], check: Checker,
+def _timed_calls(function: str, inputs: list[dict[str, Any]], check: Checker,
                  extra: dict[str, Any], *, side: _Side, watch: Watch | None) -> None:
-    with side.open(cfg) as session:
+    with side.open() as session:
         warm = inputs[0]
         value, _ = session.call(function, **warm, **extra)
         problem = check(warm, value)
@@ -154,11 +154,11 @@ class _Side:
     """The current window's calls (seconds, CPU seconds, GPU work, input bytes, core), until its
     probes say whether they count."""
 
-    def open(self, cfg: RunConfig) -> Session | FreshCalls:
+    def open(self) -> Session | FreshCalls:
         """The side's sandbox for a block (not yet entered)."""
         if self.preload is not None:
-            return FreshCalls(cfg, self.preload, exit_grace_s=EXIT_GRACE_S)
-        return Session(cfg, exit_grace_s=EXIT_GRACE_S)
+            return FreshCalls(self.cfg, self.preload, exit_grace_s=EXIT_GRACE_S)
+        return Session(self.cfg, exit_grace_s=EXIT_GRACE_S)
 
     def place(self, session: Session | FreshCalls) -> int | None:
         """Pin the side's sandbox to its next core before a timed call (None: left in place)."""
@@ -219,7 +219,7 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
             if gauge is not None:
                 gauge.begin()  # no sandbox is alive between blocks
             for i in order:
-                _block(sides[i].cfg, function, list(per_side[i]), check, sides[i].extra,
+                _block(function, list(per_side[i]), check, sides[i].extra,
                        side=sides[i], watch=watch)
             _settle(sides, gauge)
         block += 1
@@ -242,7 +242,7 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
         for i in order:
             side = sides[i]
             with blamed(side.name):
-                sessions[i] = side.open(side.cfg)
+                sessions[i] = side.open()
                 stack.enter_context(sessions[i])
                 value, _ = sessions[i].call(function, **first[i], **side.extra)
             judge(check(first[i], value), side.name)

@@ -175,6 +175,8 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.state.settings = settings
     app.state.polls = live.SharedPolls()  # the live pages' polls, shared by their watchers
     app.state.boards = leaderboard.BoardCache()  # each leaderboard, computed once per change
+    # LTI launches' own threads (made as launches need them), so a slow LMS never holds others'.
+    app.state.lti_launches = lti.Launches(settings.lti_launch_slots, settings.lti_launch_queue)
     app.state.sessions, app.state.dispatcher = publishing_sessions(settings, engine)
     # Browser sessions: a signed, HttpOnly, SameSite=Lax cookie (Secure outside development).
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,

@@ -109,7 +109,7 @@ async def login(request: Request, settings: SettingsDep) -> Response:
     return await run_in_threadpool(run)
 
 
-class _Launches:
+class Launches:
     """Launches' own worker threads: a launch may wait seconds on an LMS (its key set), so
     launches never take the threads the rest of the server answers from (AnyIO's default
     limiter, which every sync route shares). `slots` run at once, `queue` more wait; beyond that
@@ -134,23 +134,11 @@ class _Launches:
             self.in_flight -= 1
 
 
-_launches_lock = threading.Lock()
-
-
-def _launches(request: Request, settings: ServerSettings) -> _Launches:
-    state = request.app.state
-    with _launches_lock:
-        if getattr(state, "lti_launches", None) is None:
-            state.lti_launches = _Launches(settings.lti_launch_slots, settings.lti_launch_queue)
-    launches: _Launches = state.lti_launches
-    return launches
-
-
 @router.post("/lti/launch", include_in_schema=False)
 async def launch(request: Request, settings: SettingsDep) -> Response:
     """The LMS's launch: the account linked to the LMS identity is logged in here and lands
     on the assignment (or the course) the link names."""
-    launches = _launches(request, settings)
+    launches: Launches = request.app.state.lti_launches  # made with the app (server/main.py)
     if not launches.admit():
         return HTMLResponse("<p>Too many launches from LMSs at once: try again in a few "
                             "seconds.</p>", status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
