@@ -18,8 +18,10 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def health() -> dict[str, str]:
-    """The process is up."""
+async def health() -> dict[str, str]:
+    """The process is up: answered on the event loop itself, so that a liveness probe does not
+    wait behind the worker threads a busy server's routes hold (a probe that waits is a process
+    restarted for being busy)."""
     return {"status": "ok"}
 
 
