@@ -32,9 +32,12 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
         job = batch_job(assignment, code_dir)
         entry_file, entry_args = job.program, tuple(job.args)
         launcher, ranks, spans = "mpirun", job.tasks, job.nodes
+    parallel = (ranks, spans)  # the parallel side's layout, which the baseline's cores follow
     if serial and launcher in ("mpirun", "torchrun"):  # the baseline: one plain process
         launcher, ranks, spans = "python", 1, 1
     use = cpus[: max(1, min(ranks if m.launcher.kind == "sbatch" else workers, len(cpus)))]
+    if serial and parallel[1] > 1:
+        use = local_cores(settings, *parallel) or use
     nodes: tuple[overlay.Node, ...] = ()
     if spans > 1 and launcher == "mpirun":
         held = gang.held_nodes(settings, host_cpus())
@@ -66,6 +69,21 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
                      code_dir=code_dir, entry_file=entry_file, launcher=launcher, ranks=ranks,
                      limits=limits, sandbox_uid=settings.sandbox_uid, extra_env=env,
                      extra_mounts=mounts, nodes=nodes, entry_args=entry_args)
+
+
+def local_cores(settings: RunnerSettings, ranks: int, spans: int) -> list[int]:
+    """The cores of this host that `ranks` ranks over `spans` held nodes take: a multi-node
+    run's serial baseline is placed over them (runners/placement.py), so that it sees the cores
+    the ranks ran on, each node's, as on one node ([]: the nodes are not held). A node on
+    another host (a SLURM cluster's second machine) adds none: the baseline runs here."""
+    held = gang.held_nodes(settings, host_cpus())
+    if len(held) < spans:
+        return []
+    cores: list[int] = []
+    for k, (node, r) in enumerate(zip(held, gang.spread(ranks, spans), strict=False)):
+        if k == 0 or node.host_netns is not None:
+            cores += [c for c in (node.cpus[:r] or node.cpus) if c not in cores]
+    return cores
 
 
 def batch_job(assignment: Assignment, code_dir: Path) -> batchscript.BatchJob:

@@ -600,6 +600,10 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
     assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
     assert all("SLURM job" in n for n in r.environment.nodes)
     assert [p.nodes for p in r.scaling] == [1, 2]
+    # The baseline was placed over the cores the ranks took on both nodes, though the engine's
+    # own step is bound to one of them (runners/configure.local_cores).
+    placed = [n for n in r.notes if n.startswith("the baseline was timed on each of cores")]
+    assert len(placed) == 1 and placed[0].count(",") >= 1, r.notes  # two cores or more
     top = r.scaling[-1].cpu
     assert top is not None and top.work_ratio > 0.75  # node 2's CPU time came over its step
     # The seed's own form: its batch script's ranks on both nodes of the allocation.

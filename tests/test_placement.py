@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from runners import configure, package, placement, timing
+from runners import configure, overlay, package, placement, timing
 from runners.runconfig import RunConfig
 from runners.sandbox import create_executor
 from runners.settings import get_settings
@@ -71,6 +71,35 @@ def test_pin_moves_every_thread_of_every_process() -> None:
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_a_multi_node_baseline_takes_the_cores_its_ranks_take_on_this_host(
+        monkeypatch: pytest.MonkeyPatch, stage: Stage) -> None:
+    """A two-node run's serial baseline is placed over the cores the ranks take here: each
+    stand-in node's (all on this host), only the leader's where the second node is another
+    machine. Before, it took the first cores of the runner's list, which the ranks may not use."""
+    t2 = package.load(COURSE / "t2-mpi")
+    m = t2.manifest  # t2 on two nodes of 4 cores
+    a = package.Assignment(t2.root, m.model_copy(update={"resources": m.resources.model_copy(
+        update={"nodes": 2, "cores": 8})}))
+    assert a.manifest.resources.cores_per_node == 4
+    leader = overlay.Node(name="n1", underlay="10.9.0.1", cpus=(0, 1, 2, 3))
+    standin = overlay.Node(name="n2", underlay="10.9.0.2", cpus=(8, 9, 10, 11), host_netns="pg-h2")
+    remote = overlay.Node(name="n2", underlay="10.9.0.2", cpus=(0, 1, 2, 3), slurm_job="7")
+    settings = get_settings()
+
+    def baseline(nodes: list[overlay.Node], workers: int) -> tuple[int, ...]:
+        monkeypatch.setattr(configure.gang, "held_nodes", lambda *_: nodes)
+        return configure.make_config(a, executor=create_executor(settings, "bwrap"),
+                                     stage=stage, code_dir=t2.root / "baseline",
+                                     cpus=list(range(16)), workers=workers, gpu_mode="none",
+                                     serial=True, settings=settings).limits.cpus
+
+    assert baseline([leader, standin], 8) == (0, 1, 2, 3, 8, 9, 10, 11)  # was 0 … 7
+    assert baseline([leader, standin], 6) == (0, 1, 2, 8, 9, 10)  # 3 ranks a node
+    assert baseline([leader, remote], 8) == (0, 1, 2, 3)  # node 2's cores are another machine's
+    assert baseline([leader, standin], 3) == (0, 1, 2)  # 3 ranks fit one node of 4: one node
+    assert baseline([leader], 6) == tuple(range(6))  # the nodes are not held: as before
 
 
 # A stand-in for a node with one slow core, that no CPU noise of the host can blur: the
