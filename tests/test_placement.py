@@ -103,62 +103,72 @@ def test_a_multi_node_baseline_takes_the_cores_its_ranks_take_on_this_host(
 
 
 # A stand-in for a node with one slow core, that no CPU noise of the host can blur: the
-# baseline sleeps twice as long when it is pinned to the "slow" core, and as long as on the
-# fast one when it floats (the kernel kept its thread on the fast core); the submission takes
-# the fast core's time. Placed, the baseline's time is (2t + t) / 2 and the speedup 1.5 whichever
-# core is the slow one; left to the kernel it is 1.0.
+# baseline sleeps twice as long when it is pinned to the "slow" core, and as long as on a fast
+# one when it floats (the kernel kept its thread on a fast core); the submission takes what a
+# static split over the n cores takes, its slowest piece: 2t / n. Placed, the baseline's time is
+# (2t + (n - 1) t) / n and the speedup (n + 1) / 2 whichever core is the slow one (1.5 on two
+# cores); left to the kernel it is n / 2.
 BASELINE = b"""
 import os, time
 
-def work(slow: int) -> int:
-    time.sleep(0.06 if os.sched_getaffinity(0) == {slow} else 0.03)
+def work(slow: int, n: int) -> int:
+    time.sleep(0.08 if os.sched_getaffinity(0) == {slow} else 0.04)
     return 1
 """
 SUBMISSION = b"""
 import time
 
-def work(slow: int) -> int:
-    time.sleep(0.03)
+def work(slow: int, n: int) -> int:
+    time.sleep(0.08 / n)
     return 1
 """
 
 
-def _measure(stage: Stage, slow: int, place: bool) -> tuple[float, list[int | None]]:
+def _measure(stage: Stage, cpus: list[int], slow: int, place: bool
+             ) -> tuple[float, list[int | None]]:
     a = package.load(COURSE / "t1-multiprocessing")  # for its resources only: the code is ours
     settings = get_settings()
     executor = create_executor(settings, "bwrap")
+    n = len(cpus)
 
     def cfg(code: bytes, serial: bool) -> RunConfig:
-        where = stage.add_code(f"{'baseline' if serial else 'submission'}-{slow}-{place}",
+        where = stage.add_code(f"{'baseline' if serial else 'submission'}-{n}-{slow}-{place}",
                                {"solution.py": code})
-        return configure.make_config(a, executor=executor, stage=stage, code_dir=where, cpus=CPUS,
-                                     workers=2, gpu_mode="none", serial=serial, settings=settings)
+        return configure.make_config(a, executor=executor, stage=stage, code_dir=where, cpus=cpus,
+                                     workers=n, gpu_mode="none", serial=serial, settings=settings)
 
     hook = types.ModuleType("slow_core_hook")
-    hook.make_input = lambda rng, workers: {"slow": slow}  # type: ignore[attr-defined]
+    hook.make_input = lambda rng, workers: {"slow": slow, "n": n}  # type: ignore[attr-defined]
     hook.check = lambda inputs, value: None if value == 1 else "wrong"  # type: ignore[attr-defined]
+    reps = max(8, 2 * n)  # every core twice at least
     samples = timing.measure(
-        hook=hook, function="work", workers=2, workers_arg=None,
+        hook=hook, function="work", workers=n, workers_arg=None,
         baseline_cfg=cfg(BASELINE, True), submission_cfg=cfg(SUBMISSION, False),
-        rng=np.random.default_rng(0), stop=StopRule(budget_s=30, min_reps=8, max_reps=8,
+        rng=np.random.default_rng(0), stop=StopRule(budget_s=60, min_reps=reps, max_reps=reps,
                                                     target_width=1.0), place=place)
     point, _, _ = samples.speedup()
     return point, samples.baseline_core
 
 
-@needs_two
-def test_the_figure_does_not_depend_on_which_core_is_slow(stage: Stage) -> None:
-    """The speedup with core 0 slowed and with core 1 slowed agree (within 10 %), at the rule's
-    1.5; the baseline's calls took both cores alike. Left to the kernel, the figure is where its
-    thread happened to sit (here: the fast core, 1.0)."""
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_the_figure_does_not_depend_on_which_core_is_slow(stage: Stage, n: int) -> None:
+    """The speedup with the set's first core slowed and with its last slowed agree (within
+    10 %), at the rule's (n + 1) / 2; the baseline's calls took every core alike. Left to the
+    kernel, the figure is where its thread happened to sit (here: a fast core, n / 2). On 2, 4
+    and 8 cores where the machine has them (the suite's machine has 2; a 16-core GPU node runs
+    all three: docs/gpu-validation.md)."""
+    cpus = sorted(os.sched_getaffinity(0))[:n]
+    if len(cpus) < n:
+        pytest.skip(f"{n} cores needed, this machine has {len(cpus)}")
+    rule, kernel = (n + 1) / 2, n / 2
     started = time.monotonic()
-    first, cores_first = _measure(stage, CPUS[0], True)
-    last, cores_last = _measure(stage, CPUS[1], True)
+    first, cores_first = _measure(stage, cpus, cpus[0], True)
+    last, cores_last = _measure(stage, cpus, cpus[-1], True)
     assert abs(first / last - 1) < 0.10, (first, last)
-    assert 1.3 < first < 1.7 and 1.3 < last < 1.7, (first, last)
+    assert all(0.87 * rule < x < 1.13 * rule for x in (first, last)), (first, last, rule)
     for cores in (cores_first, cores_last):
-        assert None not in cores and abs(cores.count(CPUS[0]) - cores.count(CPUS[1])) <= 1, cores
-    floating, unplaced = _measure(stage, CPUS[0], False)
-    assert set(unplaced) == {None} and 0.85 < floating < 1.15, floating
-    assert time.monotonic() - started < 60  # about 10 s: sleeps of 30–60 ms, 8 calls a side
-
+        counts = [cores.count(c) for c in cpus]
+        assert None not in cores and max(counts) - min(counts) <= 1, cores
+    floating, unplaced = _measure(stage, cpus, cpus[0], False)
+    assert set(unplaced) == {None} and 0.85 * kernel < floating < 1.15 * kernel, floating
+    assert time.monotonic() - started < 60  # about 10 s on two cores: sleeps of 10–80 ms
