@@ -13,7 +13,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from server.db import committing
-from server.deps import CourseInstructorDep, CourseStaffDep, SessionDep, SettingsDep
+from server.deps import (
+    ClientAddress,
+    CourseInstructorDep,
+    CourseStaffDep,
+    LoginLimitsDep,
+    SessionDep,
+    SettingsDep,
+)
 from server.models import LtiPlatform
 from server.schemas import (
     ErrorPublic,
@@ -22,11 +29,14 @@ from server.schemas import (
     LtiPlatformPublic,
 )
 from server.services import assignments as assignment_service
+from server.services import users as user_service
+from server.services.errors import DomainError
 from server.services.lti import launch as lti_launch
+from server.services.lti import linking as lti_linking
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
 from server.settings import ServerSettings
-from server.web.pages import Csrf, PageUser, render, start_session
+from server.web.pages import Csrf, PageUser, render, safe_next, start_session
 
 router = APIRouter(tags=["lti"], responses={401: {"model": ErrorPublic},
                                             403: {"model": ErrorPublic},
@@ -188,3 +198,31 @@ def deep_link(request: Request, session: SessionDep, user: PageUser, settings: S
         cookies=dict(request.cookies), secure=request.url.scheme == "https", user=user,
         slugs=slugs, base=_base(request))
     return HTMLResponse(html)
+
+
+@router.get("/lti/link", include_in_schema=False)
+def link_form(request: Request, user: PageUser, next: str = "/") -> Response:
+    """For an account an LMS made: log in to your own account to link the LMS to it."""
+    if not lti_linking.lms_only(user):
+        return RedirectResponse(safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
+    return render(request, "lti_link.html", user=user, next=safe_next(next))
+
+
+@router.post("/lti/link", include_in_schema=False, dependencies=[Csrf])
+def link(request: Request, session: SessionDep, settings: SettingsDep, user: PageUser,
+         address: ClientAddress, limits: LoginLimitsDep, email: Annotated[str, Form()],
+         password: Annotated[str, Form()], next: Annotated[str, Form()] = "/") -> Response:
+    """The LMS identity of the signed-in (LMS-made) account moves to the account these
+    credentials open, which this browser is then signed in to (server/services/lti/linking.py)."""
+    try:
+        with committing(session):
+            owner = lti_linking.link(session=session, lms_user=user, email=email,
+                                     password=password, address=address, limits=limits)
+            start_session(request, session, settings, owner)
+    except DomainError as exc:
+        page = render(request, "lti_link.html", status_code=exc.status, error=exc.message,
+                      user=user, next=safe_next(next), email=email)
+        if isinstance(exc, user_service.TooManyAttempts):
+            page.headers["Retry-After"] = str(exc.retry_after_s)
+        return page
+    return RedirectResponse(safe_next(next), status_code=status.HTTP_303_SEE_OTHER)

@@ -33,12 +33,14 @@ from server.services import readiness as readiness_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
+from server.services.lti.linking import lms_only
 from server.settings import ServerSettings
 from server.web import live
 from server.web.plots import scaling_svg, weak_svg
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.globals["lms_only"] = lms_only  # the page offers to link such an account
 router = APIRouter(include_in_schema=False)
 FINAL = ("graded", "error", "cancelled")
 # Statements are Markdown written by instructors: rendered without raw HTML, links kept safe.
@@ -111,7 +113,7 @@ def _anonymous_csrf(request: Request) -> None:
         request.session["csrf"] = secrets.token_urlsafe(32)
 
 
-def _safe_next(url: str) -> str:
+def safe_next(url: str) -> str:
     """A local path only: browsers read a backslash as a slash, so "/\\host" leaves the site."""
     return url if url.startswith("/") and not url.startswith("//") and "\\" not in url else "/"
 
@@ -120,7 +122,7 @@ def _safe_next(url: str) -> str:
 @router.get("/login")
 def login_form(request: Request, next: str = "/") -> HTMLResponse:
     _anonymous_csrf(request)
-    return render(request, "login.html", next=_safe_next(next))
+    return render(request, "login.html", next=safe_next(next))
 
 
 @router.post("/login", dependencies=[Csrf])
@@ -134,11 +136,11 @@ def login(request: Request, session: SessionDep, settings: SettingsDep,
             start_session(request, session, settings, user)
     except DomainError as exc:
         page = render(request, "login.html", status_code=exc.status, error=exc.message,
-                      next=_safe_next(next), email=email)
+                      next=safe_next(next), email=email)
         if isinstance(exc, user_service.TooManyAttempts):
             page.headers["Retry-After"] = str(exc.retry_after_s)
         return page
-    return RedirectResponse(_safe_next(next), status_code=303)
+    return RedirectResponse(safe_next(next), status_code=303)
 
 
 @router.get("/register")

@@ -310,3 +310,81 @@ def test_a_launch_without_a_real_email_gets_an_account_of_its_own(world: World,
     made = [m for m in world.get(world.prof, "/api/courses/th/members").json()
             if m["email"].endswith("@lti.invalid")]
     assert len(made) == 1 and made[0]["lms_email"] is None
+
+
+def _link(b: TestClient, email: str, password: str, next: str = "/c/th/t1-multiprocessing",
+          **extra: str):  # type: ignore[no-untyped-def]
+    form = b.get("/lti/link", params={"next": next})
+    assert form.status_code == 200 and "anyone who can sign in to your LMS as you" in form.text
+    return b.post("/lti/link", data={"csrf_token": csrf(form.text), "email": email,
+                                     "password": password, "next": next, **extra})
+
+
+def test_a_student_links_the_lms_to_her_own_account(world: World, engine: Engine,
+                                                     lms: StandInLms) -> None:
+    """Ada has a password account; an untrusted LMS launch made her a second one. Logged in to
+    her own from the launched session, she links them: the LMS's launches reach her account
+    from then on, the LMS-made one is gone, and its enrolment (another instructor's course,
+    launched from that course's LMS) is hers."""
+    mallory, other = _instructor_with_lms(world, engine, "mallory")
+    b = _browser(world)
+    r = _launch_at(b, other, "http://testserver/c/mallory", sub="ada-there", email="ada@uni.edu",
+                   name="Ada", role="Learner")
+    assert r.status_code == 303, r.text
+    page = b.get("/")
+    assert page.status_code == 200 and "Link it" in page.text and "mallory" in page.text
+    members = world.get(mallory, "/api/courses/mallory/members").json()
+    assert [m["email"].endswith("@lti.invalid") for m in members if m["role"] == "student"] == [True]
+    # The wrong password: refused, and nothing moved.
+    r = _link(b, "ada@uni.edu", "not-her-password-at-all", next="/")
+    assert r.status_code == 403 and "wrong email or password" in r.text
+    assert world.get(mallory, "/api/courses/mallory/members").json() == members
+    assert "mallory" not in [c["slug"] for c in world.get(world.ada, "/api/courses").json()]
+    # Her own password: linked, and this browser is hers.
+    r = _link(b, "ada@uni.edu", "studentpass1", next="/")
+    assert r.status_code == 303 and r.headers["location"] == "/", r.text
+    page = b.get("/")
+    assert page.status_code == 200 and "Link it" not in page.text and ">ada<" in page.text
+    assert sorted(c["slug"] for c in world.get(world.ada, "/api/courses").json()) == [
+        "mallory", "th"]
+    members = world.get(mallory, "/api/courses/mallory/members").json()
+    students = [m for m in members if m["role"] == "student"]
+    assert [(m["email"], m["lms_email"]) for m in students] == [("ada@uni.edu", "ada@uni.edu")]
+    # The LMS's next launch, from a fresh browser, signs in to Ada's own account.
+    b2 = _browser(world)
+    r = _launch_at(b2, other, "http://testserver/c/mallory", sub="ada-there",
+                   email="ada@uni.edu", name="Ada", role="Learner")
+    assert r.status_code == 303
+    home = b2.get("/")
+    assert "Link it" not in home.text and ">ada<" in home.text
+    assert len(world.get(mallory, "/api/courses/mallory/members").json()) == len(members)
+    other.close()
+
+
+def test_linking_needs_an_lms_made_account_that_has_not_submitted(world: World,
+                                                                  lms: StandInLms) -> None:
+    # A password account has nothing to link.
+    ada = _browser(world)
+    page = ada.get("/login")
+    r = ada.post("/login", data={"csrf_token": csrf(page.text), "email": "ada@uni.edu",
+                                 "password": "studentpass1", "next": "/"})
+    assert r.status_code == 303
+    assert ada.get("/lti/link").status_code == 303  # no form for her
+    r = ada.post("/lti/link", data={"csrf_token": csrf(ada.get("/").text),
+                                    "email": "bob@uni.edu", "password": "studentpass1"})
+    assert r.status_code == 403 and "not made by an LMS" in r.text
+    # An LMS-made account that has submitted: its submissions would be left behind.
+    b = _browser(world)
+    r = _launch_at(b, lms, TARGET, sub="bob-lms", email="bob@uni.edu", name="Bob")
+    assert r.status_code == 303
+    page = b.get("/c/th/t1-multiprocessing")
+    r = b.post("/c/th/t1-multiprocessing/submit", data={"csrf_token": csrf(page.text)},
+               files=[("files", ("solution.py", REFERENCE))])
+    assert r.status_code == 303, r.text
+    before = world.get(world.prof, "/api/courses/th/members").json()
+    r = _link(b, "bob@uni.edu", "studentpass1")
+    assert r.status_code == 409 and "ask the course&#39;s staff" in r.text, r.text
+    assert world.get(world.prof, "/api/courses/th/members").json() == before
+    # And no form post without the page's CSRF token.
+    r = b.post("/lti/link", data={"email": "bob@uni.edu", "password": "studentpass1"})
+    assert r.status_code == 403

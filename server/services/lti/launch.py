@@ -34,6 +34,7 @@ from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services.errors import Invalid, NotFound
 from server.services.lti import passback
+from server.services.lti.linking import LMS_ONLY_DOMAIN
 from server.services.lti.messages import (
     AGS_CLAIM,
     DEEP_LINK_CLAIM,
@@ -147,7 +148,7 @@ def _account(session: Session, settings: ServerSettings, platform: LtiPlatform,
         return user
     user = session.scalar(select(User).where(User.email == email)) if trusted else None
     if user is None:
-        own = email if trusted else f"lti-{secrets.token_hex(8)}@lti.invalid"
+        own = email if trusted else f"lti-{secrets.token_hex(8)}@{LMS_ONLY_DOMAIN}"
         user = User(email=own, name=name or (email or "LMS user").split("@")[0],
                     password_hash=UNUSABLE_PASSWORD)
         session.add(user)
