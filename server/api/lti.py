@@ -201,11 +201,13 @@ def deep_link(request: Request, session: SessionDep, user: PageUser, settings: S
 
 
 @router.get("/lti/link", include_in_schema=False)
-def link_form(request: Request, user: PageUser, next: str = "/") -> Response:
+def link_form(request: Request, user: PageUser, session: SessionDep, next: str = "/"
+              ) -> Response:
     """For an account an LMS made: log in to your own account to link the LMS to it."""
     if not lti_linking.lms_only(user):
         return RedirectResponse(safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
-    return render(request, "lti_link.html", user=user, next=safe_next(next))
+    return render(request, "lti_link.html", user=user, next=safe_next(next),
+                  lmss=lti_linking.made_by(session=session, user=user))
 
 
 @router.post("/lti/link", include_in_schema=False, dependencies=[Csrf])
@@ -221,7 +223,8 @@ def link(request: Request, session: SessionDep, settings: SettingsDep, user: Pag
             start_session(request, session, settings, owner)
     except DomainError as exc:
         page = render(request, "lti_link.html", status_code=exc.status, error=exc.message,
-                      user=user, next=safe_next(next), email=email)
+                      user=user, next=safe_next(next), email=email,
+                      lmss=lti_linking.made_by(session=session, user=user))
         if isinstance(exc, user_service.TooManyAttempts):
             page.headers["Retry-After"] = str(exc.retry_after_s)
         return page

@@ -340,6 +340,9 @@ def test_a_student_links_the_lms_to_her_own_account(world: World, engine: Engine
     assert r.status_code == 403 and "wrong email or password" in r.text
     assert world.get(mallory, "/api/courses/mallory/members").json() == members
     assert "mallory" not in [c["slug"] for c in world.get(world.ada, "/api/courses").json()]
+    # The page names the LMS and its course before it asks for a password.
+    assert "<strong>https://mallory.example.edu</strong>, for the course mallory" in \
+        b.get("/lti/link").text
     # Her own password: linked, and this browser is hers.
     r = _link(b, "ada@uni.edu", "studentpass1", next="/")
     assert r.status_code == 303 and r.headers["location"] == "/", r.text

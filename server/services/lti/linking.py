@@ -14,7 +14,17 @@ from __future__ import annotations
 from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session
 
-from server.models import AuditLog, Enrollment, Extension, LtiGradePost, LtiIdentity, Submission, User
+from server.models import (
+    AuditLog,
+    Course,
+    Enrollment,
+    Extension,
+    LtiGradePost,
+    LtiIdentity,
+    LtiPlatform,
+    Submission,
+    User,
+)
 from server.services import courses as course_service
 from server.services import users as user_service
 from server.services.errors import Conflict, Forbidden
@@ -26,6 +36,19 @@ LMS_ONLY_DOMAIN = "lti.invalid"
 def lms_only(user: User) -> bool:
     """Whether an LMS made this account, with an email of its own (linkable to another)."""
     return user.email.endswith(f"@{LMS_ONLY_DOMAIN}")
+
+
+def made_by(*, session: Session, user: User) -> list[tuple[str, str]]:
+    """The LMSs (issuer) and their courses (title) behind an LMS-made account: the link page
+    names them, so that a person whose browser an LMS they do not know launched (any site can
+    post a launch) does not give that LMS their account."""
+    rows = session.execute(
+        select(LtiIdentity.issuer, Course.title).join(
+            LtiPlatform, (LtiPlatform.issuer == LtiIdentity.issuer)
+            & (LtiPlatform.key_set_url == LtiIdentity.key_set_url))
+        .join(Course, Course.id == LtiPlatform.course_id)
+        .where(LtiIdentity.user_id == user.id)).all()
+    return sorted({(str(issuer), str(title)) for issuer, title in rows})
 
 
 def link(*, session: Session, lms_user: User, email: str, password: str, address: str,
