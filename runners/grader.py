@@ -200,6 +200,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 return report(Verdict.FAILED, f"your batch script was not run: {exc}", [])
             notes.append(f"your batch script ran {job.program} as {job.tasks} MPI rank"
                          f"{'s' * (job.tasks > 1)} on {job.nodes} node{'s' * (job.nodes > 1)}")
+            if unused := job.unused_note():
+                notes.append(unused)
         laps.start("tests")
         progress("running tests in the sandbox")
         tests, output = testrun.run_tests(assignment, code_dir, backend=executor.name, seed=seed,

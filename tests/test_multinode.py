@@ -428,7 +428,7 @@ def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) ->
     one_node = script.replace("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1",
                               "#SBATCH --nodes=1\n#SBATCH --ntasks=2")
     for bad, why in [
-        (script.replace("--time=00:05:00", "--partition=gpu"), "#SBATCH --partition is not allowed"),
+        (script.replace("--time=00:05:00", "--export=ALL"), "#SBATCH --export is not allowed"),
         (script.replace("task2.py", "task2.py > /tmp/x"), "shell syntax"),
         (script + "curl http://example.org\n", "'curl' may not"),
         (one_node, "more than the 1 cores of a node"),
@@ -437,6 +437,26 @@ def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) ->
         r = grader.grade(a, {**reference, "job.sh": bad.encode()}, settings=settings)
         assert r.verdict == Verdict.FAILED and why in r.summary, (bad, r.summary)
         assert not r.tests  # nothing of it ran
+
+
+def test_the_courses_own_script_passes_as_the_course_writes_it(two_nodes: tuple) -> None:
+    """The seed course's job script for task 2, unchanged but for a made-up account and
+    `--ntasks` set to the package's 2 ranks: its cluster's options are listed as not used here,
+    `srun -v python3` is read, and the 2 tasks take the 2 nodes they need."""
+    _, settings = two_nodes
+    a = package.load(SEED_FORM)
+    reference = package.code_of(a, "reference")
+    course = ("#SBATCH --job-name=task2\n#SBATCH --partition=booster\n#SBATCH --ntasks=2\n"
+              "#SBATCH --cpus-per-task=64\n#SBATCH --gres=gpu:4\n#SBATCH --account=training2425\n"
+              "#SBATCH --output=job_output_task2_%j.log\n#SBATCH --error=job_error_task2_%j.log\n"
+              "#SBATCH --time=00:30:00\nsrun -v python3 task2.py\n")
+    r = grader.grade(a, {**reference, "job.sh": course.encode()}, settings=settings,
+                     with_timing=False)
+    assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
+    notes = " ".join(r.notes)
+    assert "ran task2.py as 2 MPI ranks on 2 nodes" in notes
+    assert "not used here, the course's runner decides" in notes and "--partition=booster" in notes
+    assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
 
 
 def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
