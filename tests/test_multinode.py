@@ -459,6 +459,34 @@ def test_the_courses_own_script_passes_as_the_course_writes_it(two_nodes: tuple)
     assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
 
 
+CLOSED_FORM = b"""import sys
+from mpi4py import MPI
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+if MPI.COMM_WORLD.rank == 0:
+    print(f"total: {0.001 * N * (N - 1) / 2!r}", flush=True)
+"""
+
+
+def test_a_closed_form_batch_job_on_two_nodes_earns_no_performance_points(
+        two_nodes: tuple) -> None:
+    """The course's batch script beside a program that prints the sum's closed form: every
+    timed run's CPU time is read on both nodes (a node's sandbox that ended before the run was
+    waited for lost it, and the credit rule fell back to "up to the allotted cores"), so the
+    rule sees the work the program skipped and credits none of the figure (held for an
+    instructor's review)."""
+    _, settings = two_nodes
+    a = package.load(SEED_FORM)
+    reference = package.code_of(a, "reference")
+    r = grader.grade(a, {**reference, "task2.py": CLOSED_FORM}, settings=settings)
+    assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
+    top = r.scaling[-1]
+    assert top.nodes == 2 and top.cpu is not None, (r.summary, r.notes)
+    assert r.credit is not None and r.credit.status in ("held", "refused"), r.credit
+    assert r.credit.speedup == 0 and "less work than the baseline" in r.credit.reason, r.credit
+    assert r.performance_points == 0, r.summary
+    assert not any("parallelism not measured" in n for n in r.notes), r.notes
+
+
 def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
     a = package.load(two_node_package(tmp_path))
     settings = get_settings().model_copy(update={"standin_nodes": 0})

@@ -339,6 +339,7 @@ class HostRunning(Running):
         self._watch_dir = watch_dir
         self.clock = WallClock(limits.wall_s)
         self.info = ExitInfo(returncode=None)
+        self._ended = False
         self._lock = threading.Lock()
         self._proc = subprocess.Popen(
             argv, env=env if env is not None else {"PATH": "/usr/bin:/bin"}, cwd=cwd,
@@ -405,10 +406,13 @@ class HostRunning(Running):
             self._cg.kill_all()
 
     def wait(self, timeout: float | None = None) -> ExitInfo | None:
+        if self._ended:  # asked again (a gang polls its nodes, then waits for them)
+            return self.info
         try:
             rc = self._proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+        self._ended = True  # its cgroup is removed below: what it measured is kept, not reread
         self._stop.set()
         if self._cg.cpu_dir is not None:  # before the cgroup goes (the tree is gone already)
             self.info.cpu_s = self.cpu_seconds()
