@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -110,6 +111,7 @@ def main() -> None:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(20)
         lms.close()
+        shutil.rmtree(root, ignore_errors=True)
     codes = answers
     row = {"launches": n, "seconds": took, "refused_403": codes.count(403),
            "shed_503": codes.count(503), "other": len([c for c in codes if c not in (403, 503)]),
