@@ -414,6 +414,9 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
             and not hardware.gpu_present():
         raise NoGpu("this node has no GPU, so it cannot serve the gpu queue (set "
                     "PARAGRADE_GPU_MODE=simulated to serve it with the CUDA simulator, for tests)")
+    if "gpusim" in queues and settings.gpu_mode == "none":
+        raise NoGpu("the gpusim queue's tasks run their kernels under the CUDA simulator, which "
+                    "PARAGRADE_GPU_MODE=none turns off (use auto or simulated)")
     name = name or settings.runner_name or f"{socket.gethostname()}-{os.getpid()}"
     if settings.cpus:
         take_cpus(settings.cpus)

@@ -49,6 +49,17 @@ def _prepare() -> None:
     migrate.upgrade(settings.database_url)
 
 
+def standin_nodes_problem() -> str | None:
+    """Why the local runner cannot stand two nodes in on this host (None: it can): network
+    namespaces need root and iproute2/nftables, and each node takes a core of its own."""
+    from runners import overlay
+    from runners.hardware import host_cpus
+
+    if len(host_cpus()) < 2:
+        return "stand-in nodes need two cores, and this machine has one"
+    return overlay.available()
+
+
 def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
     """Create each shipped course (owned by the first instructor) and import its packages, each
     course's first ones first (services/shipped.py); `course/slug` of each package (one unchanged
@@ -115,8 +126,18 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
         assert settings.runner_token is not None  # checked above
         env.update(PARAGRADE_RUNNER_SERVER=url, PARAGRADE_BROKER_URL=settings.broker_url,
                    PARAGRADE_RUNNER_TOKEN=settings.runner_token)
-        # GPU jobs wait for a GPU runner unless this machine has a GPU.
-        queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi"
+        # GPU jobs wait for a GPU runner unless this machine has a GPU; without one, the GPU
+        # tasks that can be simulated are graded here under the CUDA simulator (correctness
+        # only) while no GPU runner is live. Two-node MPI jobs wait for a runner that holds
+        # nodes unless this one can stand two in on this host.
+        queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi,gpusim"
+        if (why := standin_nodes_problem()) is None:
+            env.setdefault("PARAGRADE_STANDIN_NODES", "2")
+            queues += ",mpinodes"
+            console.print("The local runner holds two stand-in nodes on this host: two-node "
+                          "MPI tasks (the mpinodes queue) are graded here.")
+        else:
+            console.print(f"Two-node MPI tasks wait for a runner that holds nodes: {why}.")
         procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
                                        "--queues", queues, "--name", "local"], env=env,
                                       start_new_session=True))  # its own group, stopped below
@@ -136,7 +157,8 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     stop = reaper.start(*publishing_sessions(settings), lease_s=settings.job_lease_s,
                         max_attempts=settings.max_job_attempts,
                         login_window_s=settings.login_window_s,
-                        retime_after_s=settings.retime_after_s)
+                        retime_after_s=settings.retime_after_s,
+                        live_s=settings.runner_live_s)
     try:
         if workers == 1:
             # The app is built here, over the settings with this installation's secrets.

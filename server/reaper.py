@@ -1,7 +1,8 @@
 """The reaper: re-queues jobs whose runner went silent, publishes again what the broker lost,
-queues again the gradings timed while the node was short of cores, posts the grades owed to LMS
-gradebooks (retrying those that failed), and deletes expired or revoked tokens, failed logins
-older than the throttle's window and expired LTI launch data."""
+moves GPU tasks that can be simulated between the GPU and the simulator queues as runners come
+and go (services/routing.py), queues again the gradings timed while the node was short of
+cores, posts the grades owed to LMS gradebooks (retrying those that failed), and deletes expired
+or revoked tokens, failed logins older than the throttle's window and expired LTI launch data."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from server.dispatch import Dispatcher
 from server.services import jobs as job_service
 from server.services import outcomes as outcome_service
-from server.services import retiming
+from server.services import retiming, routing
 from server.services import users as user_service
 from server.services.lti import launch as lti_launch
 from server.services.lti import passback as lti_passback
@@ -23,10 +24,15 @@ log = logging.getLogger("paragrade.reaper")
 
 def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
           max_attempts: int, grace_s: float, login_window_s: int = 900,
-          retime_after_s: int = 0) -> tuple[int, int]:
+          retime_after_s: int = 0, live_s: int = 45) -> tuple[int, int]:
     """One pass: (jobs re-queued or failed, jobs published again)."""
     with sessions() as session:
         reaped = outcome_service.reap(session=session, lease_s=lease_s, max_attempts=max_attempts)
+        session.commit()
+    with sessions() as session:
+        if moved := routing.reroute(session=session, live_s=live_s):
+            log.info("moved %d GPU job(s) that can be simulated to the queue a live runner "
+                     "serves", moved)
         session.commit()
     if retime_after_s:
         with sessions() as session:
@@ -55,7 +61,8 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
 
 def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
           max_attempts: int, every_s: float | None = None,
-          login_window_s: int = 900, retime_after_s: int = 0) -> threading.Event:
+          login_window_s: int = 900, retime_after_s: int = 0,
+          live_s: int = 45) -> threading.Event:
     """Run the reaper in a daemon thread; set the returned event to stop it."""
     stop = threading.Event()
     every = every_s or max(1.0, min(15.0, lease_s / 3))
@@ -66,7 +73,7 @@ def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
                 reaped, republished = sweep(sessions, dispatcher, lease_s=lease_s,
                                             max_attempts=max_attempts, grace_s=2 * every,
                                             login_window_s=login_window_s,
-                                            retime_after_s=retime_after_s)
+                                            retime_after_s=retime_after_s, live_s=live_s)
                 if reaped or republished:
                     log.warning("re-queued or failed %d job(s); published %d again",
                                 reaped, republished)

@@ -412,7 +412,7 @@ def test_two_node_package_graded(two_nodes: tuple) -> None:
     assert overlay.leftovers() == []
 
 
-SEED_FORM = Path(__file__).parent / "fixtures" / "sbatch-two-nodes"
+SEED_FORM = COURSE / "t2-cluster"
 
 
 def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) -> None:

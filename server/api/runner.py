@@ -52,7 +52,8 @@ def claim(job_id: RowId, identity: RunnerDep, key: RunnerKey, session: SessionDe
     or a queue the runner's credential does not give it."""
     runner_service.check_name(session=session, identity=identity, name=runner)
     return claim_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key,
-                               queues=identity.queues)
+                               queues=runner_service.served(session=session, identity=identity,
+                                                            name=runner))
 
 
 @router.post("/jobs/{job_id}/heartbeat", status_code=status.HTTP_204_NO_CONTENT)

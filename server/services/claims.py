@@ -92,8 +92,8 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
         raise NotFound("no such job")
     queue, limit, state = named
     if queue not in queues:
-        raise Forbidden(f"runner {runner}'s credential does not serve the {queue} queue (it "
-                        f"serves {', '.join(sorted(queues))})")
+        raise Forbidden(f"runner {runner} does not serve the {queue} queue (its credential "
+                        f"and its hello give it {', '.join(sorted(queues)) or 'none'})")
     token = security.new_token()
     job = None
     for _ in range(CLAIM_TRIES):

@@ -64,6 +64,9 @@ def fleet(*, session: Session, live_s: int, broker_depth: dict[str, int] | None
 
 
 WAITING = {"gpu": "waiting for a GPU runner", "mpi": "waiting for an MPI runner",
+           "mpinodes": "waiting for a runner that holds two nodes or more (a cluster's, or this "
+                       "server's own runner where it may stand nodes in: run as root)",
+           "gpusim": "waiting for a runner that grades GPU tasks under the CUDA simulator",
            "cpu": "waiting for a runner"}
 """What a student reads of a job no live runner serves, by queue (any other queue: 'waiting for
 a runner serving the <queue> queue')."""

@@ -86,6 +86,16 @@ def check_name(*, session: Session, identity: RunnerIdentity, name: str) -> None
                         "presents its own, not the fleet token")
 
 
+def served(*, session: Session, identity: RunnerIdentity, name: str) -> frozenset[str]:
+    """The queues a runner may claim from: its credential's, narrowed to those it said it serves
+    in its hello (a message whose job moved to another queue, services/routing.py, is refused
+    by a runner that does not serve that queue, rather than served by it)."""
+    announced = session.get(Runner, name)
+    if announced is None:
+        return frozenset(identity.queues)
+    return frozenset(identity.queues) & frozenset(announced.queues)
+
+
 def authorize(*, session: Session, identity: RunnerIdentity, job_id: int, token: str,
               key: str) -> Job:
     """The claimed job a runner asks about (services/claims.py `authorize`), if it is this

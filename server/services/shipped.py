@@ -31,9 +31,10 @@ from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services.errors import DomainError
 
-LAUNCH_COST = {"python": 0, "mpirun": 1, "torchrun": 2}
+LAUNCH_COST = {"python": 0, "mpirun": 1, "sbatch": 1, "torchrun": 2}
 """What a package's launcher adds to each run of its validation, cheapest first: one Python
-process; MPI ranks started by mpirun; torchrun's rendezvous (with `import torch` in each rank)."""
+process; MPI ranks started by mpirun (or a batch script's srun line); torchrun's rendezvous
+(with `import torch` in each rank)."""
 LIGHT = frozenset({"numpy", "pytest", "runners", "paragrade_service"}) | sys.stdlib_module_names
 """Modules a sandbox loads quickly (paragrade_service: the package's own service hook, under the
 name the grader registers it by); any other a package's code imports (dask, joblib, numba,
@@ -74,7 +75,8 @@ def find(root: Path) -> tuple[list[ShippedCourse], list[str]]:
 
 def validation_cost(folder: Path) -> tuple[int, int]:
     """How heavy the package's validation is on a CPU runner, as far as its files tell (lower
-    first): GPU packages last (a CPU runner does not take them); then, added up, its launcher's
+    first): GPU and multi-node packages last (they need a GPU or nodes, and their checks are
+    the longest); then, added up, its launcher's
     cost, each library beyond `LIGHT` its code imports, and the extra sandboxes of a job array.
     A package that cannot be read sorts last (its import reports the problem)."""
     try:
@@ -85,7 +87,7 @@ def validation_cost(folder: Path) -> tuple[int, int]:
         return (2, 0)
     array = 0 if m.array is None else m.array.tasks
     cost = LAUNCH_COST.get(m.launcher.kind, len(LAUNCH_COST)) + len(heavy) + array
-    return (int(m.resources.kind == "gpu"), cost)
+    return (int(m.resources.kind == "gpu" or m.resources.nodes > 1), cost)
 
 
 def _libraries(folder: Path) -> set[str]:

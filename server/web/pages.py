@@ -24,7 +24,7 @@ from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, GradeReportRow, Submission, User
 from server.schemas import JoinCreate, UserCreate
-from server.services import artifacts, retiming
+from server.services import artifacts, retiming, routing
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
@@ -257,7 +257,9 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
                   extended=extension_service.extended(session=session, assignment=a,
                                                       user_id=user.id),
                   mine=submission_service.mine(session=session, user=user, assignment=a),
-                  not_open=_not_open(session, settings, [a]).get(a.id))
+                  not_open=_not_open(session, settings, [a]).get(a.id),
+                  simulated=routing.simulable(manifest.model_dump()) and routing.target(
+                      session=session, live_s=settings.runner_live_s) == "gpusim")
 
 
 @router.get("/c/{course}/{slug}")

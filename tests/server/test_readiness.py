@@ -64,9 +64,9 @@ def _pages_say(world: World, slug: str, words: str) -> None:
 
 def test_a_gpu_task_waits_for_a_gpu_runner_then_is_being_checked(world: World,
                                                                 engine: Engine) -> None:
-    with session_factory(engine)() as s:  # a queue without words of its own is named
-        assert fleet.waiting_for(session=s, queue="mpinodes", live_s=45) == (
-            "waiting for a runner serving the mpinodes queue")
+    with session_factory(engine)() as s:  # two-node tasks say what their runner must hold
+        assert fleet.waiting_for(session=s, queue="mpinodes", live_s=45).startswith(  # type: ignore[union-attr]
+            "waiting for a runner that holds two nodes or more")
     _import(world, "treasure-hunt/t3-cuda")
     assert _said(world, "t3-cuda") == "waiting for a GPU runner"  # no runner serves gpu
     _pages_say(world, "t3-cuda", "waiting for a GPU runner")
@@ -164,3 +164,59 @@ def test_estimates_are_rounded_up_and_never_promise_less_than_five_seconds() -> 
     assert [about(s) for s in (0, 4.2, 5, 5.1, 41, 119, 120, 121, 600)] == [
         "about 5 s", "about 5 s", "about 5 s", "about 10 s", "about 45 s", "about 2 min",
         "about 2 min", "about 3 min", "about 10 min"]
+
+
+def _queue_of(engine: Engine, slug: str) -> str:
+    from server.models import Assignment
+
+    with session_factory(engine)() as s:
+        return str(s.scalar(select(Job.queue).join(
+            AssignmentVersion, Job.version_id == AssignmentVersion.id).join(
+            Assignment, AssignmentVersion.assignment_id == Assignment.id).where(
+            Assignment.slug == slug).order_by(Job.id.desc()).limit(1)))
+
+
+def _sweep(world: World) -> None:
+    from server import reaper
+
+    app = world.client.app
+    reaper.sweep(app.state.sessions, app.state.dispatcher, lease_s=60,  # type: ignore[attr-defined]
+                 max_attempts=3, grace_s=60, live_s=45)
+
+
+def test_a_gpu_task_that_can_be_simulated_is_graded_where_no_gpu_runner_serves(
+        world: World, engine: Engine) -> None:
+    """t3 may be graded under the CUDA simulator (its statement says so), t4 may not: with only
+    a simulating runner live, t3 moves to the gpusim queue and is checked, t4 keeps waiting for
+    a GPU runner and says so. A GPU runner's hello takes t3 back to the gpu queue, and the
+    simulating runner's stale message for it is refused, not served."""
+    _import(world, "treasure-hunt/t3-cuda")
+    _import(world, "treasure-hunt/t4-cuda-mpi")
+    _hello(world.client, "laptop", ["cpu", "mpi", "gpusim"])
+    assert _said(world, "t3-cuda") == "waiting for a GPU runner"  # until the reaper's pass
+    _sweep(world)
+    assert (_queue_of(engine, "t3-cuda"), _queue_of(engine, "t4-cuda-mpi")) == ("gpusim", "gpu")
+    assert _said(world, "t3-cuda") == "being checked, ready in about 15 s"
+    assert _said(world, "t4-cuda-mpi") == "waiting for a GPU runner"
+    b = browser(world, "ada@uni.edu", "studentpass1")
+    assert "numba's CUDA simulator, for correctness only" in b.get("/c/th/t3-cuda").text
+    assert "No GPU runner is serving now" not in b.get("/c/th/t4-cuda-mpi").text
+    stale = _queue_job(engine, "t3-cuda")
+    # A GPU runner comes: t3 waits for it again (a real GPU is preferred), t4 too.
+    _hello(world.client, "gpu-node", ["gpu"])
+    _sweep(world)
+    assert (_queue_of(engine, "t3-cuda"), _queue_of(engine, "t4-cuda-mpi")) == ("gpu", "gpu")
+    assert "No GPU runner is serving now" not in b.get("/c/th/t3-cuda").text
+    r = world.client.post(f"/api/runner/jobs/{stale}/claim", params={"runner": "laptop"},
+                          headers=RUNNER)
+    assert r.status_code == 403 and "does not serve the gpu queue" in r.json()["detail"], r.text
+
+
+def _queue_job(engine: Engine, slug: str) -> int:
+    from server.models import Assignment
+
+    with session_factory(engine)() as s:
+        return int(s.scalar(select(Job.id).join(
+            AssignmentVersion, Job.version_id == AssignmentVersion.id).join(
+            Assignment, AssignmentVersion.assignment_id == Assignment.id).where(
+            Assignment.slug == slug).order_by(Job.id.desc()).limit(1)) or 0)

@@ -112,8 +112,8 @@ def test_a_cpu_credential_cannot_claim_a_gpu_job(world: World) -> None:
     r = c.post(f"/api/runner/jobs/{jid}/claim", params={"runner": "cpu-node"},
                headers=as_runner(cpu))
     assert r.status_code == 403, r.text
-    assert r.json()["detail"] == ("runner cpu-node's credential does not serve the gpu queue "
-                                  "(it serves cpu, mpi)")
+    assert r.json()["detail"] == ("runner cpu-node does not serve the gpu queue (its "
+                                  "credential and its hello give it cpu, mpi)")
     # Nor may it announce the queue: its runner is refused at start.
     r = c.post("/api/runner/hello", json=hello("cpu-node", ("cpu", "gpu")),
                headers=as_runner(cpu))

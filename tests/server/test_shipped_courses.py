@@ -74,6 +74,7 @@ def test_packages_are_validated_round_by_round_cheapest_first() -> None:
     # t1 needs only NumPy and the standard library; dask's import costs every run a second.
     assert cost_of["t1-multiprocessing"] < cost_of["dask"] < cost_of["t2-mpi"]
     assert cost_of["t3-cuda"][0] == cost_of["t4-cuda-mpi"][0] == 1  # a CPU runner leaves them
+    assert cost_of["t2-cluster"][0] == 1  # two nodes: among the last
 
 
 @pytest.mark.full
@@ -88,9 +89,10 @@ def test_every_shipped_reference_is_graded_and_ranked(tmp_path: Path) -> None:
         r = p.http.post("/api/courses/join", json={"join_code": codes["parallel-python"]},
                         headers=ada)
         assert r.status_code == 200, r.text
-        # A CPU-only runner that also serves the gpu queue: it grades t3 under the CUDA
-        # simulator (correctness only); t4 needs a real GPU and is left out.
-        p.start_runner("cpu-1", "cpu,mpi,gpu", env={"PARAGRADE_GPU_MODE": "simulated"})
+        # A CPU-only runner as the one-command start runs it: it grades t3 under the CUDA
+        # simulator (correctness only, the gpusim queue) and t2-cluster on two stand-in nodes;
+        # t4 needs a real GPU and is left out.
+        p.start_runner("cpu-1", "cpu,mpi,gpusim,mpinodes", env={"PARAGRADE_STANDIN_NODES": "2"})
         todo = [(c, a) for c in COURSES for a in packages(c)
                 if a.manifest.resources.kind != "gpu" or a.manifest.resources.simulate_gpu]
         for course, a in todo:

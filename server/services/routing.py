@@ -1,0 +1,67 @@
+"""Which queue a GPU task that can be simulated waits on: a real GPU's, or the simulator's.
+
+A GPU package may say its kernels run under numba's CUDA simulator (`resources.simulate_gpu`,
+t3): a runner without a GPU then grades it for correctness, with no speedup points, as the
+package's statement promises. Such runners serve the `gpusim` queue (the one-command start's
+local runner does, on a machine without a GPU). A real GPU is always preferred: a simulable
+task's jobs wait on `gpu` while a live runner serves it, and on `gpusim` only while none does and
+a simulating runner is live. The reaper applies the rule to the jobs still queued (`reroute`), so
+a job queued before its runner said hello moves once it has, and moves back to `gpu` when a GPU
+runner comes. A package that cannot be simulated (t4: CuPy has none) always waits on `gpu`, and
+its page keeps saying why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.models import AssignmentVersion, Job, Submission
+from server.services import fleet, jobs
+
+
+def simulable(manifest: dict[str, Any]) -> bool:
+    """Whether a stored manifest's package is a GPU task its statement lets a simulator grade."""
+    resources = manifest.get("resources") or {}
+    return resources.get("kind") == "gpu" and bool(resources.get("simulate_gpu")) and \
+        int(resources.get("nodes") or 1) == 1
+
+
+def target(*, session: Session, live_s: int) -> str | None:
+    """Where simulable GPU jobs should wait now: 'gpu' while a live runner serves it, else
+    'gpusim' while a live one serves that; None when neither is live (they stay put)."""
+    live = fleet.live_runners(session=session, live_s=live_s)
+    if any("gpu" in r.queues for r in live):
+        return "gpu"
+    if any("gpusim" in r.queues for r in live):
+        return "gpusim"
+    return None
+
+
+def reroute(*, session: Session, live_s: int) -> int:
+    """Move the queued jobs of simulable GPU packages to the queue `target` names, each
+    published again there (a message left on the other queue finds its job gone from it and
+    is refused); how many moved."""
+    to = target(session=session, live_s=live_s)
+    if to is None:
+        return 0
+    away = "gpusim" if to == "gpu" else "gpu"
+    moved = 0
+    for job in session.scalars(select(Job).where(Job.state == "queued", Job.queue == away)
+                               .order_by(Job.priority, Job.id)):
+        if simulable(_manifest(session, job)):
+            job.queue = to
+            jobs.publish(session, job)
+            moved += 1
+    return moved
+
+
+def _manifest(session: Session, job: Job) -> dict[str, Any]:
+    version_id = job.version_id
+    if version_id is None and job.submission_id is not None:
+        version_id = session.scalar(select(Submission.version_id)
+                                    .where(Submission.id == job.submission_id))
+    version = session.get(AssignmentVersion, version_id) if version_id is not None else None
+    return dict(version.manifest) if version is not None else {}
