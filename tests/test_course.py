@@ -10,11 +10,12 @@ from tests.conftest import COURSE
 
 pytestmark = pytest.mark.slow
 SLUGS = ["t1-multiprocessing", "t2-mpi", "t3-cuda", "t4-cuda-mpi", "t5-ddp"]
+"""The packages one node validates; t2-cluster needs two (tests/test_multinode.py)."""
 
 
-def test_the_course_has_exactly_the_five_slugs() -> None:
+def test_the_course_has_exactly_its_six_slugs() -> None:
     found = sorted(p.parent.name for p in COURSE.glob("*/assignment.toml"))
-    assert found == SLUGS
+    assert found == sorted([*SLUGS, "t2-cluster"])
 
 
 @pytest.mark.parametrize("slug", SLUGS)

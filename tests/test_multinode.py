@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import configure, gang, grader, hardware, overlay, package
+from runners import configure, gang, grader, hardware, overlay, package, validate
 from runners.failures import SubmissionFailure
 from runners.protocol import Verdict
 from runners.runconfig import RunConfig
@@ -413,6 +413,12 @@ def test_two_node_package_graded(two_nodes: tuple) -> None:
 
 
 SEED_FORM = COURSE / "t2-cluster"
+COURSES_SCRIPT = ("#SBATCH --job-name=task2\n#SBATCH --partition=booster\n#SBATCH --ntasks=2\n"
+                  "#SBATCH --cpus-per-task=64\n#SBATCH --gres=gpu:4\n"
+                  "#SBATCH --account=training2425\n#SBATCH --output=job_output_task2_%j.log\n"
+                  "#SBATCH --error=job_error_task2_%j.log\n#SBATCH --time=00:30:00\n"
+                  "srun -v python3 task2.py\n")
+"""The seed course's job script for task 2, with a made-up account and the package's 2 tasks."""
 
 
 def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) -> None:
@@ -439,6 +445,25 @@ def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) ->
         assert not r.tests  # nothing of it ran
 
 
+def test_the_shipped_two_node_package_validates_and_its_reference_earns_its_points(
+        two_nodes: tuple) -> None:
+    """The treasure hunt's t2-cluster, the course's own form of task 2, on two stand-in nodes:
+    every check of its package, its reference graded in full among them: 2 ranks on 2 nodes,
+    its work measured on both, credited."""
+    _, settings = two_nodes
+    checks = validate.validate(SEED_FORM, settings=settings, measure=True)
+    bad = [f"{c.name}: {c.problems}" for c in checks if not c.ok]
+    assert not bad, "\n".join(bad)
+    assert len([c for c in checks if not c.skipped]) >= 4, checks
+    r = next(c.report for c in checks if c.name == "reference passes")
+    assert r is not None and r.verdict == Verdict.PASSED, r and r.summary
+    assert r.scaling[-1].nodes == 2 and r.scaling[-1].cpu is not None, r.notes
+    assert r.credit is not None and r.credit.status == "credited", r.credit
+    # A noisy host can take a grading below the full mark (1.45×); never to the floor.
+    assert r.performance_points > 0.5 * package.load(SEED_FORM).manifest.scoring.performance_points, \
+        r.summary
+
+
 def test_the_courses_own_script_passes_as_the_course_writes_it(two_nodes: tuple) -> None:
     """The seed course's job script for task 2, unchanged but for a made-up account and
     `--ntasks` set to the package's 2 ranks: its cluster's options are listed as not used here,
@@ -446,11 +471,7 @@ def test_the_courses_own_script_passes_as_the_course_writes_it(two_nodes: tuple)
     _, settings = two_nodes
     a = package.load(SEED_FORM)
     reference = package.code_of(a, "reference")
-    course = ("#SBATCH --job-name=task2\n#SBATCH --partition=booster\n#SBATCH --ntasks=2\n"
-              "#SBATCH --cpus-per-task=64\n#SBATCH --gres=gpu:4\n#SBATCH --account=training2425\n"
-              "#SBATCH --output=job_output_task2_%j.log\n#SBATCH --error=job_error_task2_%j.log\n"
-              "#SBATCH --time=00:30:00\nsrun -v python3 task2.py\n")
-    r = grader.grade(a, {**reference, "job.sh": course.encode()}, settings=settings,
+    r = grader.grade(a, {**reference, "job.sh": COURSES_SCRIPT.encode()}, settings=settings,
                      with_timing=False)
     assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
     notes = " ".join(r.notes)
@@ -567,24 +588,29 @@ def test_a_killed_runner_leaves_nothing_after_the_sweep(two_nodes: tuple) -> Non
 @pytest.mark.slow
 def test_through_the_server_on_a_gang_of_stand_in_nodes(nodes: list[overlay.Node],
                                                         tmp_path: Path) -> None:
-    """Upload → the mpinodes queue → a runner holding two stand-in nodes → report → board."""
+    """The shipped t2-cluster: upload of the course's own script and program → the mpinodes
+    queue → a runner holding two stand-in nodes → report → board."""
     from tests.server.live import Platform, wait_until
 
     course = tmp_path / "assignments" / "mn"
     course.mkdir(parents=True)
-    two_node_package(course)
-    reference = (COURSE / "t2-mpi" / "reference" / "solution.py").read_bytes()
+    shutil.copytree(SEED_FORM, course / "t2-cluster")
     p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}",
                  assignments_dir=tmp_path / "assignments")
     try:
-        code = p.course("mn/t2-two-nodes")
+        code = p.course("mn/t2-cluster")
         ada = p.student("ada", code)
         p.start_runner("gang-1", "mpinodes", env={"PARAGRADE_STANDIN_NODES": "2"})
         wait_until("the two-node package to validate", lambda: p.get(
-            p.prof, "/api/courses/c/assignments/t2-two-nodes")["validation"] == "ready", 300)
+            p.prof, "/api/courses/c/assignments/t2-cluster")["validation"] == "ready", 300)
         [runner] = p.get(p.prof, "/api/fleet")["runners"]
         assert runner["queues"] == ["mpinodes"]
-        sid = p.submit(ada, "t2-two-nodes", reference)
+        program = (SEED_FORM / "reference" / "task2.py").read_bytes()
+        r = p.http.post("/api/courses/c/assignments/t2-cluster/submissions", headers=ada,
+                        files=[("files", ("job.sh", COURSES_SCRIPT.encode())),
+                               ("files", ("task2.py", program))])
+        assert r.status_code == 201, r.text
+        sid = int(r.json()["id"])
 
         def graded() -> dict | None:  # type: ignore[type-arg]
             s = p.get(ada, f"/api/submissions/{sid}")
@@ -592,17 +618,18 @@ def test_through_the_server_on_a_gang_of_stand_in_nodes(nodes: list[overlay.Node
 
         g = wait_until("the two-node grade", graded, 300)
         assert (g["status"], g["verdict"], g["queue"]) == ("graded", "passed", "mpinodes"), g
-        env = g["report"]["environment"]
-        assert [n.split(":")[0] for n in env["nodes"]] == ["n1", "n2"]
         report = g["report"]
-        assert [s["nodes"] for s in report["scaling"]] == [1, 2]
+        assert [n.split(":")[0] for n in report["environment"]["nodes"]] == ["n1", "n2"]
+        assert [s["nodes"] for s in report["scaling"]] == [2]
         # Each rank does half the baseline's work: the work ratio counts both nodes' CPU time
         # (waiting ranks spin on top of it: no upper bound).
         cpu = report["scaling"][-1]["cpu"]
         assert cpu is not None and cpu["work_ratio"] > 0.75, cpu
-        assert any("spanned several nodes" in n for n in report["notes"])
-        assert "parallelism not measured" not in " ".join(report["notes"])
-        board = p.get(ada, "/api/courses/c/assignments/t2-two-nodes/leaderboard")
+        notes = " ".join(report["notes"])
+        assert "ran task2.py as 2 MPI ranks on 2 nodes" in notes
+        assert "--partition=booster" in notes and "parallelism not measured" not in notes
+        assert report["credit"]["status"] == "credited", report["credit"]
+        board = p.get(ada, "/api/courses/c/assignments/t2-cluster/leaderboard")
         assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [("ada", 1, sid)]
     finally:
         p.close()
