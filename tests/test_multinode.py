@@ -493,8 +493,8 @@ def test_a_closed_form_batch_job_on_two_nodes_earns_no_performance_points(
     """The course's batch script beside a program that prints the sum's closed form: every
     timed run's CPU time is read on both nodes (a node's sandbox that ended before the run was
     waited for lost it, and the credit rule fell back to "up to the allotted cores"), so the
-    rule sees the work the program skipped and credits none of the figure (held for an
-    instructor's review)."""
+    rule sees the work the program skipped and credits none of the figure (refused, or held
+    for an instructor's review)."""
     _, settings = two_nodes
     a = package.load(SEED_FORM)
     reference = package.code_of(a, "reference")
@@ -503,7 +503,7 @@ def test_a_closed_form_batch_job_on_two_nodes_earns_no_performance_points(
     top = r.scaling[-1]
     assert top.nodes == 2 and top.cpu is not None, (r.summary, r.notes)
     assert r.credit is not None and r.credit.status in ("held", "refused"), r.credit
-    assert r.credit.speedup == 0 and "less work than the baseline" in r.credit.reason, r.credit
+    assert r.credit.speedup == 0 and "of the baseline's work" in r.credit.reason, r.credit
     assert r.performance_points == 0, r.summary
     assert not any("parallelism not measured" in n for n in r.notes), r.notes
 
