@@ -347,10 +347,19 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             figure = figure.model_copy(update={"startup_baseline_s": round(base_up.wall_s, 4),
                                                "startup_submission_s": round(top_up.wall_s, 4)})
             # Busy cores and work ratio of the code's own work: start-up left out on both sides.
-            _, own = stats.summarize([whole_runs.without_startup(s, base_up, sub_up[s.workers])
-                                      for s in all_samples])
-            scaling = [p.model_copy(update={"cpu": o.cpu}) for p, o in zip(scaling, own, strict=True)]
-            notes.append(whole_runs.startup_note(figure))
+            work, own = stats.summarize([whole_runs.without_startup(s, base_up, sub_up[s.workers])
+                                         for s in all_samples])
+            if m.timing.startup == "excluded":  # the package scores the work after start-up
+                figure = work.model_copy(update={
+                    "interference": figure.interference,
+                    "startup_baseline_s": figure.startup_baseline_s,
+                    "startup_submission_s": figure.startup_submission_s})
+                scaling = own
+                notes.append(whole_runs.work_note(figure))
+            else:
+                scaling = [p.model_copy(update={"cpu": o.cpu})
+                           for p, o in zip(scaling, own, strict=True)]
+                notes.append(whole_runs.startup_note(figure))
         if any(s.paired for s in all_samples + weak_samples):
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
                          "frozen (no CPU while the other side is timed)")

@@ -196,3 +196,12 @@ def startup_note(figure: SpeedupFigure) -> str:
             f"({sub / figure.submission_median_s:.0%}) and {base:.2f} s of the baseline's "
             f"{figure.baseline_median_s:.2f} s ({base / figure.baseline_median_s:.0%}); busy "
             "cores and work ratio leave start-up out")
+
+
+def work_note(figure: SpeedupFigure) -> str:
+    """The note of a figure scored on the work after start-up (timing.startup = 'excluded')."""
+    sub, base = figure.startup_submission_s or 0.0, figure.startup_baseline_s or 0.0
+    return (f"scored on the work after start-up, as this assignment asks: each run's time less "
+            f"its side's start-up (an empty script under the same launcher: {sub:.2f} s under "
+            f"yours, {base:.2f} s under the baseline's; medians of {STARTUP_RUNS} runs, whose own "
+            "spread the interval leaves out)")

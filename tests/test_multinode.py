@@ -508,6 +508,30 @@ def test_a_closed_form_batch_job_on_two_nodes_earns_no_performance_points(
     assert not any("parallelism not measured" in n for n in r.notes), r.notes
 
 
+def test_a_package_may_score_the_work_after_start_up(two_nodes: tuple, tmp_path: Path) -> None:
+    """`timing.startup = "excluded"`, as the course's own timer (started once MPI is up): each
+    run less its side's start-up, said in the report. A closed form, whose runs are then next
+    to nothing, still earns no performance points: its work is what the credit rule reads."""
+    _, settings = two_nodes
+    dest = tmp_path / "t2-cluster"
+    shutil.copytree(SEED_FORM, dest)
+    toml = dest / "assignment.toml"
+    toml.write_text(toml.read_text().replace("[timing]\n", '[timing]\nstartup = "excluded"\n'))
+    a = package.load(dest)
+    assert a.manifest.timing.startup == "excluded"
+    reference = package.code_of(a, "reference")
+    r = grader.grade(a, reference, settings=settings)
+    assert r.verdict == Verdict.PASSED and r.speedup is not None, r.summary
+    assert any(n.startswith("scored on the work after start-up") for n in r.notes), r.notes
+    assert not any(n.startswith("timed as whole programs") for n in r.notes), r.notes
+    assert r.credit is not None and r.credit.status == "credited", r.credit
+    assert r.speedup.median > 1.2, r.summary  # about 1.8 here: 2 ranks, less MPI's start
+    r = grader.grade(a, {**reference, "task2.py": CLOSED_FORM}, settings=settings)
+    assert r.verdict == Verdict.PASSED and r.speedup is not None, r.summary
+    assert r.credit is not None and r.credit.speedup == 0 and r.performance_points == 0, \
+        (r.summary, r.credit)
+
+
 def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
     a = package.load(two_node_package(tmp_path))
     settings = get_settings().model_copy(update={"standin_nodes": 0})

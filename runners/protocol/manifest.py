@@ -178,6 +178,11 @@ class Timing(Frozen):
                               "(untimed), and nothing a call leaves (a pool kept in a module "
                               "global, a file, a process) is there for the next: for packages "
                               "whose statement times the set-up (runners.zygote.FreshCalls)")
+    startup: Literal["included", "excluded"] = Field(
+        default="included", description="Script entries, timed as whole programs: 'excluded' "
+        "scores each run's time less its side's start-up (an empty script under the same "
+        "launcher, timed apart: sandbox, launcher, interpreters, MPI's initialisation), as a "
+        "course's own timer that starts once MPI is up; 'included': the whole program")
     note: str | None = Field(default=None, max_length=300,
                              description="Shown with every measured speedup, e.g. what the timed "
                                          "region leaves out")
@@ -231,6 +236,9 @@ class Manifest(Frozen):
 
     @model_validator(mode="after")
     def _weak(self) -> Manifest:
+        if self.timing.startup == "excluded" and self.entry.style != "script":
+            raise ValueError("timing.startup = 'excluded' is for script entries (a function "
+                             "entry's timed call has no start-up in it)")
         if self.entry.style == "script" and self.timing.weak_scaling:
             raise ValueError("script entries are timed as whole programs: no weak scaling")
         if self.scoring.weak_share and not self.timing.weak_scaling:
