@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import AssignmentVersion, Job, Submission
-from server.services import fleet, jobs
+from server.services import fleet
 
 
 def simulable(manifest: dict[str, Any]) -> bool:
@@ -40,10 +40,21 @@ def target(*, session: Session, live_s: int) -> str | None:
     return None
 
 
+def queue_for(*, session: Session, manifest: dict[str, Any], queue: str, live_s: int) -> str:
+    """The queue a new job of this package goes to now: its resources' `queue`, unless it is a
+    simulable GPU task (a submission then never reads "waiting for a GPU runner" where a
+    simulating runner is live)."""
+    if simulable(manifest):
+        return target(session=session, live_s=live_s) or queue
+    return queue
+
+
 def reroute(*, session: Session, live_s: int) -> int:
     """Move the queued jobs of simulable GPU packages to the queue `target` names, each
     published again there (a message left on the other queue finds its job gone from it and
     is refused); how many moved."""
+    from server.services import jobs  # (jobs routes its new jobs through this module)
+
     to = target(session=session, live_s=live_s)
     if to is None:
         return 0

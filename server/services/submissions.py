@@ -119,7 +119,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     session.add(sub)
     session.flush()
     # One transaction: the job's message goes to the broker only after it commits (outbox).
-    job = jobs.enqueue(session=session, submission=sub, manifest=manifest)
+    job = jobs.enqueue(session=session, submission=sub, manifest=manifest, live_s=live_s)
     session.commit()
     return sub, job
 

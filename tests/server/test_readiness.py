@@ -201,22 +201,29 @@ def test_a_gpu_task_that_can_be_simulated_is_graded_where_no_gpu_runner_serves(
     b = browser(world, "ada@uni.edu", "studentpass1")
     assert "numba's CUDA simulator, for correctness only" in b.get("/c/th/t3-cuda").text
     assert "No GPU runner is serving now" not in b.get("/c/th/t4-cuda-mpi").text
-    stale = _queue_job(engine, "t3-cuda")
+    # Its check done there, a student's submission goes straight to gpusim.
+    offer = claim(world.client, ("gpusim",))
+    assert offer is not None and offer["validate_job"]["assignment"] == "th/t3-cuda", offer
+    r = world.client.post(f"/api/runner/jobs/{offer['job_id']}/result", headers={
+        **RUNNER, "X-Job-Token": offer["token"]}, json={"checks": [
+            {"name": "reference passes", "ok": True, "problems": []}]})
+    assert r.status_code == 204, r.text
+    r = world.submit(world.ada, b"x = 1\n", slug="t3-cuda")
+    assert r.status_code == 201 and (r.json()["queue"], r.json()["waiting_for"]) == (
+        "gpusim", None), r.json()
+    stale = int(r.json()["id"])
     # A GPU runner comes: t3 waits for it again (a real GPU is preferred), t4 too.
     _hello(world.client, "gpu-node", ["gpu"])
     _sweep(world)
-    assert (_queue_of(engine, "t3-cuda"), _queue_of(engine, "t4-cuda-mpi")) == ("gpu", "gpu")
+    assert world.get(world.ada, f"/api/submissions/{stale}").json()["queue"] == "gpu"
+    assert _queue_of(engine, "t4-cuda-mpi") == "gpu"
     assert "No GPU runner is serving now" not in b.get("/c/th/t3-cuda").text
-    r = world.client.post(f"/api/runner/jobs/{stale}/claim", params={"runner": "laptop"},
+    job = _job_of_submission(engine, stale)
+    r = world.client.post(f"/api/runner/jobs/{job}/claim", params={"runner": "laptop"},
                           headers=RUNNER)
     assert r.status_code == 403 and "does not serve the gpu queue" in r.json()["detail"], r.text
 
 
-def _queue_job(engine: Engine, slug: str) -> int:
-    from server.models import Assignment
-
+def _job_of_submission(engine: Engine, sid: int) -> int:
     with session_factory(engine)() as s:
-        return int(s.scalar(select(Job.id).join(
-            AssignmentVersion, Job.version_id == AssignmentVersion.id).join(
-            Assignment, AssignmentVersion.assignment_id == Assignment.id).where(
-            Assignment.slug == slug).order_by(Job.id.desc()).limit(1)) or 0)
+        return int(s.scalar(select(Job.id).where(Job.submission_id == sid)) or 0)
