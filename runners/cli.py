@@ -182,14 +182,30 @@ def runner(
     name: Annotated[str | None, typer.Option(help="how the fleet lists this runner")] = None,
     cpus: Annotated[str | None, typer.Option(
         help="cores to grade on, e.g. 0-7: one slice per runner when several share a node")] = None,
+    stand_in_nodes: Annotated[bool, typer.Option(
+        "--stand-in-nodes", help="also serve mpinodes on two stand-in nodes of this host where "
+        "it allows them (root), else say why not (the one-command start's runner)")] = False,
 ) -> None:
     """Serve grading jobs from a paragrade server's queues (token from PARAGRADE_RUNNER_TOKEN)."""
     import logging
+    import os
 
-    from runners import overlay, worker
+    from runners import hardware, overlay, worker
     from runners.protocol import QUEUES
     from runners.sandbox import BackendUnavailable
 
+    wanted = [q.strip() for q in queues.split(",") if q.strip()]
+    nodes_said = None
+    if stand_in_nodes and "mpinodes" not in wanted:
+        if (why := overlay.standin_problem(hardware.host_cpus())) is None:
+            # In the environment: every part of the runner reads the nodes it holds from there.
+            os.environ.setdefault("PARAGRADE_STANDIN_NODES", "2")
+            get_settings.cache_clear()
+            wanted.append("mpinodes")
+            nodes_said = ("two stand-in nodes on this host: two-node MPI tasks (the mpinodes "
+                          "queue) are graded here")
+        else:
+            nodes_said = f"two-node MPI tasks wait for a runner that holds nodes: {why}"
     settings = get_settings()
     if backend is not None:
         settings = settings.model_copy(update={"backend": backend})
@@ -200,13 +216,14 @@ def runner(
         _fail("set --server and --broker (or PARAGRADE_RUNNER_SERVER, PARAGRADE_BROKER_URL) "
               "and PARAGRADE_RUNNER_TOKEN")
         return
-    wanted = [q.strip() for q in queues.split(",") if q.strip()]
     unknown = sorted(set(wanted) - set(QUEUES))
     if unknown or not wanted:
         _fail(f"unknown queue(s) {', '.join(unknown) or '(none given)'}: use {', '.join(QUEUES)}")
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s runner %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if nodes_said:
+        logging.info(nodes_said)
     try:
         worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
                      queues=wanted, name=name, settings=settings)  # type: ignore[arg-type]

@@ -124,6 +124,14 @@ def available() -> str | None:
     return None
 
 
+def standin_problem(cpus: list[int]) -> str | None:
+    """Why two stand-in nodes cannot be made from these cores on this host (None: they can):
+    network namespaces need root and iproute2/nftables, and each node takes a core."""
+    if len(cpus) < 2:
+        return "stand-in nodes need two cores, and this machine has one"
+    return available()
+
+
 def _underlay_mtu(node: Node) -> int:
     """The MTU of the device that holds the node's underlay address."""
     for link in json.loads(_ip(node.host_netns, "-j", "addr", "show")):

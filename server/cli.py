@@ -49,17 +49,6 @@ def _prepare() -> None:
     migrate.upgrade(settings.database_url)
 
 
-def standin_nodes_problem() -> str | None:
-    """Why the local runner cannot stand two nodes in on this host (None: it can): network
-    namespaces need root and iproute2/nftables, and each node takes a core of its own."""
-    from runners import overlay
-    from runners.hardware import host_cpus
-
-    if len(host_cpus()) < 2:
-        return "stand-in nodes need two cores, and this machine has one"
-    return overlay.available()
-
-
 def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
     """Create each shipped course (owned by the first instructor) and import its packages, each
     course's first ones first (services/shipped.py); `course/slug` of each package (one unchanged
@@ -131,15 +120,9 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
         # only) while no GPU runner is live. Two-node MPI jobs wait for a runner that holds
         # nodes unless this one can stand two in on this host.
         queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi,gpusim"
-        if (why := standin_nodes_problem()) is None:
-            env.setdefault("PARAGRADE_STANDIN_NODES", "2")
-            queues += ",mpinodes"
-            console.print("The local runner holds two stand-in nodes on this host: two-node "
-                          "MPI tasks (the mpinodes queue) are graded here.")
-        else:
-            console.print(f"Two-node MPI tasks wait for a runner that holds nodes: {why}.")
         procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
-                                       "--queues", queues, "--name", "local"], env=env,
+                                       "--queues", queues, "--name", "local",
+                                       "--stand-in-nodes"], env=env,
                                       start_new_session=True))  # its own group, stopped below
     import uvicorn
 

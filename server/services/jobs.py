@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 from runners.protocol import LOWEST_PRIORITY, QUEUES, Manifest
 from server.dispatch import Message, outbox
 from server.models import AssignmentVersion, Job, SimilarityRun, Submission, aware, now
-from server.services import routing
 
 
 def publish(session: Session, job: Job, *, stamp: bool = True) -> None:
@@ -46,16 +45,12 @@ graded next rather than after all of them (services/claims.py)."""
 
 
 def enqueue(*, session: Session, submission: Submission, priority: int | None = None,
-            manifest: Manifest | None = None, live_s: int | None = None) -> Job:
-    """A queued job for a submission (routed by the assignment's resources), published to the
-    broker once the caller's transaction commits; `manifest`: the version's, already parsed;
-    `live_s`: route a GPU task that can be simulated by the runners live now (services/routing.py;
-    None: to `gpu`, which the reaper corrects)."""
+            manifest: Manifest | None = None, queue: str | None = None) -> Job:
+    """A queued job for a submission (routed by the assignment's resources, or to `queue`),
+    published to the broker once the caller's transaction commits; `manifest`: the version's,
+    already parsed."""
     manifest = manifest or Manifest.model_validate(submission.version.manifest)
-    queue: str = manifest.resources.queue
-    if live_s is not None:
-        queue = routing.queue_for(session=session, manifest=manifest.model_dump(), queue=queue,
-                                  live_s=live_s)
+    queue = queue or manifest.resources.queue
     if priority is None:
         priority = fair_priority(session=session, user_id=submission.user_id)
     if submission.version.status != "ready":  # a grading before its package's check (staff

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import AssignmentVersion, Job, Submission
-from server.services import fleet
+from server.services import fleet, jobs
 
 
 def simulable(manifest: dict[str, Any]) -> bool:
@@ -53,8 +53,6 @@ def reroute(*, session: Session, live_s: int) -> int:
     """Move the queued jobs of simulable GPU packages to the queue `target` names, each
     published again there (a message left on the other queue finds its job gone from it and
     is refused); how many moved."""
-    from server.services import jobs  # (jobs routes its new jobs through this module)
-
     to = target(session=session, live_s=live_s)
     if to is None:
         return 0

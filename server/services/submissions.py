@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import LOWEST_PRIORITY, Manifest, Verdict, check_relpath
 from server.models import Assignment, AuditLog, GradeReportRow, Job, Submission, User, now
-from server.services import MAX_ROW_ID, artifacts, courses, extensions, jobs, readiness
+from server.services import MAX_ROW_ID, artifacts, courses, extensions, jobs, readiness, routing
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import (
     Conflict,
@@ -119,7 +119,10 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     session.add(sub)
     session.flush()
     # One transaction: the job's message goes to the broker only after it commits (outbox).
-    job = jobs.enqueue(session=session, submission=sub, manifest=manifest, live_s=live_s)
+    # A GPU task that can be simulated goes where a live runner serves it now (services/routing).
+    job = jobs.enqueue(session=session, submission=sub, manifest=manifest, queue=routing.queue_for(
+        session=session, manifest=manifest.model_dump(), queue=manifest.resources.queue,
+        live_s=live_s))
     session.commit()
     return sub, job
 
