@@ -445,11 +445,11 @@ def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) ->
         assert not r.tests  # nothing of it ran
 
 
-def test_the_shipped_two_node_package_validates_and_its_reference_earns_its_points(
+def test_the_shipped_two_node_package_validates_and_its_reference_works_on_both_nodes(
         two_nodes: tuple) -> None:
     """The treasure hunt's t2-cluster, the course's own form of task 2, on two stand-in nodes:
     every check of its package, its reference graded in full among them: 2 ranks on 2 nodes,
-    its work measured on both, credited."""
+    busy at once, its work measured on both, credited."""
     _, settings = two_nodes
     checks = validate.validate(SEED_FORM, settings=settings, measure=True)
     bad = [f"{c.name}: {c.problems}" for c in checks if not c.ok]
@@ -459,9 +459,10 @@ def test_the_shipped_two_node_package_validates_and_its_reference_earns_its_poin
     assert r is not None and r.verdict == Verdict.PASSED, r and r.summary
     assert r.scaling[-1].nodes == 2 and r.scaling[-1].cpu is not None, r.notes
     assert r.credit is not None and r.credit.status == "credited", r.credit
-    # A noisy host can take a grading below the full mark (1.45×); never to the floor.
-    assert r.performance_points > 0.5 * package.load(SEED_FORM).manifest.scoring.performance_points, \
-        r.summary
+    # Both nodes' ranks worked at once (their CPU time over the run's wall time). The figure
+    # itself is the host's hour as much as the code's (1.45-1.50x here in a noisy hour, 1.18x in
+    # a noisier one): docs/students/reports.md has a report, docs/instructors the curve.
+    assert r.scaling[-1].cpu.parallelism > 1.5, r.scaling[-1].cpu
 
 
 def test_the_courses_own_script_passes_as_the_course_writes_it(two_nodes: tuple) -> None:
