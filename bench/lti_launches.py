@@ -23,9 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -35,39 +33,9 @@ import httpx
 from bench.common import publish
 from tests.server.live import free_port, wait_until
 from tests.server.lms import StandInLms
+from tests.server.test_security_lti import Internal
 
 PASSWORD = "orchid-lantern-gravel-41"
-
-
-class Trickle:
-    """A key set that answers one byte a second (and counts the requests it got)."""
-
-    def __init__(self) -> None:
-        self.hits = 0
-        me = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                me.hits += 1
-                body = b'{"keys": []}' + b" " * 60
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    for i in range(len(body)):
-                        self.wfile.write(body[i:i + 1])
-                        self.wfile.flush()
-                        time.sleep(1)
-                except OSError:
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 def main() -> None:
@@ -86,7 +54,7 @@ def main() -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     base = f"http://127.0.0.1:{port}"
-    trickle = Trickle()
+    trickle = Internal(b'{"keys": []}' + b" " * 60, trickle_s=1.0)  # a key set, a byte a second
     lms = StandInLms(tool=base)
     try:
         wait_until("the server", lambda: _up(base), 60, 0.2)
@@ -96,7 +64,7 @@ def main() -> None:
         assert httpx.post(f"{base}/api/courses", headers=prof,
                           json={"slug": "lms", "title": "LMS"}).status_code == 201
         r = httpx.post(f"{base}/api/courses/lms/lti/platforms", headers=prof,
-                       json={**lms.registration(), "key_set_url": trickle.url})
+                       json={**lms.registration(), "key_set_url": f"{trickle.url}/jwks"})
         assert r.status_code == 201, r.text
         target = f"{base}/c/lms"
         launches = []
@@ -111,6 +79,7 @@ def main() -> None:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(20)
         lms.close()
+        trickle.close()
         shutil.rmtree(root, ignore_errors=True)
     codes = answers
     row = {"launches": n, "seconds": took, "refused_403": codes.count(403),

@@ -54,7 +54,9 @@ class Internal:
     stalls first), and counts the requests it got."""
 
     def __init__(self, body: bytes = SECRET.encode(), delay_s: float = 0.0,
-                 status: int = 200, headers: dict[str, str] | None = None) -> None:
+                 status: int = 200, headers: dict[str, str] | None = None,
+                 trickle_s: float = 0.0) -> None:
+        """`trickle_s`: write the body a byte at a time, this long apart (a stalling peer)."""
         self.hits = 0
         internal = self
 
@@ -71,7 +73,11 @@ class Internal:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 with contextlib.suppress(OSError):  # the client gave up: what the test wants
-                    self.wfile.write(body)
+                    step = 1 if trickle_s else max(1, len(body))
+                    for i in range(0, len(body), step):
+                        self.wfile.write(body[i:i + step])
+                        self.wfile.flush()
+                        time.sleep(trickle_s)
 
             do_POST = do_GET
 
