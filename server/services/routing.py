@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.models import AssignmentVersion, Job, Submission
@@ -57,20 +57,18 @@ def reroute(*, session: Session, live_s: int) -> int:
     if to is None:
         return 0
     away = "gpusim" if to == "gpu" else "gpu"
+    # One query for the queue's jobs and their packages' manifests (at a deadline the gpu queue
+    # may hold hundreds, and the reaper asks every few seconds).
+    version = func.coalesce(Job.version_id, Submission.version_id)
+    rows = session.execute(
+        select(Job, AssignmentVersion.manifest)
+        .outerjoin(Submission, Job.submission_id == Submission.id)
+        .join(AssignmentVersion, AssignmentVersion.id == version)
+        .where(Job.state == "queued", Job.queue == away).order_by(Job.priority, Job.id)).all()
     moved = 0
-    for job in session.scalars(select(Job).where(Job.state == "queued", Job.queue == away)
-                               .order_by(Job.priority, Job.id)):
-        if simulable(_manifest(session, job)):
+    for job, manifest in rows:
+        if simulable(dict(manifest)):
             job.queue = to
             jobs.publish(session, job)
             moved += 1
     return moved
-
-
-def _manifest(session: Session, job: Job) -> dict[str, Any]:
-    version_id = job.version_id
-    if version_id is None and job.submission_id is not None:
-        version_id = session.scalar(select(Submission.version_id)
-                                    .where(Submission.id == job.submission_id))
-    version = session.get(AssignmentVersion, version_id) if version_id is not None else None
-    return dict(version.manifest) if version is not None else {}
