@@ -203,16 +203,20 @@ def test_a_slow_key_set_does_not_delay_the_server(world: World) -> None:
     while slow.hits == 0 and time.monotonic() - started < 5:
         time.sleep(0.01)
     assert slow.hits == 1  # the launch waits on the key set now
-    worst = 0.0
+    worst, answered = 0.0, 0
     while launch.is_alive():
         t0 = time.monotonic()
         assert world.client.get("/healthz").status_code == 200
         worst = max(worst, time.monotonic() - t0)
+        answered += launch.is_alive()
         time.sleep(0.05)
     launch.join()
     took = time.monotonic() - started
-    # Blocked behind the fetch, /healthz would take the key set's whole budget (1.5 s or more).
-    assert worst < BUDGET_S / 3, f"/healthz took {worst:.3f} s while a launch waited on a key set"
+    # Blocked behind the fetch, /healthz would answer only once the key set's budget (1.5 s) ran
+    # out: no answer while the launch waited, and one probe as long as the fetch. Counted, not
+    # timed, so a loaded CI host (one probe took 0.57 s beside the parallel suite) cannot fail it.
+    assert answered >= 5, f"/healthz answered {answered} times while a launch waited on a key set"
+    assert worst < BUDGET_S * 0.8, f"/healthz took {worst:.3f} s while a launch waited on a key set"
     # The launch itself is cut off at the budget, with a fixed message.
     assert answer[0].status_code == 403 and "no complete answer" in answer[0].text
     assert took < BUDGET_S + 1.0, took
@@ -243,21 +247,22 @@ def test_many_slow_launches_do_not_starve_the_server(world: World) -> None:
                                                                     target=TARGET),
                                            "state": auth["state"]}))
 
-    async def run() -> tuple[list[httpx.Response], float, float]:
+    async def run() -> tuple[list[httpx.Response], float, int, float]:
         transport = httpx.ASGITransport(app=world.client.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
             started = time.monotonic()
             tasks = [asyncio.create_task(c.post("/lti/launch", data=data, cookies=cookies))
                      for cookies, data in launches]
-            worst = 0.0
+            worst, answered = 0.0, 0
             while not all(t.done() for t in tasks):
                 t0 = time.monotonic()
                 assert (await c.get("/healthz")).status_code == 200
                 worst = max(worst, time.monotonic() - t0)
+                answered += not all(t.done() for t in tasks)
                 await asyncio.sleep(0.02)
-            return [t.result() for t in tasks], worst, time.monotonic() - started
+            return [t.result() for t in tasks], worst, answered, time.monotonic() - started
 
-    answers, worst, took = asyncio.run(run())
+    answers, worst, answered, took = asyncio.run(run())
     codes = sorted(r.status_code for r in answers)
     print(f"100 launches: {took:.1f} s, /healthz at most {worst * 1000:.0f} ms, "
           f"{codes.count(503)} shed, {slow.hits} key set fetches")
@@ -267,7 +272,8 @@ def test_many_slow_launches_do_not_starve_the_server(world: World) -> None:
     assert all("no complete answer" in r.text for r in answers if r.status_code == 403)
     # One fetch for every launch that waited on it; a failed one is tried again after 5 s.
     assert slow.hits <= 1 + took / messages.KEY_SET_FAILURE_S, (slow.hits, took)
-    assert worst < BUDGET_S / 3, f"/healthz took {worst:.3f} s beside 100 slow launches"
+    assert answered >= 5, f"/healthz answered {answered} times beside 100 slow launches"
+    assert worst < BUDGET_S * 0.8, f"/healthz took {worst:.3f} s beside 100 slow launches"
     assert took < 3 * BUDGET_S + 5, took
     slow.close()
     lms.close()
