@@ -185,6 +185,13 @@ def runner(
     stand_in_nodes: Annotated[bool, typer.Option(
         "--stand-in-nodes", help="also serve mpinodes on two stand-in nodes of this host where "
         "it allows them (root), else say why not (the one-command start's runner)")] = False,
+    idle_exit: Annotated[float | None, typer.Option(
+        min=1, help="leave after this many seconds without a job (a pilot started for the "
+        "queue)")] = None,
+    drain_s: Annotated[float | None, typer.Option(
+        "--drain-s", min=1, help="SIGUSR1 means the allocation ends in this many seconds: take "
+        "no new job, hand back one that cannot finish by then (SLURM's --signal=B:USR1@N)")]
+        = None,
 ) -> None:
     """Serve grading jobs from a paragrade server's queues (token from PARAGRADE_RUNNER_TOKEN)."""
     import logging
@@ -226,7 +233,8 @@ def runner(
         logging.info(nodes_said)
     try:
         worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
-                     queues=wanted, name=name, settings=settings)  # type: ignore[arg-type]
+                     queues=wanted, name=name, settings=settings,  # type: ignore[arg-type]
+                     idle_exit_s=idle_exit, drain_s=drain_s)
     except (BackendUnavailable, worker.NoGpu, worker.NoGang, worker.BadCpus, worker.Refused,
             overlay.OverlayError) as exc:
         _fail(str(exc))

@@ -30,7 +30,7 @@ import threading
 import time
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,14 +39,26 @@ from types import FrameType
 import httpx
 import threadpoolctl
 from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready
 
-from runners import gang, grader, hardware, overlay, package, similarity, slurm, testrun, validate
+from runners import (
+    gang,
+    grader,
+    hardware,
+    leaving,
+    overlay,
+    package,
+    similarity,
+    slurm,
+    testrun,
+    validate,
+)
 from runners.broker import consumer_app
 from runners.protocol import (
     PROTOCOL_VERSION,
     TASK_NAME,
     GradeReport,
+    JobHandBack,
     JobOffer,
     JobOutcome,
     Queue,
@@ -120,6 +132,7 @@ class Runner:
     server: str
     token: str = field(repr=False)
     settings: RunnerSettings
+    tenure: leaving.Tenure = field(default_factory=leaving.Tenure)
     key: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     _jobs_client: tuple[int, httpx.Client] | None = field(default=None, init=False, repr=False)
 
@@ -209,20 +222,28 @@ def outcome_of(report: GradeReport) -> JobOutcome:
 
 
 @contextmanager
-def lease(client: httpx.Client, offer: JobOffer, every_s: float) -> Iterator[None]:
-    """Renew the job's lease while the block runs; raise JobCancelled in it if the job is voided.
+def lease(client: httpx.Client, offer: JobOffer, every_s: float,
+          leave: Callable[[], str | None] = lambda: None) -> Iterator[None]:
+    """Renew the job's lease while the block runs; raise JobCancelled in it if the job is voided,
+    HandBack if `leave` says why the runner must give it back (a drain it cannot outlast).
 
     Runs in the task's main thread (Celery's pool child), so SIGUSR2 interrupts whatever the
     grading waits on; its cleanups still run on the way out.
     """
     stop = threading.Event()
     main = threading.get_ident()
+    why: list[BaseException] = []
 
-    def cancelled(_signum: int, _frame: FrameType | None) -> None:
-        raise JobCancelled(f"job {offer.job_id} was cancelled")
+    def interrupted(_signum: int, _frame: FrameType | None) -> None:
+        raise why[0] if why else JobCancelled(f"job {offer.job_id} was cancelled")
 
     def beat() -> None:
         while not stop.wait(every_s):
+            if (reason := leave()) is not None and not stop.is_set():
+                log.warning("job %s goes back to the queue: %s", offer.job_id, reason)
+                why.append(leaving.HandBack(reason))
+                signal.pthread_kill(main, signal.SIGUSR2)
+                return
             try:
                 r = client.post(f"/api/runner/jobs/{offer.job_id}/heartbeat",
                                 headers={"X-Job-Token": offer.token})
@@ -235,7 +256,7 @@ def lease(client: httpx.Client, offer: JobOffer, every_s: float) -> Iterator[Non
                 signal.pthread_kill(main, signal.SIGUSR2)
                 return
 
-    previous = signal.signal(signal.SIGUSR2, cancelled)
+    previous = signal.signal(signal.SIGUSR2, interrupted)
     thread = threading.Thread(target=beat, name=f"lease-{offer.job_id}", daemon=True)
     thread.start()
     try:
@@ -266,12 +287,41 @@ def post_outcome(client: httpx.Client, offer: JobOffer, outcome: JobOutcome) -> 
     return False
 
 
+def hand_back(client: httpx.Client, offer: JobOffer, reason: str) -> bool:
+    """Give the job back to the server's queue untouched; False if the server would not take it
+    (the job was voided meanwhile; the reaper takes back a job left claimed in any case)."""
+    for attempt in range(3):  # SLURM kills a job 30 s (KillWait) after its SIGTERM
+        try:
+            r = client.post(f"/api/runner/jobs/{offer.job_id}/release",
+                            content=JobHandBack(reason=reason[:500]).model_dump_json(),
+                            headers={"X-Job-Token": offer.token,
+                                     "Content-Type": "application/json"}, timeout=10)
+        except httpx.TransportError as exc:
+            log.warning("handing back job %s failed (%s); retrying", offer.job_id, exc)
+            time.sleep(1 + attempt)
+            continue
+        if r.status_code == 204:
+            log.info("job %s handed back: %s", offer.job_id, reason)
+            return True
+        log.warning("job %s could not be handed back: %s", offer.job_id, _reason(r))
+        return False
+    return False
+
+
 def run_job(job_id: int) -> str:
     """The Celery task: claim a job of the message's queue (the most urgent), run it, post the
     outcome. Returns what happened."""
     runner = _runner
     if runner is None:
         raise RuntimeError("this process is not a paragrade runner")
+    runner.tenure.job_started()
+    try:
+        return _run_job(runner, job_id)
+    finally:
+        runner.tenure.job_ended()
+
+
+def _run_job(runner: Runner, job_id: int) -> str:
     client = runner.jobs_client()
     r = client.post(f"/api/runner/jobs/{job_id}/claim", params={"runner": runner.name})
     if r.status_code in (404, 409):  # nothing queued on its queue any more
@@ -288,12 +338,23 @@ def run_job(job_id: int) -> str:
     # The message is a turn on its queue: the server hands out the most urgent job queued there.
     job_id = offer.job_id
     log.info("job %s: %s %s", job_id, kind, what.assignment)
+    tenure, claimed = runner.tenure, time.time()
+    limit = offer.job.time_limit_s if offer.job is not None else leaving.NON_GRADE_LIMIT_S
+    tenure.grading(True)  # from here until the outcome, a SIGTERM hands the job back
     try:
-        with lease(client, offer, runner.settings.heartbeat_s):
+        with lease(client, offer, runner.settings.heartbeat_s,
+                   leave=lambda: tenure.overdue(claimed, limit)):
+            if (reason := tenure.overdue(claimed, limit)) is not None:
+                raise leaving.HandBack(reason)
             outcome = handle(offer, client, runner.cache(), runner.settings)
     except JobCancelled:
         log.info("job %s cancelled while it ran", job_id)
         return "cancelled"
+    except leaving.HandBack as exc:
+        tenure.grading(False)
+        return "handed back" if hand_back(client, offer, str(exc)) else "refused"
+    finally:
+        tenure.grading(False)
     return "recorded" if post_outcome(client, offer, outcome) else "refused"
 
 
@@ -406,8 +467,10 @@ def _prepare_tests(**_: object) -> None:
 
 
 def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
-          name: str | None = None, settings: RunnerSettings | None = None) -> None:
-    """Run a Celery worker on `queues` until stopped (one job at a time)."""
+          name: str | None = None, settings: RunnerSettings | None = None,
+          idle_exit_s: float | None = None, drain_s: float | None = None) -> None:
+    """Run a Celery worker on `queues` until stopped (one job at a time), or until idle for
+    `idle_exit_s`; SIGUSR1 drains it (its allocation ends in `drain_s`, runners/leaving.py)."""
     global _runner
     settings = settings or get_settings()
     if "gpu" in queues and settings.gpu_mode != "simulated" and settings.backend != "slurm" \
@@ -420,7 +483,9 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     name = name or settings.runner_name or f"{socket.gethostname()}-{os.getpid()}"
     if settings.cpus:
         take_cpus(settings.cpus)
-    _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings)
+    tenure = leaving.Tenure(idle_exit_s, drain_s)
+    _runner = Runner(name=name, queues=queues, server=server, token=token, settings=settings,
+                     tenure=tenure)
     if swept := cgroups.sweep():
         log.info("removed %d empty run cgroups an earlier runner left", swept)
     from runners.sandbox import create_executor
@@ -445,9 +510,12 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
              retry_backoff=5, retry_backoff_max=120, max_retries=30)(run_job)
     if executor is not None:  # jobs are graded in the pool child, not on SLURM's nodes
         worker_process_init.connect(_prepare_tests, weak=False)
+    worker_process_init.connect(lambda **_: tenure.install_child(), weak=False)
+    worker_ready.connect(lambda **_: tenure.install_parent(), weak=False)
     stop = threading.Event()
     threading.Thread(target=announce, args=(_runner, hello, stop), name="announce",
                      daemon=True).start()
+    threading.Thread(target=tenure.watch_idle, args=(stop,), name="idle", daemon=True).start()
     log.info("runner %s (protocol %d) serving %s", name, PROTOCOL_VERSION, ",".join(queues))
     # Root is how a runner drops each sandbox to `nobody` and makes cgroups; Celery warns anyway.
     warnings.filterwarnings("ignore", category=SecurityWarning)

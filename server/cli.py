@@ -272,8 +272,9 @@ def runner_list() -> None:
     table = Table("name", "queues", "issued", "state", "last seen")
     for r in rows:
         table.add_row(r.name, ",".join(r.queues), f"{r.created_at:%Y-%m-%d %H:%M}",
-                      "active" if r.revoked_at is None else
-                      f"revoked {r.revoked_at:%Y-%m-%d %H:%M}",
+                      f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at is not None
+                      else "active" if r.expires_at is None
+                      else f"pilot, ends {r.expires_at:%Y-%m-%d %H:%M}",
                       "never" if r.last_seen is None else f"{r.last_seen:%Y-%m-%d %H:%M:%S}")
     console.print(table)
 
@@ -294,3 +295,53 @@ def runner_revoke(name: Annotated[str, typer.Argument(help="the runner's name")]
     console.print(f"runner [bold]{name}[/]'s credential is revoked"
                   + (f"; {n} job{'s' if n != 1 else ''} it held went back to the queue"
                      if n else ""))
+
+
+@admin_app.command("scale")
+def scale(config: Annotated[Path, typer.Argument(help="the fleet's TOML file (docs/operators/"
+                                                 "autoscaling.md)")],
+          once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False
+          ) -> None:
+    """Keep each queue's runners at the size its queue needs: pilots started as SLURM batch jobs,
+    each with a credential of its own that ends with its job."""
+    import logging
+    import time
+
+    from server import pilots
+    from server.services import scaling
+
+    try:
+        policy = scaling.load_policy(config)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    _prepare()
+    settings = get_settings()
+    server = policy.server or settings.public_url
+    broker = policy.broker or settings.broker_url
+    if not broker or broker.startswith("sqla+sqlite"):
+        console.print("[red]error:[/] pilots on other nodes need a broker they can reach: set "
+                      "`broker` in the file (redis://…) or PARAGRADE_SERVER_BROKER_URL")
+        raise typer.Exit(2)
+    try:
+        provider = pilots.SlurmPilots(policy, server=server, broker=broker)
+    except scaling.PilotError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s scaler %(message)s")
+    sessions, _ = publishing_sessions(settings)  # jobs a gone pilot held are published again
+    scaler = scaling.Scaler(policy=policy, provider=provider)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    while not stop:
+        try:
+            with sessions() as session:
+                for row in scaler.step(session=session, live_s=settings.runner_live_s,
+                                       max_attempts=settings.max_job_attempts):
+                    logging.info("%s: %d desired, %d waiting for a node, %d running: %s",
+                                 row.queue, row.desired, row.pending, row.running, row.reason)
+        except scaling.PilotError as exc:  # squeue down for a moment: the next pass tries again
+            logging.warning("%s", exc)
+        if once:
+            break
+        time.sleep(policy.every_s)

@@ -266,11 +266,23 @@ class RunnerPublic(Public):
     live: bool
 
 
+class QueueScalePublic(Public):
+    desired: int = Field(description="Runners the fleet scaler keeps for the queue now")
+    pending: int = Field(description="Pilots submitted, waiting for a node")
+    running: int = Field(description="Pilots started")
+    reason: str = Field(description="Why that many, in words")
+    start_s: float | None = Field(description="Median seconds from a pilot's submission to its "
+                                  "runner's hello, lately")
+    updated_at: datetime
+
+
 class QueuePublic(Public):
     queued: int = Field(description="Jobs waiting (database)")
     running: int = Field(description="Jobs claimed by a runner")
     in_broker: int | None = Field(description="Messages in the broker; null if unreachable")
     live_runners: int
+    scale: QueueScalePublic | None = Field(default=None, description=(
+        "The fleet scaler's last decision (`paragrade admin scale`), while it runs"))
 
 
 class FleetPublic(Public):

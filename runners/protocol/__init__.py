@@ -13,6 +13,7 @@ from runners.protocol.base import (
 )
 from runners.protocol.jobs import (
     GradeJob,
+    JobHandBack,
     JobOffer,
     JobOutcome,
     RunnerHello,
@@ -92,6 +93,7 @@ __all__ = [
     "GradeJob",
     "GradeReport",
     "Interference",
+    "JobHandBack",
     "JobOffer",
     "JobOutcome",
     "Launcher",

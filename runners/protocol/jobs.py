@@ -93,3 +93,11 @@ class JobOutcome(Frozen):
     similarity: SimilarityResult | None = Field(default=None, description="For similarity runs")
     platform_error: str | None = Field(
         default=None, description="Set when grading failed for a reason not the student's")
+
+
+class JobHandBack(Frozen):
+    """A runner gives a claimed job back untouched: it is leaving (its allocation ends, its node
+    is taken back) before the job could finish. The job is queued again, and the attempt is not
+    counted: nothing was measured, so nothing is anyone's fault."""
+
+    reason: str = Field(min_length=1, max_length=500, description="Why, in the runner's words")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from server.deps import DispatcherDep, InstructorUser, SessionDep, SettingsDep
-from server.schemas import ErrorPublic, FleetPublic, QueuePublic, RunnerPublic
+from server.schemas import ErrorPublic, FleetPublic, QueuePublic, QueueScalePublic, RunnerPublic
 from server.services import fleet as fleet_service
 
 router = APIRouter(prefix="/api", tags=["fleet"],
@@ -22,5 +22,7 @@ def fleet(_: InstructorUser, session: SessionDep, settings: SettingsDep,
         runners=[RunnerPublic(name=r.name, queues=r.queues, capabilities=r.capabilities,
                               current_job_id=r.current_job_id, first_seen=r.first_seen,
                               last_seen=r.last_seen, live=up) for r, up in runners],
-        queues={q.name: QueuePublic(queued=q.queued, running=q.claimed, in_broker=q.broker,
-                                    live_runners=q.live) for q in queues})
+        queues={q.name: QueuePublic(
+            queued=q.queued, running=q.claimed, in_broker=q.broker, live_runners=q.live,
+            scale=None if q.scale is None else QueueScalePublic.model_validate(q.scale))
+            for q in queues})

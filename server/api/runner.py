@@ -5,11 +5,12 @@ process key (RunnerKey); services/runners.py says which names and queues a secre
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from runners.protocol import PROTOCOL_VERSION, JobOffer, JobOutcome, RunnerHello
+from runners.protocol import PROTOCOL_VERSION, JobHandBack, JobOffer, JobOutcome, RunnerHello
 from server.api import RowId
 from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
 from server.models import AssignmentVersion, SimilarityRun, Submission
@@ -26,6 +27,7 @@ router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
                               404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
+log = logging.getLogger("paragrade.runners")
 JobToken = Annotated[str, Header(alias="X-Job-Token", description="The job's own secret")]
 
 
@@ -113,4 +115,16 @@ def result(job_id: RowId, outcome: JobOutcome, runner: RunnerDep, key: RunnerKey
                                    token=token, key=key)
     outcome_service.record(session=session, job=job, outcome=outcome,
                            max_attempts=settings.max_job_attempts)
+    session.commit()
+
+
+@router.post("/jobs/{job_id}/release", status_code=status.HTTP_204_NO_CONTENT)
+def release(job_id: RowId, body: JobHandBack, runner: RunnerDep, key: RunnerKey,
+            token: JobToken, session: SessionDep) -> None:
+    """Give a claimed job back before it finished (the runner is leaving): queued again at once
+    for another runner, the attempt not counted."""
+    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+                                   token=token, key=key)
+    log.info("job %s handed back by runner %s: %s", job.id, job.runner, body.reason)
+    outcome_service.hand_back(session=session, job=job)
     session.commit()

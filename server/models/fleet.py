@@ -77,3 +77,22 @@ class RunnerCredential(Base):
     queues: Mapped[list[str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    # A pilot's credential (issued by the fleet scaler for one batch job) ends with its job.
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+
+class QueueScale(Base):
+    """What the fleet scaler last decided for a queue, as /fleet shows it: how many runners the
+    queue needs, how many of its pilots wait for a node or run, and why."""
+
+    __tablename__ = "queue_scale"
+
+    queue: Mapped[str] = mapped_column(String(16), primary_key=True)
+    desired: Mapped[int] = mapped_column(Integer)
+    pending: Mapped[int] = mapped_column(Integer)  # pilots submitted, waiting for a node
+    running: Mapped[int] = mapped_column(Integer)  # pilots started
+    reason: Mapped[str] = mapped_column(String(500))
+    # Seconds from a pilot's submission to its runner's hello, the median of recent ones: what
+    # a student whose job waits for a pilot is told to expect.
+    start_s: Mapped[float | None] = mapped_column(default=None)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.protocol import RunnerHello
-from server.models import Job, Runner, aware, now
+from server.models import Job, QueueScale, Runner, aware, now
 from server.services import jobs
 
 
@@ -42,6 +42,10 @@ def live_runners(*, session: Session, live_s: int) -> list[Runner]:
     return [r for r in all_runners(session=session) if aware(r.last_seen) >= cutoff]
 
 
+SCALE_FRESH_S = 120
+"""A scaler's decision older than this is not shown as the fleet's plan (the scaler stopped)."""
+
+
 @dataclass(frozen=True)
 class QueueState:
     name: str
@@ -49,6 +53,14 @@ class QueueState:
     claimed: int
     broker: int | None  # messages in the broker; None when it is unreachable
     live: int  # live runners serving it
+    scale: QueueScale | None = None  # the fleet scaler's last decision, while it is fresh
+
+
+def scale_plans(*, session: Session) -> dict[str, QueueScale]:
+    """Each queue's fleet scaler decision (services/scaling.py), if one was made lately."""
+    cutoff = now() - timedelta(seconds=SCALE_FRESH_S)
+    return {row.queue: row for row in session.scalars(select(QueueScale))
+            if aware(row.updated_at) >= cutoff}
 
 
 def fleet(*, session: Session, live_s: int, broker_depth: dict[str, int] | None
@@ -56,9 +68,11 @@ def fleet(*, session: Session, live_s: int, broker_depth: dict[str, int] | None
     """Every runner with whether it is live, and the state of each queue."""
     live = {r.name for r in live_runners(session=session, live_s=live_s)}
     runners = [(r, r.name in live) for r in all_runners(session=session)]
+    plans = scale_plans(session=session)
     queues = [QueueState(name=q, queued=n["queued"], claimed=n["claimed"],
                          broker=None if broker_depth is None else broker_depth.get(q, 0),
-                         live=sum(1 for r, up in runners if up and q in r.queues))
+                         live=sum(1 for r, up in runners if up and q in r.queues),
+                         scale=plans.get(q))
               for q, n in jobs.depth(session=session).items()]
     return runners, queues
 
@@ -73,7 +87,13 @@ a runner serving the <queue> queue')."""
 
 
 def waiting_for(*, session: Session, queue: str, live_s: int) -> str | None:
-    """Why a queued job is not moving, when no live runner serves its queue."""
+    """Why a queued job is not moving, when no live runner serves its queue: a runner being
+    started for it (with how long that takes lately), or none serving it at all."""
     if any(queue in r.queues for r in live_runners(session=session, live_s=live_s)):
         return None
+    plan = scale_plans(session=session).get(queue)
+    if plan is not None and plan.desired > 0:
+        if plan.start_s is None:
+            return "starting a runner (a batch job waiting for a node)"
+        return f"starting a runner, about {max(5, round(plan.start_s / 5) * 5):.0f} s"
     return WAITING.get(queue, f"waiting for a runner serving the {queue} queue")

@@ -73,6 +73,23 @@ def release(*, session: Session, job: Job, max_attempts: int, reason: str) -> No
                           reason=reason)
 
 
+def hand_back(*, session: Session, job: Job) -> None:
+    """A runner gave its claimed job back before it could finish (it is leaving): queued again
+    at once, its secret void, and the attempt not counted (nothing was measured)."""
+    _free_runner(session, job)
+    job.attempts = max(0, job.attempts - 1)
+    _queued_again(session, job)
+    if job.kind == "similarity":
+        run = session.get(SimilarityRun, job.run_id)
+        if run is not None:
+            run.status = "queued"
+    elif job.kind == "grade":
+        sub = session.get(Submission, job.submission_id)
+        if sub is not None:
+            sub.status, sub.started_at = "queued", None
+    session.flush()
+
+
 def _free_runner(session: Session, job: Job) -> None:
     """The runner that held the job holds it no more (as far as the fleet page is concerned)."""
     if job.runner is not None:

@@ -68,6 +68,10 @@ def identify(*, session: Session, token: str, fleet_token: str | None) -> Runner
         raise Unauthenticated(f"runner {row.name}'s credential was revoked on "
                               f"{aware(row.revoked_at):%Y-%m-%d %H:%M} UTC; ask the operators "
                               "for a new one")
+    if row.expires_at is not None and aware(row.expires_at) <= now():
+        raise Unauthenticated(f"runner {row.name}'s credential expired on "
+                              f"{aware(row.expires_at):%Y-%m-%d %H:%M} UTC (a pilot's credential "
+                              "ends with its batch job)")
     return RunnerIdentity(name=row.name, queues=frozenset(row.queues))
 
 
@@ -152,10 +156,49 @@ def add(*, session: Session, name: str, queues: list[str]) -> str:
     if row is None:
         row = RunnerCredential(name=name)
         session.add(row)
-    row.token_hash, row.queues, row.created_at, row.revoked_at = (
-        security.token_hash(secret), queues, now(), None)
+    row.token_hash, row.queues, row.created_at, row.revoked_at, row.expires_at = (
+        security.token_hash(secret), queues, now(), None, None)
     session.flush()
     return secret
+
+
+def add_pilot(*, session: Session, name: str, queue: str, expires_at: datetime) -> str:
+    """Issue a pilot (a runner the fleet scaler starts as a batch job) a credential of its own
+    for one queue, ending at `expires_at`; its secret, handed to that job alone."""
+    secret = add(session=session, name=name, queues=[queue])
+    row = session.get(RunnerCredential, name)
+    assert row is not None
+    row.expires_at = expires_at
+    session.flush()
+    return secret
+
+
+def expire(*, session: Session, name: str, at: datetime) -> None:
+    """Bring a credential's end forward to `at` (a pilot's job started: it ends with its time
+    limit, not with the longest it might have waited)."""
+    row = session.get(RunnerCredential, name)
+    if row is not None and (row.expires_at is None or aware(row.expires_at) > at):
+        row.expires_at = at
+        session.flush()
+
+
+def end(*, session: Session, name: str, max_attempts: int, reason: str) -> int:
+    """A pilot's batch job is gone: refuse its credential from now on and put what it held back
+    in the queue at once (rather than after the job's lease runs out); how many jobs went back."""
+    row = session.get(RunnerCredential, name)
+    if row is None or row.revoked_at is not None:
+        return 0
+    row.revoked_at = now()
+    return _release_held(session, name, max_attempts, reason)
+
+
+def _release_held(session: Session, name: str, max_attempts: int, reason: str) -> int:
+    held = list(session.scalars(select(Job).where(Job.state == "claimed", Job.runner == name)))
+    for job in held:
+        outcome_service.release(session=session, job=job, max_attempts=max_attempts,
+                                reason=reason)
+    session.flush()
+    return len(held)
 
 
 def revoke(*, session: Session, name: str, max_attempts: int) -> int:
@@ -167,12 +210,8 @@ def revoke(*, session: Session, name: str, max_attempts: int) -> int:
     if row.revoked_at is not None:
         raise Conflict(f"runner {name}'s credential is already revoked")
     row.revoked_at = now()
-    held = list(session.scalars(select(Job).where(Job.state == "claimed", Job.runner == name)))
-    for job in held:
-        outcome_service.release(session=session, job=job, max_attempts=max_attempts,
-                                reason=f"runner {name}'s credential was revoked while it held the job")
-    session.flush()
-    return len(held)
+    return _release_held(session, name, max_attempts,
+                         f"runner {name}'s credential was revoked while it held the job")
 
 
 @dataclass(frozen=True)
@@ -181,6 +220,7 @@ class CredentialState:
     queues: list[str]
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None  # a pilot's: ends with its batch job
     last_seen: datetime | None  # its runner's last hello or heartbeat
 
 
@@ -190,5 +230,6 @@ def listing(*, session: Session) -> list[CredentialState]:
         Runner, Runner.name == RunnerCredential.name).order_by(RunnerCredential.name))
     return [CredentialState(name=c.name, queues=list(c.queues), created_at=aware(c.created_at),
                             revoked_at=None if c.revoked_at is None else aware(c.revoked_at),
+                            expires_at=None if c.expires_at is None else aware(c.expires_at),
                             last_seen=None if seen is None else aware(seen))
             for c, seen in rows]
