@@ -40,8 +40,8 @@ def _process_metrics() -> Iterable[Metric]:
 class _Scrape:
     """What one scrape reports: the server's metrics and the queue depth it was given."""
 
-    def __init__(self, queue_depth: Mapping[str, int]) -> None:
-        self.queue_depth = queue_depth
+    def __init__(self, queue_depth: Mapping[str, int], running: Mapping[str, int]) -> None:
+        self.queue_depth, self.running = queue_depth, running
 
     def collect(self) -> Iterable[Metric]:
         yield from _process_metrics()
@@ -49,8 +49,15 @@ class _Scrape:
         for queue, n in sorted(self.queue_depth.items()):
             depth.add_metric([queue], n)
         yield depth
+        # With the queued ones, what a fleet that follows the queue scales on (a runner busy
+        # with a job holds its message unacknowledged: a broker list's length misses it).
+        running = GaugeMetricFamily("paragrade_jobs_running", "Jobs a runner is grading",
+                                    labels=["queue"])
+        for queue, n in sorted(self.running.items()):
+            running.add_metric([queue], n)
+        yield running
 
 
-def exposition(queue_depth: Mapping[str, int]) -> bytes:
+def exposition(queue_depth: Mapping[str, int], running: Mapping[str, int] | None = None) -> bytes:
     """The text exposition of a scrape."""
-    return generate_latest(_Scrape(queue_depth))
+    return generate_latest(_Scrape(queue_depth, running or {}))

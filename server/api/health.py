@@ -50,5 +50,7 @@ def metrics(session: SessionDep, settings: SettingsDep,
         if token is None or not same_secret(given, token):
             raise Forbidden("/metrics needs the operator's metrics token "
                             "(Authorization: Bearer …; PARAGRADE_SERVER_METRICS_TOKEN)")
-    depth = {queue: n["queued"] for queue, n in job_service.depth(session=session).items()}
-    return Response(exposition(depth), media_type=CONTENT_TYPE_LATEST)
+    depth = job_service.depth(session=session)
+    return Response(exposition({q: n["queued"] for q, n in depth.items()},
+                               {q: n["claimed"] for q, n in depth.items()}),
+                    media_type=CONTENT_TYPE_LATEST)

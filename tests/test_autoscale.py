@@ -1,0 +1,191 @@
+"""Runners that follow the queue, on a real SLURM cluster: `paragrade admin scale` submits pilots
+(`paragrade runner` as batch jobs) while work waits and none when it does not; an idle pilot
+leaves; a pilot told its allocation ends (SLURM's drain signal) finishes its grading and takes no
+other; a pilot cancelled mid-grading hands its job back, which another pilot grades, once; a
+pilot's credential ends with its job. The server's side of it: tests/server/test_scaling.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import func, select
+
+from runners.leaving import MARGIN_S, Tenure
+from server.models import GradeReportRow, Job, RunnerCredential
+from tests.server.live import Platform, wait_until
+from tests.slurm_cluster import SlurmCluster, missing
+from tests.test_slurm import cluster, shared  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+PACKAGES = Path(__file__).parent / "fixtures" / "queue"
+GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
+SLOW = b"import time\n\n\ndef total(n, workers=1):\n    time.sleep(4)\n    return n * (n - 1) // 2\n"
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+def test_a_drain_hands_back_only_the_job_that_cannot_finish_in_time() -> None:
+    t = Tenure(drain_s=600)
+    t._shared[2] = time.time() + 600  # what SIGUSR1 sets: the allocation ends in 600 s
+    assert t.overdue(time.time(), 300) is None
+    assert t.overdue(time.time(), 600 - MARGIN_S + 5) is not None
+    assert Tenure().overdue(time.time(), 10 ** 6) is None  # no drain, nothing is overdue
+
+
+class Scaled:
+    """A platform on Redis, and `paragrade admin scale` keeping its cpu queue's pilots."""
+
+    def __init__(self, tmp: Path, shared_dir: Path, slurm: SlurmCluster, **queue: int) -> None:
+        if missing() or not redis.Redis.from_url(REDIS).ping():
+            pytest.skip("no SLURM or no Redis here")
+        self.prefix = f"paragrade-test-{uuid.uuid4().hex[:8]}:"
+        self.p = Platform(tmp, REDIS, key_prefix=self.prefix, assignments_dir=PACKAGES,
+                          lease_s=30)
+        self.cluster, self.name = slurm, f"t{uuid.uuid4().hex[:6]}"
+        self.state = shared_dir / f"pilots-{self.name}"
+        fleet = tmp / "fleet.toml"
+        settings = {"max": 2, "idle_exit_s": 8, "scale_in_delay_s": 0, "time_limit_s": 900,
+                    "drain_s": 600, **queue}
+        fleet.write_text(
+            f'name = "{self.name}"\nserver = "{self.p.base}"\nbroker = "{REDIS}"\n'
+            f'state_dir = "{self.state}"\nevery_s = 1\n'
+            f'[env]\nPARAGRADE_BROKER_KEY_PREFIX = "{self.prefix}"\nPARAGRADE_HEARTBEAT_S = "1"\n'
+            "[queues.cpu]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
+        self.log = (tmp / "scaler.log").open("wb")
+        self.scaler = subprocess.Popen(
+            [sys.executable, "-m", "paragrade.cli", "admin", "scale", str(fleet)],
+            env={**slurm.env, "PARAGRADE_SERVER_DATABASE_URL": self.p.settings.database_url,
+                 "PARAGRADE_SERVER_ARTIFACTS_DIR": str(self.p.settings.artifacts_dir),
+                 "PARAGRADE_SERVER_BROKER_URL": REDIS,
+                 "PARAGRADE_SERVER_BROKER_KEY_PREFIX": self.prefix,
+                 "PARAGRADE_SERVER_RUNNER_LIVE_S": "5"},
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.tmp = tmp
+
+    def pilots(self) -> dict[str, tuple[str, str]]:
+        """This fleet's SLURM jobs: name → (job id, state)."""
+        out = subprocess.run(["squeue", "-h", "-o", "%i|%j|%T"], env=self.cluster.env,
+                             capture_output=True, text=True, check=True).stdout
+        return {name: (jid, state) for jid, name, state in
+                (line.split("|") for line in out.splitlines()) if name.startswith(self.name)}
+
+    def fleet(self) -> dict:  # type: ignore[type-arg]
+        return dict(self.p.get(self.p.prof, "/api/fleet")["queues"]["cpu"])
+
+    def runner_log(self, pilot: str) -> str:
+        f = self.state / pilot / "runner.log"
+        return f.read_text(errors="replace") if f.exists() else ""
+
+    def close(self) -> None:
+        self.scaler.terminate()
+        self.scaler.wait(20)
+        for jid, _ in self.pilots().values():
+            subprocess.run(["scancel", jid], env=self.cluster.env, check=False)
+        wait_until("the pilots to end", lambda: not self.pilots(), 60)
+        self.p.close()
+        r = redis.Redis.from_url(REDIS)
+        for key in r.scan_iter(f"{self.prefix}*"):
+            r.delete(key)
+
+
+@pytest.fixture
+def scaled(tmp_path: Path, shared: Path, cluster: SlurmCluster  # noqa: F811
+           ) -> Iterator[Scaled]:
+    s = Scaled(tmp_path, shared, cluster)
+    yield s
+    s.close()
+
+
+def _graded(s: Scaled, who: dict[str, str], sid: int) -> dict | None:  # type: ignore[type-arg]
+    sub = s.p.get(who, f"/api/submissions/{sid}")
+    return sub if sub["status"] not in ("queued", "running") else None
+
+
+def _reports(s: Scaled, sid: int) -> int:
+    with s.p.sessions() as db:
+        return int(db.scalar(select(func.count()).select_from(GradeReportRow)
+                             .where(GradeReportRow.submission_id == sid)) or 0)
+
+
+def test_pilots_start_for_the_queue_and_leave_when_it_is_empty(scaled: Scaled) -> None:
+    s = scaled
+    assert not s.pilots()
+    ada = s.p.student("ada", s.p.course("quick"))  # its validation job: the first pilot
+    wait_until("the package to validate on a pilot", lambda: s.p.get(
+        s.p.prof, "/api/courses/c/assignments/quick")["validation"] == "ready", 90)
+    sids = [s.p.submit(ada, "quick", GOOD) for _ in range(5)]
+    most = 0
+
+    def all_graded() -> bool:
+        nonlocal most
+        most = max(most, len(s.pilots()))
+        return all(_graded(s, ada, sid) for sid in sids)
+
+    wait_until("five submissions graded by pilots", all_graded, 120)
+    assert 1 <= most <= 2, most  # never more than the maximum
+    for sid in sids:
+        assert _graded(s, ada, sid)["verdict"] == "passed"  # type: ignore[index]
+        assert _reports(s, sid) == 1  # graded exactly once
+    with s.p.sessions() as db:
+        runners = set(db.scalars(select(Job.runner).where(Job.kind == "grade")))
+    assert all(r and r.startswith(f"{s.name}-pilot-cpu-") for r in runners), runners
+    # Idle for idle_exit_s, every pilot leaves; the fleet is back at its minimum, 0.
+    wait_until("the pilots to leave once idle", lambda: not s.pilots(), 60)
+    wait_until("the scaler to see it", lambda: (lambda q: q["scale"] and q["scale"]["desired"]
+                                                == 0 and q["scale"]["running"] == 0)(s.fleet()), 30)
+    with s.p.sessions() as db:
+        creds = list(db.scalars(select(RunnerCredential)))
+    assert creds and all(c.revoked_at is not None and c.expires_at is not None for c in creds)
+    assert not list(s.state.glob("*/secrets.env"))  # every pilot read its secrets and deleted them
+    log = s.runner_log(creds[0].name)
+    assert "idle for" in log and "leaving" in log, log[-2000:]
+    # The next submission waits for one pilot's start, and the student is told so.
+    sid = s.p.submit(ada, "quick", GOOD)
+    said = wait_until("the student to be told a runner starts", lambda: (lambda t: t if "starting"
+                      " a runner" in t else None)(s.p.http.get(f"/api/submissions/{sid}",
+                                                               headers=ada).text + str(s.fleet())),
+                      10)
+    assert said
+    assert wait_until("it to be graded", lambda: _graded(s, ada, sid), 90)["verdict"] == "passed"
+
+
+def test_a_drained_pilot_finishes_its_grading_and_a_cancelled_one_hands_it_back(
+        scaled: Scaled) -> None:
+    s = scaled
+    ada = s.p.student("ada", s.p.course("quick"))
+    wait_until("the package to validate", lambda: s.p.get(
+        s.p.prof, "/api/courses/c/assignments/quick")["validation"] == "ready", 90)
+
+    def grading_pilot(sid: int) -> tuple[str, str]:
+        wait_until("a pilot to grade it", lambda: s.p.get(
+            ada, f"/api/submissions/{sid}")["status"] == "running", 60)
+        with s.p.sessions() as db:
+            name = db.scalar(select(Job.runner).where(Job.submission_id == sid))
+        assert name is not None
+        return name, s.pilots()[name][0]
+
+    # SLURM's drain signal (what --signal=B:USR1@drain_s sends): the grading fits, it finishes.
+    first = s.p.submit(ada, "quick", SLOW)
+    pilot, jid = grading_pilot(first)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", jid], env=s.cluster.env, check=True)
+    done = wait_until("the drained pilot's grading", lambda: _graded(s, ada, first), 60)
+    assert done["verdict"] == "passed" and _reports(s, first) == 1
+    wait_until("the drained pilot to leave", lambda: pilot not in s.pilots(), 30)
+    assert "draining" in s.runner_log(pilot)
+    # Cancelled mid-grading (a node taken back): the job goes back at once, another pilot grades it.
+    second = s.p.submit(ada, "quick", SLOW)
+    pilot, jid = grading_pilot(second)
+    subprocess.run(["scancel", jid], env=s.cluster.env, check=True)
+    wait_until("the job handed back", lambda: "handed back" in s.runner_log(pilot), 30)
+    done = wait_until("another pilot's grading", lambda: _graded(s, ada, second), 90)
+    assert done["verdict"] == "passed" and _reports(s, second) == 1
+    with s.p.sessions() as db:
+        job = db.scalar(select(Job).where(Job.submission_id == second))
+        assert job is not None and job.runner != pilot
+        assert job.attempts == 1  # the handed-back attempt is not counted against anyone
