@@ -28,6 +28,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 log = logging.getLogger("paragrade.runner")
@@ -61,12 +63,32 @@ class Tenure:
 
     # --- the pool child: what the task tells the main process ---------------------------------
 
-    def job_started(self) -> None:
-        self._shared[BUSY_SINCE] = time.time()
+    @contextmanager
+    def job(self) -> Iterator[None]:
+        """In the pool child, around a task: busy for the idle clock, and SIGTERM handing back
+        the job being graded (raised in the task's thread, so that the grading's cleanups run).
 
-    def job_ended(self) -> None:
-        self._shared[LAST_END] = time.time()
-        self._shared[BUSY_SINCE] = 0.0
+        Installed per task: billiard sets its own handlers in the child after Celery's
+        process-init hooks, and its SIGTERM handler ends the child, grading or not."""
+        def taken_back(_signum: int, _frame: FrameType | None) -> None:
+            if self._shared[GRADING]:
+                self._shared[GRADING] = 0.0  # once: the hand-back itself must not be interrupted
+                raise HandBack("the runner was told to stop (SIGTERM: its node is taken back)")
+            # claiming, or posting an outcome: seconds, within SLURM's KillWait; then the task
+            # ends and the worker's warm shutdown (the main process got SIGTERM too) stops it
+
+        self._shared[BUSY_SINCE] = time.time()
+        term = signal.signal(signal.SIGTERM, taken_back)
+        # The drain is the main process's; a stray SIGUSR1 must not end a grading here.
+        usr1 = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, term)
+            signal.signal(signal.SIGUSR1, usr1)
+            self._shared[GRADING] = 0.0
+            self._shared[LAST_END] = time.time()
+            self._shared[BUSY_SINCE] = 0.0
 
     def grading(self, on: bool) -> None:
         """Between claim and outcome: only then does a SIGTERM hand the job back."""
@@ -80,21 +102,6 @@ class Tenure:
             return (f"the runner's allocation ends in {max(0, deadline - time.time()):.0f} s, "
                     f"before the job's time limit ({time_limit_s:.0f} s) would")
         return None
-
-    def install_child(self) -> None:
-        """In the pool child: SIGTERM hands back the job being graded (raised in the task's
-        thread, so that the grading's cleanups run); an outcome being posted is let finish; with
-        no job under way, the child ends."""
-        def taken_back(signum: int, _frame: FrameType | None) -> None:
-            if self._shared[GRADING]:
-                self._shared[GRADING] = 0.0  # once: the hand-back itself must not be interrupted
-                raise HandBack("the runner was told to stop (SIGTERM: its node is taken back)")
-            if self._shared[BUSY_SINCE]:
-                return  # claiming, or posting an outcome: seconds, within SLURM's KillWait
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-
-        signal.signal(signal.SIGTERM, taken_back)
 
     # --- the worker's main process -------------------------------------------------------------
 

@@ -314,11 +314,8 @@ def run_job(job_id: int) -> str:
     runner = _runner
     if runner is None:
         raise RuntimeError("this process is not a paragrade runner")
-    runner.tenure.job_started()
-    try:
+    with runner.tenure.job():
         return _run_job(runner, job_id)
-    finally:
-        runner.tenure.job_ended()
 
 
 def _run_job(runner: Runner, job_id: int) -> str:
@@ -510,7 +507,6 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
              retry_backoff=5, retry_backoff_max=120, max_retries=30)(run_job)
     if executor is not None:  # jobs are graded in the pool child, not on SLURM's nodes
         worker_process_init.connect(_prepare_tests, weak=False)
-    worker_process_init.connect(lambda **_: tenure.install_child(), weak=False)
     worker_ready.connect(lambda **_: tenure.install_parent(), weak=False)
     stop = threading.Event()
     threading.Thread(target=announce, args=(_runner, hello, stop), name="announce",

@@ -36,8 +36,8 @@ class Scaled:
         self.cluster, self.name = slurm, f"t{uuid.uuid4().hex[:6]}"
         self.state = shared_dir / f"pilots-{self.name}"
         fleet = tmp / "fleet.toml"
-        settings = {"max": 2, "idle_exit_s": 8, "scale_in_delay_s": 0, "time_limit_s": 900,
-                    "drain_s": 600, **queue}
+        settings = {"max": 2, "idle_exit_s": 8, "scale_in_delay_s": 0, "time_limit_s": 1800,
+                    "drain_s": 1200, **queue}  # the quick package's jobs have 800 s
         fleet.write_text(
             f'name = "{self.name}"\nserver = "{self.p.base}"\nbroker = "{REDIS}"\n'
             f'state_dir = "{self.state}"\nevery_s = 1\n'

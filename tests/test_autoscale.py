@@ -6,6 +6,7 @@ pilot's credential ends with its job. The server's side of it: tests/server/test
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -88,12 +89,12 @@ def test_pilots_start_for_the_queue_and_leave_when_it_is_empty(scaled: Scaled) -
     log = s.runner_log(creds[0].name)
     assert "idle for" in log and "leaving" in log, log[-2000:]
     # The next submission waits for one pilot's start, and the student is told so.
+    wait_until("the pilots to be silent", lambda: s.fleet()["live_runners"] == 0, 30)
     sid = s.p.submit(ada, "quick", GOOD)
-    said = wait_until("the student to be told a runner starts", lambda: (lambda t: t if "starting"
-                      " a runner" in t else None)(s.p.http.get(f"/api/submissions/{sid}",
-                                                               headers=ada).text + str(s.fleet())),
-                      10)
-    assert said
+    said = wait_until("the student to be told a runner starts", lambda: (
+        lambda w: w if w and w.startswith("starting a runner") else None)(
+        s.p.get(ada, f"/api/submissions/{sid}")["waiting_for"]), 10)
+    assert re.fullmatch(r"starting a runner, about \d+ s", said), said  # measured starts
     assert wait_until("it to be graded", lambda: _graded(s, ada, sid), 90)["verdict"] == "passed"
 
 
@@ -119,12 +120,16 @@ def test_a_drained_pilot_finishes_its_grading_and_a_cancelled_one_hands_it_back(
     done = wait_until("the drained pilot's grading", lambda: _graded(s, ada, first), 60)
     assert done["verdict"] == "passed" and _reports(s, first) == 1
     wait_until("the drained pilot to leave", lambda: pilot not in s.pilots(), 30)
-    assert "draining" in s.runner_log(pilot)
+    log = s.runner_log(pilot)
+    assert "draining" in log and "handed back" not in log, log[-3000:]
     # Cancelled mid-grading (a node taken back): the job goes back at once, another pilot grades it.
     second = s.p.submit(ada, "quick", SLOW)
     pilot, jid = grading_pilot(second)
     subprocess.run(["scancel", jid], env=s.cluster.env, check=True)
-    wait_until("the job handed back", lambda: "handed back" in s.runner_log(pilot), 30)
+    try:
+        wait_until("the job handed back", lambda: "handed back" in s.runner_log(pilot), 30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the pilot's log:\n{s.runner_log(pilot)[-3000:]}") from None
     done = wait_until("another pilot's grading", lambda: _graded(s, ada, second), 90)
     assert done["verdict"] == "passed" and _reports(s, second) == 1
     with s.p.sessions() as db:
