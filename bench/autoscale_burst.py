@@ -7,14 +7,16 @@ students, in three runs:
 - **fixed**: two runners started before the burst and kept (`min = max = 2`);
 - **scaled**: from zero runners, `paragrade admin scale` submitting pilots (at most 2, one per
   waiting job, leaving after 10 s idle);
-- **scaled, faults**: the same with pilots of a 2-minute allocation drained 30 s before its end
-  (SLURM may signal up to a minute early, so pilots are drained mid-burst, their job handed back),
-  and one pilot `scancel`ed while it grades a submission that sleeps 8 s.
+- **scaled, faults**: the same with pilots of a 2-minute allocation drained 90 s before its end
+  (about 30 s after its start: SLURM checks its signals' times every half minute or so), so
+  every pilot's allocation ends mid-burst and the job it grades then goes back to the queue; and
+  one pilot `scancel`ed while it grades a submission that sleeps 8 s.
 
 Per run: time from the first submission to the first grading started, the queue wait (claim
-minus submission) p50/p95, the last grading's end, runner-seconds (pilots running, summed over
-the run, sampled every 0.5 s from squeue, until the fleet is back at rest), jobs handed back,
-and whether every submission was graded exactly once. The fleet's size over time, with the jobs
+minus submission) p50/p95, the last grading's end, runner-seconds (runners running, sampled every
+0.5 s from squeue) up to the last grading and after it until the fleet is at rest (a fixed fleet
+holds its runners on), the runners that ran, how many were drained and how many jobs were handed
+back, and whether every submission was graded exactly once. The fleet's size over time, with the jobs
 waiting, is drawn in docs/operators/autoscale-burst.svg.
 
 Usage (root, SLURM and Redis as the suite needs them):
@@ -45,13 +47,15 @@ SLOW = b"import time\n\n\ndef total(n, workers=1):\n    time.sleep(8)\n    retur
 PLOT = Path(__file__).resolve().parent.parent / "docs" / "operators" / "autoscale-burst.svg"
 RUNS = {"fixed": {"min": 2, "max": 2, "idle_exit_s": 3600},
         "scaled": {"max": 2, "idle_exit_s": 10},
-        "scaled, faults": {"max": 2, "idle_exit_s": 10, "time_limit_s": 120, "drain_s": 30}}
+        "scaled, faults": {"max": 2, "idle_exit_s": 10, "time_limit_s": 120, "drain_s": 90}}
 
 
 def _sample(s: Scaled, samples: list[tuple[float, int, int, int]], stop: threading.Event,
-            t0: float) -> None:
+            t0: float, seen: set[str]) -> None:
     while not stop.wait(0.5):
-        states = [state for _, state in s.pilots().values()]
+        pilots = s.pilots()
+        seen.update(name for name, (_, state) in pilots.items() if state == "RUNNING")
+        states = [state for _, state in pilots.values()]
         with s.p.sessions() as db:
             waiting = db.scalar(select(func.count()).select_from(Job).where(
                 Job.kind == "grade", Job.state == "queued")) or 0
@@ -74,9 +78,10 @@ def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster) -> tuple[dic
         else:  # the validation's pilot leaves: the burst starts from zero runners
             wait_until("the fleet at rest", lambda: not s.pilots(), 60)
         samples: list[tuple[float, int, int, int]] = []
+        seen: set[str] = set()
         stop = threading.Event()
         t0 = time.monotonic()
-        threading.Thread(target=_sample, args=(s, samples, stop, t0), daemon=True).start()
+        threading.Thread(target=_sample, args=(s, samples, stop, t0, seen), daemon=True).start()
         sids = []
         for k in range(n):
             slow = mode == "scaled, faults" and k == 3
@@ -110,16 +115,16 @@ def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster) -> tuple[dic
         waits = sorted((aware(j.claimed_at) - aware(j.created_at)).total_seconds()
                        for j in jobs if j.claimed_at is not None)
         started = min(aware(j.claimed_at) for j in jobs if j.claimed_at is not None)
-        runner_s = sum(0.5 * r for _, r, _, _ in samples)
-        if mode == "fixed":  # held throughout; counted over the burst only (it stays after)
-            runner_s = 2 * end
-        handed = sum(log.count("handed back") for log in
-                     (s.runner_log(d.name) for d in s.state.iterdir() if d.is_dir()))
+        burst_s = sum(0.5 * r for t, r, _, _ in samples if t <= end)
+        after_s = sum(0.5 * r for t, r, _, _ in samples if t > end)
+        logs = [s.runner_log(name) for name in seen]
         row = {"mode": mode, "n": n, "first_s": (started - first).total_seconds(),
                "p50": statistics.median(waits), "p95": waits[int(0.95 * (len(waits) - 1))],
-               "end_s": end, "rest_s": rest if mode != "fixed" else float("nan"),
-               "runner_s": runner_s, "pilots": sum(1 for d in s.state.iterdir() if d.is_dir()),
-               "handed": handed, "once": sorted(set(reports.get(sid, 0) for sid in sids)) == [1],
+               "end_s": end, "burst_s": burst_s,
+               "after": "held" if mode == "fixed" else f"{after_s:.0f} (at rest at {rest:.0f} s)",
+               "pilots": len(seen), "drained": sum("draining" in log for log in logs),
+               "handed": sum(log.count(" handed back: ") for log in logs),
+               "once": sorted(set(reports.get(sid, 0) for sid in sids)) == [1],
                "lost": sum(1 for sid in sids if reports.get(sid, 0) == 0)}
         print(row, flush=True)
         return row, samples
@@ -128,47 +133,52 @@ def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster) -> tuple[dic
 
 
 def _svg(series: dict[str, list[tuple[float, int, int, int]]]) -> str:
-    """Runners running over time for each run (and the scaled run's waiting jobs)."""
-    w, h, left, bottom = 640, 260, 48, 34
+    """Runners running over time for each run (left axis), and the scaled run's waiting jobs
+    (dashed, right axis)."""
+    w, h, left, right, bottom = 660, 270, 48, 58, 34
     t_max = max(t for s in series.values() for t, *_ in s) or 1
-    y_max = max(4, max(q for t, _, _, q in series["scaled"]) // 10 + 1)
-    colours = {"fixed": "#777", "scaled": "#1f6fb2", "scaled, faults": "#c2410c"}
+    q_max = max(10, -(-max(q for _, _, _, q in series["scaled"]) // 10) * 10)
+    colours = {"fixed": "#666", "scaled": "#1f6fb2", "scaled, faults": "#c2410c"}
 
     def x(t: float) -> float:
-        return left + (w - left - 10) * t / t_max
+        return left + (w - left - right) * t / t_max
 
     def y(v: float, top: float = 2.5) -> float:
-        return h - bottom - (h - bottom - 10) * v / top
+        return h - bottom - (h - bottom - 12) * v / top
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" role="img" '
-             'aria-label="Runners running over a deadline burst: fixed fleet, pilots that '
-             'follow the queue, pilots under faults">',
+             'aria-label="Runners running over a deadline burst of 60 submissions: a fixed '
+             'fleet, pilots that follow the queue, pilots under faults; and the jobs waiting">',
              f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<line x1="{left}" y1="{y(0)}" x2="{w - 10}" y2="{y(0)}" stroke="black"/>',
-             f'<line x1="{left}" y1="{y(0)}" x2="{left}" y2="10" stroke="black"/>']
+             f'<line x1="{left}" y1="{y(0)}" x2="{w - right}" y2="{y(0)}" stroke="black"/>',
+             f'<line x1="{left}" y1="{y(0)}" x2="{left}" y2="12" stroke="black"/>',
+             f'<line x1="{w - right}" y1="{y(0)}" x2="{w - right}" y2="12" stroke="#1f6fb2"/>']
     for v in (0, 1, 2):
         parts.append(f'<text x="{left - 6}" y="{y(v) + 4}" font-size="11" text-anchor="end">{v}'
                      '</text>')
-    for t in range(0, int(t_max) + 1, max(10, int(t_max) // 8 // 10 * 10)):
+    for q in (0, q_max // 2, q_max):
+        parts.append(f'<text x="{w - right + 5}" y="{y(q / q_max * 2.5) + 4}" font-size="11" '
+                     f'fill="#1f6fb2">{q}</text>')
+    step = max(10, int(t_max) // 8 // 10 * 10)
+    for t in range(0, int(t_max) + 1, step):
         parts.append(f'<text x="{x(t)}" y="{h - bottom + 16}" font-size="11" '
                      f'text-anchor="middle">{t}</text>')
-    parts.append(f'<text x="{(w + left) / 2}" y="{h - 4}" font-size="12" text-anchor="middle">'
-                 'seconds since the first submission</text>')
+    parts.append(f'<text x="{(w + left - right) / 2}" y="{h - 4}" font-size="12" '
+                 'text-anchor="middle">seconds since the first submission</text>')
     parts.append(f'<text x="12" y="{h / 2}" font-size="12" transform="rotate(-90 12 {h / 2})" '
                  'text-anchor="middle">runners running</text>')
+    parts.append(f'<text x="{w - 8}" y="{h / 2}" font-size="12" fill="#1f6fb2" '
+                 f'transform="rotate(90 {w - 8} {h / 2})" text-anchor="middle">jobs waiting '
+                 '(scaled)</text>')
     for k, (mode, pts) in enumerate(series.items()):
-        path = " ".join(f"{x(t):.1f},{y(r + 0.04 * k):.1f}" for t, r, _, _ in pts)
+        path = " ".join(f"{x(t):.1f},{y(r + 0.03 * k):.1f}" for t, r, _, _ in pts)
         parts.append(f'<polyline fill="none" stroke="{colours[mode]}" stroke-width="2" '
                      f'points="{path}"/>')
-        parts.append(f'<text x="{w - 14}" y="{24 + 15 * k}" font-size="12" text-anchor="end" '
-                     f'fill="{colours[mode]}">{mode}</text>')
-    waiting = " ".join(f"{x(t):.1f},{y(q / (10 * y_max) * 2.5):.1f}" for t, _, _, q in
-                       series["scaled"])
+        parts.append(f'<text x="{w - right - 6}" y="{26 + 15 * k}" font-size="12" '
+                     f'text-anchor="end" fill="{colours[mode]}">{mode}</text>')
+    waiting = " ".join(f"{x(t):.1f},{y(q / q_max * 2.5):.1f}" for t, _, _, q in series["scaled"])
     parts.append(f'<polyline fill="none" stroke="#1f6fb2" stroke-dasharray="4 3" '
                  f'stroke-width="1" points="{waiting}"/>')
-    parts.append(f'<text x="{w - 14}" y="{24 + 15 * len(series)}" font-size="12" '
-                 f'text-anchor="end" fill="#1f6fb2">jobs waiting, scaled (full height = '
-                 f'{10 * y_max})</text>')
     return "\n".join([*parts, "</svg>"]) + "\n"
 
 
@@ -196,8 +206,9 @@ def main() -> None:
     publish("autoscale_burst", rows, {
         "mode": "fleet", "n": "submissions", "first_s": "first grading started (s) %.1f",
         "p50": "queue wait p50 (s) %.1f", "p95": "p95 (s) %.1f", "end_s": "last graded (s) %.1f",
-        "rest_s": "fleet at rest (s) %.1f", "runner_s": "runner-seconds %.0f",
-        "pilots": "pilots started", "handed": "jobs handed back", "lost": "lost",
+        "burst_s": "runner-seconds to the last grading %.0f",
+        "after": "runner-seconds after it", "pilots": "runners that ran",
+        "drained": "drained (SIGUSR1)", "handed": "jobs handed back", "lost": "lost",
         "once": "each graded exactly once"}, extra={"samples": series})
 
 

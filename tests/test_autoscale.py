@@ -7,7 +7,9 @@ pilot's credential ends with its job. The server's side of it: tests/server/test
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,6 @@ from server.models import GradeReportRow, Job, RunnerCredential
 from tests.pilots import PACKAGES, Scaled, available
 from tests.server.live import wait_until
 from tests.slurm_cluster import SlurmCluster, missing
-from tests.test_slurm import cluster, shared  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
@@ -35,11 +36,30 @@ def test_a_drain_hands_back_only_the_job_that_cannot_finish_in_time() -> None:
     assert Tenure().overdue(time.time(), 10 ** 6) is None  # no drain, nothing is overdue
 
 
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Path]:
+    """A folder the cluster, the scaler and the pilots share (pytest's tmp dirs are 0700)."""
+    root = Path(tempfile.mkdtemp(prefix="paragrade-pilots-"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(shared: Path) -> Iterator[SlurmCluster]:
+    """The suite's two-node SLURM cluster (a slurmd per node, a core each): pilots land on
+    either node."""
+    if why := missing():
+        pytest.skip(why)
+    if not available():
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    c = SlurmCluster(shared / "cluster", nodes=2).start()
+    yield c
+    c.stop()
+
+
 @pytest.fixture
-def scaled(tmp_path: Path, shared: Path, cluster: SlurmCluster  # noqa: F811
-           ) -> Iterator[Scaled]:
-    if missing() or not available():
-        pytest.skip("no SLURM or no Redis here")
+def scaled(tmp_path: Path, shared: Path, cluster: SlurmCluster) -> Iterator[Scaled]:
     s = Scaled(tmp_path, shared, cluster)
     yield s
     s.close()
