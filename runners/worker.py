@@ -30,11 +30,8 @@ import threading
 import time
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 import httpx
 import threadpoolctl
@@ -42,6 +39,7 @@ from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_ready
 
 from runners import (
+    claimed,
     gang,
     grader,
     hardware,
@@ -58,7 +56,6 @@ from runners.protocol import (
     PROTOCOL_VERSION,
     TASK_NAME,
     GradeReport,
-    JobHandBack,
     JobOffer,
     JobOutcome,
     Queue,
@@ -111,16 +108,6 @@ class NoGpu(RuntimeError):
 class Refused(RuntimeError):
     """The server refused this runner's credential, its name or its queues (the reason is the
     server's)."""
-
-
-REFUSED = (401, 403)  # a credential unknown or revoked; a name or queue it does not give
-
-
-class JobCancelled(BaseException):
-    """The server voided this job (cancelled or superseded): stop grading it.
-
-    A BaseException, so that no `except Exception` on the way up swallows it.
-    """
 
 
 @dataclass
@@ -221,93 +208,6 @@ def outcome_of(report: GradeReport) -> JobOutcome:
     return JobOutcome(report=report)
 
 
-@contextmanager
-def lease(client: httpx.Client, offer: JobOffer, every_s: float,
-          leave: Callable[[], str | None] = lambda: None) -> Iterator[None]:
-    """Renew the job's lease while the block runs; raise JobCancelled in it if the job is voided,
-    HandBack if `leave` says why the runner must give it back (a drain it cannot outlast).
-
-    Runs in the task's main thread (Celery's pool child), so SIGUSR2 interrupts whatever the
-    grading waits on; its cleanups still run on the way out.
-    """
-    stop = threading.Event()
-    main = threading.get_ident()
-    why: list[BaseException] = []
-
-    def interrupted(_signum: int, _frame: FrameType | None) -> None:
-        raise why[0] if why else JobCancelled(f"job {offer.job_id} was cancelled")
-
-    def beat() -> None:
-        while not stop.wait(every_s):
-            if (reason := leave()) is not None and not stop.is_set():
-                log.warning("job %s goes back to the queue: %s", offer.job_id, reason)
-                why.append(leaving.HandBack(reason))
-                signal.pthread_kill(main, signal.SIGUSR2)
-                return
-            try:
-                r = client.post(f"/api/runner/jobs/{offer.job_id}/heartbeat",
-                                headers={"X-Job-Token": offer.token})
-            except httpx.HTTPError as exc:
-                log.warning("heartbeat for job %s failed: %s", offer.job_id, exc)
-                continue
-            if r.status_code in REFUSED and not stop.is_set():  # voided, or our credential
-                log.warning("job %s was voided on the server (%s); stopping it", offer.job_id,
-                            _reason(r))
-                signal.pthread_kill(main, signal.SIGUSR2)
-                return
-
-    previous = signal.signal(signal.SIGUSR2, interrupted)
-    thread = threading.Thread(target=beat, name=f"lease-{offer.job_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        signal.signal(signal.SIGUSR2, previous)
-
-
-def post_outcome(client: httpx.Client, offer: JobOffer, outcome: JobOutcome) -> bool:
-    """Post the outcome, retrying while the server is unreachable; False if it was refused."""
-    for attempt in range(8):
-        try:
-            r = client.post(f"/api/runner/jobs/{offer.job_id}/result",
-                            content=outcome.model_dump_json(),
-                            headers={"X-Job-Token": offer.token,
-                                     "Content-Type": "application/json"})
-        except httpx.TransportError as exc:
-            log.warning("posting job %s's result failed (%s); retrying", offer.job_id, exc)
-            time.sleep(min(30, 2 ** attempt))
-            continue
-        if r.status_code in REFUSED:  # voided meanwhile, or our credential was revoked
-            log.warning("job %s's result was refused: %s", offer.job_id, _reason(r))
-            return False
-        r.raise_for_status()
-        return True
-    return False
-
-
-def hand_back(client: httpx.Client, offer: JobOffer, reason: str) -> bool:
-    """Give the job back to the server's queue untouched; False if the server would not take it
-    (the job was voided meanwhile; the reaper takes back a job left claimed in any case)."""
-    for attempt in range(3):  # SLURM kills a job 30 s (KillWait) after its SIGTERM
-        try:
-            r = client.post(f"/api/runner/jobs/{offer.job_id}/release",
-                            content=JobHandBack(reason=reason[:500]).model_dump_json(),
-                            headers={"X-Job-Token": offer.token,
-                                     "Content-Type": "application/json"}, timeout=10)
-        except httpx.TransportError as exc:
-            log.warning("handing back job %s failed (%s); retrying", offer.job_id, exc)
-            time.sleep(1 + attempt)
-            continue
-        if r.status_code == 204:
-            log.info("job %s handed back: %s", offer.job_id, reason)
-            return True
-        log.warning("job %s could not be handed back: %s", offer.job_id, _reason(r))
-        return False
-    return False
-
-
 def run_job(job_id: int) -> str:
     """The Celery task: claim a job of the message's queue (the most urgent), run it, post the
     outcome. Returns what happened."""
@@ -324,8 +224,8 @@ def _run_job(runner: Runner, job_id: int) -> str:
     if r.status_code in (404, 409):  # nothing queued on its queue any more
         log.info("job %s not claimable (%s): dropped", job_id, r.json().get("detail"))
         return "dropped"
-    if r.status_code in REFUSED:  # the job stays queued for a runner the server accepts
-        log.error("job %s: the server refused our claim: %s", job_id, _reason(r))
+    if r.status_code in claimed.REFUSED:  # the job stays queued for a runner the server accepts
+        log.error("job %s: the server refused our claim: %s", job_id, claimed.refusal(r))
         return "refused"
     r.raise_for_status()
     offer = JobOffer.model_validate(r.json())
@@ -335,24 +235,24 @@ def _run_job(runner: Runner, job_id: int) -> str:
     # The message is a turn on its queue: the server hands out the most urgent job queued there.
     job_id = offer.job_id
     log.info("job %s: %s %s", job_id, kind, what.assignment)
-    tenure, claimed = runner.tenure, time.time()
+    tenure, claimed_at = runner.tenure, time.time()
     limit = offer.job.time_limit_s if offer.job is not None else leaving.NON_GRADE_LIMIT_S
     tenure.grading(True)  # from here until the outcome, a SIGTERM hands the job back
     try:
-        with lease(client, offer, runner.settings.heartbeat_s,
-                   leave=lambda: tenure.overdue(claimed, limit)):
-            if (reason := tenure.overdue(claimed, limit)) is not None:
+        with claimed.lease(client, offer, runner.settings.heartbeat_s,
+                   leave=lambda: tenure.overdue(claimed_at, limit)):
+            if (reason := tenure.overdue(claimed_at, limit)) is not None:
                 raise leaving.HandBack(reason)
             outcome = handle(offer, client, runner.cache(), runner.settings)
-    except JobCancelled:
+    except claimed.JobCancelled:
         log.info("job %s cancelled while it ran", job_id)
         return "cancelled"
     except leaving.HandBack as exc:
         tenure.grading(False)
-        return "handed back" if hand_back(client, offer, str(exc)) else "refused"
+        return "handed back" if claimed.hand_back(client, offer, str(exc)) else "refused"
     finally:
         tenure.grading(False)
-    return "recorded" if post_outcome(client, offer, outcome) else "refused"
+    return "recorded" if claimed.post_outcome(client, offer, outcome) else "refused"
 
 
 class BadCpus(ValueError):
@@ -420,20 +320,12 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
                        mpi="mpich" if mpiexec.exists() else None, image=executor.image())
 
 
-def _reason(r: httpx.Response) -> str:
-    """The server's own words for a refusal."""
-    try:
-        return str(r.json().get("detail", r.text))[:500]
-    except ValueError:
-        return r.text[:500]
-
-
 def greet(client: httpx.Client, hello: RunnerHello) -> None:
     """Say hello once; Refused (with the server's reason) where it refuses this runner."""
     r = client.post("/api/runner/hello", content=hello.model_dump_json(),
                     headers={"Content-Type": "application/json"})
-    if r.status_code in (*REFUSED, 409):  # 409: another protocol version
-        raise Refused(f"the server refused runner {hello.name}: {_reason(r)}")
+    if r.status_code in (*claimed.REFUSED, 409):  # 409: another protocol version
+        raise Refused(f"the server refused runner {hello.name}: {claimed.refusal(r)}")
     r.raise_for_status()
 
 

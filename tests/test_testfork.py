@@ -116,7 +116,7 @@ class Cancelled(Exception):
 
 
 def test_a_wait_interrupted_kills_the_run_with_its_children(tmp_path: Path) -> None:
-    """A cancelled job interrupts the grading from a signal handler (runners.worker.lease)."""
+    """A cancelled job interrupts the grading from a signal handler (runners.claimed.lease)."""
     request, out = _request(tmp_path, SLEEPER)
 
     def cancel(_signum: int, _frame: object) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, text
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from server.clock import now
@@ -94,5 +94,5 @@ class QueueScale(Base):
     reason: Mapped[str] = mapped_column(String(500))
     # Seconds from a pilot's submission to its runner's hello, the median of recent ones: what
     # a student whose job waits for a pilot is told to expect.
-    start_s: Mapped[float | None] = mapped_column(default=None)
+    start_s: Mapped[float | None] = mapped_column(Float, default=None)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)

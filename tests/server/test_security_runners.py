@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
-from runners import worker
+from runners import claimed, worker
 from runners.protocol import JobOffer, RunnerHello
 from server import security
 from server.db import Base, session_factory
@@ -175,7 +175,7 @@ def test_a_revoked_runner_stops_the_job_it_grades_and_then_itself(world: World) 
                                                 params={"runner": "node-a"}).json())
     threading.Timer(0.3, revoke, (c, "node-a")).start()
     started = time.monotonic()
-    with pytest.raises(worker.JobCancelled), worker.lease(client, offer, every_s=0.1):
+    with pytest.raises(claimed.JobCancelled), claimed.lease(client, offer, every_s=0.1):
         time.sleep(20)  # a long grading, interrupted
     assert time.monotonic() - started < 5
     me = RunnerHello(name="node-a", queues=["cpu"], backend="bwrap", cores=2, memory_mb=1024)
