@@ -29,6 +29,7 @@ from server.api import (
     reviews,
     runner,
     similarity,
+    statistics,
     submissions,
 )
 from server.dispatch import publishing_sessions
@@ -39,7 +40,7 @@ from server.services import leaderboard
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings, with_local_secrets
-from server.web import admin, live, pages
+from server.web import admin, live, pages, stats
 from server.web import reviews as reviews_pages
 
 # Pages load only our own /static script and stylesheet; the favicon is an empty data: URL and
@@ -183,7 +184,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
-                   runner, health, lti):
+                   runner, health, lti, statistics):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:
@@ -194,6 +195,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(pages.router)
     app.include_router(admin.router)
     app.include_router(reviews_pages.router)
+    app.include_router(stats.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
     app.state.guide = (settings.guide_dir / "index.html").is_file()
     if app.state.guide:  # the guide is static pages, served as they were built

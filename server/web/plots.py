@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 from xml.sax.saxutils import escape
@@ -112,5 +113,44 @@ def weak_svg(points: Sequence[dict[str, Any]]) -> str:
                      f"(95 % CI {p['ci_low']:.0%}–{p['ci_high']:.0%})")
         out.append(f'<circle cx="{cx:.1f}" cy="{y(p["efficiency"]):.1f}" r="4" '
                    f'class="efficiency"><title>{tip}</title></circle>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def bars_svg(bins: Sequence[tuple[float, float, int]], *, aria: str, x_label: str,
+             marks: Sequence[tuple[float, str]] = (), log: bool = False,
+             tick: Callable[[float], str] = lambda v: f"{v:g}") -> str:
+    """Counts as bars over (from, to) intervals of a value, with vertical marks (a reference, a
+    deadline) at values on the same axis; `log`: the value axis is logarithmic (speedups)."""
+    if not bins:
+        return ""
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+    lo = min(b[0] for b in bins)
+    hi = max(b[1] for b in bins)
+    f = math.log if log else (lambda v: v)
+    span = (f(hi) - f(lo)) or 1.0
+
+    def x(v: float) -> float:
+        return LEFT + (f(min(max(v, lo), hi)) - f(lo)) / span * pw
+
+    top = max(1, max(n for *_, n in bins))
+    step = max(1, math.ceil(top / 4))
+    ticks = [(TOP + ph - k / top * ph, f"{k}") for k in range(0, top + 1, step)]
+    out = _axes(aria, ticks, [], x, x_label)
+    edges = sorted({b[0] for b in bins} | {bins[-1][1]})
+    every = max(1, len(edges) // 6)
+    for v in edges[::every]:
+        out.append(f'<text x="{x(v):.1f}" y="{TOP + ph + 16}" class="tick" '
+                   f'text-anchor="middle">{escape(tick(v))}</text>')
+    for a, b, n in bins:
+        if n:
+            h = n / top * ph
+            out.append(f'<rect x="{x(a) + 1:.1f}" y="{TOP + ph - h:.1f}" '
+                       f'width="{max(1.0, x(b) - x(a) - 2):.1f}" height="{h:.1f}" class="bar">'
+                       f'<title>{escape(f"{tick(a)} to {tick(b)}: {n}")}</title></rect>')
+    for v, label in marks:
+        out.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{TOP}" y2="{TOP + ph}" '
+                   f'class="mark"><title>{escape(label)}</title></line>')
+        out.append(f'<text x="{x(v) + 3:.1f}" y="{TOP + 11}" class="tick">{escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out)

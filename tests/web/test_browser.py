@@ -84,6 +84,14 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
 
     # The instructor, in a browser of their own: import a new version, watch it validate, regrade.
     prof = _instructor(page, p.base)
+    # How the class is doing: ada's two gradings, the reference (passed) and a wrong answer.
+    prof.goto(f"{p.base}/c/c/t1-multiprocessing/stats")
+    assert "1/1 (100 %)" in prof.inner_text("#tests")  # first try passed, latest not
+    assert "0/1 (0 %)" in prof.inner_text("#tests")
+    assert prof.locator("svg.plot").count() == 3
+    assert "best passed submission (1)" in prof.inner_text("#speedups")
+    prof.screenshot(path=SHOTS / "stats.png", full_page=True)
+    prof.goto(f"{p.base}/")
     prof.click("text=Manage the course")
     package = tmp_path / "t1.zip"
     package.write_bytes(_t1_zip(b'"1.0.1"'))
