@@ -63,10 +63,14 @@ def _sample(s: Scaled, samples: list[tuple[float, int, int, int]], stop: threadi
                         len(states) - states.count("RUNNING"), int(waiting)))
 
 
-def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster) -> tuple[dict[str, Any], list]:
+Samples = list[tuple[float, int, int, int]]
+
+
+def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster
+            ) -> tuple[dict[str, Any], Samples]:
     tmp = Path(tempfile.mkdtemp(dir=shared))
-    s = Scaled(tmp, shared, cluster, **{"scale_in_delay_s": 0, "time_limit_s": 900,
-                                        "drain_s": 600, **RUNS[mode]})
+    s = Scaled(tmp, shared, cluster, queue={"scale_in_delay_s": 0, "time_limit_s": 900,
+                                            "drain_s": 600, **RUNS[mode]})
     try:
         code = s.p.course("quick")
         wait_until("the package to validate", lambda: s.p.get(

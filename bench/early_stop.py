@@ -39,7 +39,7 @@ def main() -> None:
         a = package.resolve(ref, get_settings().assignments_dir)
         for i in range(rounds):
             for rule in (("width", "points") if i % 2 == 0 else ("points", "width")):
-                stopping.stop_rules = POINTS_RULE if rule == "points" else width_rules  # type: ignore[assignment]
+                stopping.stop_rules = POINTS_RULE if rule == "points" else width_rules
                 r = grader.grade(a, files)
                 rows.append({"name": name, "rule": rule, "timed_s": r.timed_time_s,
                              "wall_s": r.wall_time_s,
@@ -50,7 +50,7 @@ def main() -> None:
                              "points": r.performance_points})
                 print(f"{name} [{rule}]: timed {r.timed_time_s:.1f} s of {r.wall_time_s:.1f} s; "
                       f"{r.summary}", flush=True)
-    stopping.stop_rules = POINTS_RULE  # type: ignore[assignment]
+    stopping.stop_rules = POINTS_RULE
     summary = []
     for rule in ("width", "points"):
         timed = sorted(r["timed_s"] for r in rows if r["rule"] == rule)

@@ -28,7 +28,7 @@ from runners import grader, package, testrun
 from runners.session import Session
 from runners.settings import get_settings
 
-spent: collections.Counter[str] = collections.Counter()  # --detail: seconds per wrapped part
+spent: dict[str, float] = collections.defaultdict(float)  # --detail: seconds per wrapped part
 
 
 def _timed(key: str, fn: Callable[..., Any], *, call: bool = False) -> Callable[..., Any]:
@@ -52,8 +52,8 @@ def detailed() -> Iterator[None]:
     """Wrap the sandbox session's life cycle and every hook the grader loads."""
     saved = Session.__enter__, Session.close, Session.call, grader.load_hook
 
-    def load_hook(a: package.Assignment) -> ModuleType:
-        hook = saved[3](a)
+    def load_hook(assignment: package.Assignment) -> ModuleType:
+        hook = saved[3](assignment)
         wrapped = ModuleType(hook.__name__)
         wrapped.__dict__.update(hook.__dict__)
         for name, key in (("make_input", "draws"), ("make_warmup_input", "draws"),

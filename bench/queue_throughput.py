@@ -24,6 +24,7 @@ not the speedups, is the point).
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import statistics
 import tempfile
@@ -46,6 +47,10 @@ SHIPPED = REPO_ROOT / "assignments"
 GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
 
 
+def _validated(p: Platform, slug: str) -> bool:
+    return bool(p.get(p.prof, f"/api/courses/c/assignments/{slug}")["validation"] == "ready")
+
+
 def _pending(p: Platform) -> int:
     with p.sessions() as s:
         return int(s.scalar(select(func.count()).select_from(Submission).where(
@@ -66,7 +71,7 @@ def measure(label: str, broker: str, tmp: Path, *, burst: int, latency_jobs: int
         waits = []
         for i in range(latency_jobs):
             sid = p.submit(students[i % 10], "quick", GOOD)
-            wait_until("a grade", lambda sid=sid: _pending(p) == 0, 120, 0.05)
+            wait_until("a grade", lambda: _pending(p) == 0, 120, 0.05)
             with p.sessions() as s:
                 job = s.scalars(select(Job).where(Job.submission_id == sid)).one()
                 assert job.published_at is not None and job.claimed_at is not None
@@ -120,8 +125,7 @@ def deadline(tmp: Path, *, n: int, students: int = 50,
         who = [p.student(f"s{i}", code) for i in range(students)]
         checker = p.start_runner("validator")
         for slug, _ in subs:
-            wait_until(f"{slug}'s validation", lambda slug=slug: p.get(
-                p.prof, f"/api/courses/c/assignments/{slug}")["validation"] == "ready", 900, 1)
+            wait_until(f"{slug}'s validation", functools.partial(_validated, p, slug), 900, 1)
         p.kill(checker)
         ids = [p.submit(who[i % students], *subs[i % len(subs)]) for i in range(n)]
         alive = {"a": p.start_runner("a", env={"PARAGRADE_CPUS": "0"}),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -55,4 +54,4 @@ def main() -> None:
         "sandboxed_ms": "sandboxed (ms) %.1f", "overhead_ms": "overhead (ms) %.1f"})
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

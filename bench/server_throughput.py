@@ -2,12 +2,13 @@
 
 Creates a scratch database (`paragrade_bench` on 127.0.0.1:5432, user postgres), migrates it, seeds
 one course with t1 imported, --students students and --stored stored submissions (most of them
-graded, with reports stored through the jobs service, copied in SQL beyond 10 000, so the
+graded, with reports stored through the grading service, copied in SQL beyond 10 000, so the
 leaderboard has real work), then runs the server with uvicorn in a subprocess on a free port
 (with --broker, the embedded SQLite broker or Redis) and drives it with httpx clients in threads:
 
 * leaderboard latency (`GET .../leaderboard`), one client, then CLIENTS clients;
 * the leaderboard page (HTML, a browser session), one client;
+* the class's statistics (`GET .../stats`, and its page), the instructor, one client;
 * upload latency (`POST .../submissions`, multipart), one client;
 * upload throughput: CLIENTS clients uploading for --seconds; submissions accepted per second;
 * with --sse N: the server's CPU and the database's transactions per second while nothing
@@ -136,7 +137,7 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
     from server.db import make_engine, session_factory
     from server.models import Enrollment, Job, Submission, User, now
     from server.services import artifacts as artifact_service
-    from server.services import assignments, courses, jobs, users
+    from server.services import assignments, courses, grading, outcomes, users
     from server.settings import REPO_ROOT
 
     migrate.upgrade(URL)
@@ -186,10 +187,10 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
         s.commit()
         for k, (sub, fate) in enumerate(zip(subs, fates, strict=True)):
             if fate == "graded":
-                jobs.store_report(session=s, sub=sub,
+                grading.store_report(session=s, sub=sub,
                                   report=report(rng, passed=rng.random() < PASSED_SHARE))
             elif fate == "error":
-                sub.status, sub.verdict, sub.counts_for_quota = "error", jobs.PLATFORM_ERROR, False
+                sub.status, sub.verdict, sub.counts_for_quota = "error", outcomes.PLATFORM_ERROR, False
             if k % 500 == 499:
                 s.commit()
         s.commit()
@@ -476,6 +477,22 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
         def board_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
             return c.get(f"/c/{COURSE}/{SLUG}/leaderboard", headers=cookie)
 
+        # The class's statistics, as the instructor asks for them (API) and reads them (page).
+        with httpx.Client(base_url=base) as browser:
+            form = re.search(r'name="csrf_token" value="([^"]+)"', browser.get("/login").text)
+            assert form, "the login page has no CSRF field"
+            login = browser.post("/login", data={"email": "prof@uni.edu",
+                                                 "password": "benchpass123",
+                                                 "csrf_token": form.group(1)})
+            assert login.status_code == 303, login.text
+            staff = {"Cookie": "paragrade_session=" + browser.cookies["paragrade_session"]}
+
+        def stats(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            return c.get(f"{assignment}/stats", headers=prof)
+
+        def stats_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            return c.get(f"/c/{COURSE}/{SLUG}/stats", headers=staff)
+
         def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
             body = reference + f"\n# {label} upload {next(uploads)}\n".encode()  # all distinct
             return c.post(f"{assignment}/submissions", headers=student(w, i),
@@ -491,6 +508,12 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
                          count=max(1, n // clients), server_pid=pid)},
                 {"endpoint": "leaderboard page (HTML)",
                  **drive(base, board_page, clients=1, expect=200, count=n, server_pid=pid)},
+                {"endpoint": "class statistics (API)",
+                 **drive(base, stats, clients=1, expect=200, count=max(1, n // 5),
+                         server_pid=pid)},
+                {"endpoint": "class statistics page (HTML)",
+                 **drive(base, stats_page, clients=1, expect=200, count=max(1, n // 5),
+                         server_pid=pid)},
                 {"endpoint": "upload",
                  **drive(base, upload, clients=1, expect=201, count=n, server_pid=pid)},
                 {"endpoint": "upload",

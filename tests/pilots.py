@@ -28,8 +28,8 @@ def available() -> bool:
 class Scaled:
     """A platform on Redis, and `paragrade admin scale` keeping its cpu queue's pilots."""
 
-    def __init__(self, tmp: Path, shared_dir: Path, slurm: SlurmCluster, packages: Path = PACKAGES,
-                 **queue: int) -> None:
+    def __init__(self, tmp: Path, shared_dir: Path, slurm: SlurmCluster, *,
+                 packages: Path = PACKAGES, queue: dict[str, int] | None = None) -> None:
         self.prefix = f"paragrade-test-{uuid.uuid4().hex[:8]}:"
         self.p = Platform(tmp, REDIS, key_prefix=self.prefix, assignments_dir=packages,
                           lease_s=30)
@@ -37,7 +37,7 @@ class Scaled:
         self.state = shared_dir / f"pilots-{self.name}"
         fleet = tmp / "fleet.toml"
         settings = {"max": 2, "idle_exit_s": 8, "scale_in_delay_s": 0, "time_limit_s": 1800,
-                    "drain_s": 1200, **queue}  # the quick package's jobs have 800 s
+                    "drain_s": 1200, **(queue or {})}  # the quick package's jobs have 800 s
         fleet.write_text(
             f'name = "{self.name}"\nserver = "{self.p.base}"\nbroker = "{REDIS}"\n'
             f'state_dir = "{self.state}"\nevery_s = 1\n'

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from server.deps import CourseStaffDep, SessionDep
+from server.models import now
 from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
 from server.services import statistics as stats_service
@@ -154,3 +155,42 @@ def assignment_stats(slug: str, access: CourseStaffDep, session: SessionDep,
             "Content-Disposition": f'attachment; filename="{access.course.slug}-{a.slug}-'
                                    f'{table}.csv"'})
     return public(st)
+
+
+class AssignmentLinePublic(BaseModel):
+    slug: str
+    title: str
+    deadline: datetime | None
+    enrolled: int
+    submitted: int
+    passed: int
+    median_best_score: float | None
+    max_score: float | None
+
+
+class WatchPublic(BaseModel):
+    name: str
+    alias: str
+    email: str
+    why: str
+
+
+class CourseStatsPublic(BaseModel):
+    assignments: list[AssignmentLinePublic]
+    watchlist: list[WatchPublic] = Field(description=(
+        "Students not started on an assignment due within 48 h, stuck (5 graded attempts, none "
+        "passed) or falling (their latest assignment a quarter of the points below the rest)"))
+
+
+@router.get("/courses/{course}/stats", response_model=CourseStatsPublic)
+def course_stats(access: CourseStaffDep, session: SessionDep) -> CourseStatsPublic:
+    """Each assignment's completion and median best score side by side, and the students to
+    watch."""
+    st = stats_service.of_course(session=session, course_id=access.course.id, at=now())
+    return CourseStatsPublic(
+        assignments=[AssignmentLinePublic(
+            slug=a.slug, title=a.title, deadline=a.deadline, enrolled=a.enrolled,
+            submitted=a.submitted, passed=a.passed, median_best_score=a.median_best,
+            max_score=a.max_score) for a in st.assignments],
+        watchlist=[WatchPublic(name=w.name, alias=w.alias, email=w.email, why=w.why)
+                   for w in st.watchlist])

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from server.deps import SessionDep
+from server.models import now
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import statistics as stats_service
@@ -58,6 +59,16 @@ def plots(st: stats_service.AssignmentStats) -> dict[str, Markup]:
     return out
 
 
+@router.get("/c/{course}/-/stats")
+def course_stats_page(course: str, request: Request, session: SessionDep,
+                      user: PageUser) -> HTMLResponse:
+    c, role = course_service.with_role(session=session, slug=course, user=user)
+    if not course_service.is_staff(role):
+        raise Forbidden("only the course's instructors and TAs may see this page")
+    st = stats_service.of_course(session=session, course_id=c.id, at=now())
+    return render(request, "course_stats.html", user=user, course=c, st=st)
+
+
 @router.get("/c/{course}/{slug}/stats")
 def stats_page(course: str, slug: str, request: Request, session: SessionDep,
                user: PageUser) -> HTMLResponse:
@@ -68,3 +79,4 @@ def stats_page(course: str, slug: str, request: Request, session: SessionDep,
     st = stats_service.of_assignment(session=session, assignment=a)
     return render(request, "stats.html", user=user, course=c, a=a, st=st, plots=plots(st),
                   low=stats_service.LOW_DISCRIMINATION)
+

@@ -10,6 +10,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -21,7 +22,8 @@ from sqlalchemy import Engine, select, text
 from server import migrate, security
 from server.db import Base, make_engine
 from server.main import create_app
-from server.settings import REPO_ROOT, ServerSettings
+from server.settings import REPO_ROOT as REPO_ROOT
+from server.settings import ServerSettings
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 PG_TEST_DB = f"paragrade_test_{os.getpid()}"  # concurrent test runs never share a database
@@ -124,14 +126,14 @@ class World:
     bob: dict[str, str]
     join_code: str
 
-    def post(self, who: dict[str, str], url: str, **kw: object):  # type: ignore[no-untyped-def]
-        return self.client.post(url, headers=who, **kw)  # type: ignore[arg-type]
+    def post(self, who: dict[str, str], url: str, **kw: Any) -> Any:
+        return self.client.post(url, headers=who, **kw)
 
-    def get(self, who: dict[str, str], url: str, **kw: object):  # type: ignore[no-untyped-def]
-        return self.client.get(url, headers=who, **kw)  # type: ignore[arg-type]
+    def get(self, who: dict[str, str], url: str, **kw: Any) -> Any:
+        return self.client.get(url, headers=who, **kw)
 
     def submit(self, who: dict[str, str], content: bytes, name: str = "solution.py",
-               slug: str = "t1-multiprocessing"):  # type: ignore[no-untyped-def]
+               slug: str = "t1-multiprocessing") -> Any:
         return self.post(who, f"/api/courses/th/assignments/{slug}/submissions",
                          files=[("files", (name, content))])
 
@@ -191,8 +193,8 @@ def claim(client: TestClient, queues: tuple[str, ...] = ("cpu", "mpi", "gpu")
     return dict(r.json())
 
 
-def finish_validation(client: TestClient, ok: bool = True,  # type: ignore[type-arg]
-                      test_seconds: dict[str, float] | None = None) -> dict:
+def finish_validation(client: TestClient, ok: bool = True,
+                      test_seconds: dict[str, float] | None = None) -> dict[str, Any]:
     """Play the runner for a pending validate job (as a runner would post its checks;
     `test_seconds`: the reference's seconds per test)."""
     offer = claim(client)

@@ -413,20 +413,26 @@ def test_a_key_set_is_fetched_once_per_platform_and_again_when_the_lms_rotates_k
     _register(world, lms)
     fetches = []
     served = lms.jwks
-    monkeypatch.setattr(lms, "jwks", lambda: fetches.append(1) or served())
+    def counted(serve: Any) -> Any:
+        def jwks() -> Any:
+            fetches.append(1)
+            return serve()
+        return jwks
+
+    monkeypatch.setattr(lms, "jwks", counted(served))
 
     def launch() -> int:
         b = _browser(world)
         auth = _start(b, lms)
-        return b.post("/lti/launch", data={"id_token": lms.id_token(
-            nonce=auth["nonce"], target=TARGET), "state": auth["state"]}).status_code
+        return int(b.post("/lti/launch", data={"id_token": lms.id_token(
+            nonce=auth["nonce"], target=TARGET), "state": auth["state"]}).status_code)
 
     assert [launch(), launch(), launch()] == [303] * 3
     assert len(fetches) == 1  # cached for the platform
     monkeypatch.setattr(messages, "KEY_SET_REFETCH_S", 0)
     lms.key, lms.kid = rsa.generate_private_key(public_exponent=65537, key_size=2048), "key-2"
     served_new = StandInLms.jwks.__get__(lms)
-    monkeypatch.setattr(lms, "jwks", lambda: fetches.append(1) or served_new())
+    monkeypatch.setattr(lms, "jwks", counted(served_new))
     assert [launch(), launch()] == [303] * 2
     assert len(fetches) == 2  # fetched once more, for the new key
     lms.close()

@@ -8,12 +8,15 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from runners.protocol import TestOutcome, Verdict
+from server.db import session_factory
+from server.models import Assignment, AssignmentVersion
 from server.services import statistics as stats_service
 from tests.server.conftest import World, login
 from tests.server.reports import sample_report, store
@@ -135,3 +138,45 @@ def test_students_see_none_of_it(klass: World) -> None:
     assert klass.client.get(URL, headers=klass.ada).status_code == 403
     ada = browser(klass)
     assert ada.get("/c/th/t1-multiprocessing/stats").status_code == 403
+
+
+def test_the_course_page_lists_assignments_and_the_students_to_watch(klass: World,
+                                                                     engine: Engine) -> None:
+    c, prof = klass.client, klass.prof
+    due = (datetime.now(UTC) + timedelta(hours=24)).isoformat()
+    assert c.patch("/api/courses/th/assignments/t1-multiprocessing", json={"deadline": due},
+                   headers=prof).status_code == 200
+    r = c.post("/api/courses/th/assignments/import", json={"path": "treasure-hunt/t2-mpi"},
+               headers=prof)
+    assert r.status_code == 201, r.text
+    with session_factory(engine)() as db, db.begin():  # as its validation would leave it
+        version = db.scalars(select(AssignmentVersion).join(
+            Assignment, Assignment.id == AssignmentVersion.assignment_id).where(
+            Assignment.slug == "t2-mpi")).one()
+        version.status = "ready"
+        version.assignment.current_version_id = version.id
+    fay = login(c, "fay@uni.edu", "studentpass1")
+    wrong = report(OK, (False, "x"), (False, "y"), 20)
+    for _ in range(4):  # fay: five graded attempts at t1, none passed
+        r = c.post("/api/courses/th/assignments/t1-multiprocessing/submissions",
+                   files=[("files", ("solution.py", b"x = 1\n"))], headers=fay)
+        store(engine, r.json()["id"], wrong)
+    # ada: 90 of 100 on t1, then 20 on t2 (the later one: t1 has the deadline): falling
+    r = c.post("/api/courses/th/assignments/t2-mpi/submissions",
+               files=[("files", ("solution.py", b"x = 1\n"))], headers=klass.ada)
+    assert r.status_code == 201, r.text
+    store(engine, r.json()["id"], report(OK, (False, "x"), (False, "y"), 20))
+    st = c.get("/api/courses/th/stats", headers=prof).json()
+    t1, t2 = st["assignments"]
+    assert (t1["slug"], t1["submitted"], t1["passed"], t1["enrolled"]) == \
+        ("t1-multiprocessing", 5, 3, 6)
+    assert t1["median_best_score"] == 60 and (t2["submitted"], t2["passed"]) == (1, 0)
+    why = sorted((w["name"], w["why"]) for w in st["watchlist"])
+    assert [n for n, _ in why] == ["ada", "eve", "fay"], why
+    assert why[0][1].startswith("falling: 20% of the points on Treasure hunt 2") and \
+        why[0][1].endswith("after 90% on average before")
+    assert why[1][1].startswith("no submission to Treasure hunt 1") and "due in 2" in why[1][1]
+    assert why[2][1].startswith("5 or more graded attempts at Treasure hunt 1")
+    page = browser(klass, "prof@uni.edu", "prof-pass-4821").get("/c/th/-/stats").text
+    assert "Students to watch" in page and "falling: 20% of the points" in page
+    assert c.get("/api/courses/th/stats", headers=klass.bob).status_code == 403
