@@ -12,10 +12,10 @@ Terms, for each student enrolled as a student:
   is over those (how many passed it at once, how many in the end).
 - **best / latest score**: the highest score of any of their submissions; the latest graded
   one's.
-- **discrimination**: the correlation between passing a test (1 or 0) and the final score, over
-  the final submissions (point-biserial). A test most passers of the assignment fail, or that
-  weak and strong students pass alike, has one near 0 or below: a broken test, or one that
-  measures something other than the rest (see `LOW_DISCRIMINATION`).
+- **discrimination**: the correlation between passing a test (1 or 0) and the final graded
+  score (before any late penalty), over the final submissions (point-biserial). A test that
+  weak and strong students pass alike, or fail alike, has one near 0 or below: a broken test,
+  or one that measures something other than the rest (see `LOW_DISCRIMINATION`).
 - **speedup**: the measured speedup of each student's board submission (their best passed one),
   against the reference's and the scoring curve's marks.
 """
@@ -28,11 +28,12 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Float, Integer, and_, case, cast, func, select
+from sqlalchemy import Float, Integer, and_, any_, bindparam, case, cast, func, select
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
-from sqlalchemy.sql import Subquery
 
 from runners.protocol import Manifest
 from server.models import (
@@ -97,6 +98,8 @@ class Student:
     full: bool
     first_at: datetime | None
     first_pass_at: datetime | None
+    first_id: int | None = None  # their first graded submission
+    last_id: int | None = None  # their latest graded submission
 
 
 @dataclass(frozen=True)
@@ -169,56 +172,64 @@ class AssignmentStats:
 
 def _students(session: Session, a: Assignment) -> tuple[list[Student], float | None]:
     s, r = Submission, GradeReportRow
+    # One pass over the assignment's submissions (its index), no join: the grade reports are
+    # read only for the students' latest submissions, by id.
     per = (select(s.user_id.label("user_id"), func.count(s.id).label("n"),
                   func.min(s.created_at).label("first_at"), func.max(s.score).label("best"),
                   func.min(case((s.verdict == "passed", s.created_at))).label("first_pass_at"),
                   func.max(case((s.status == "graded", s.id))).label("last_id"),
-                  func.max(case((and_(r.max_score > 0, s.score >= r.max_score - 1e-9), 1),
-                                else_=0)).label("full"),
-                  func.max(r.max_score).label("max_score"))
-           .outerjoin(r, r.submission_id == s.id)
+                  func.min(case((s.status == "graded", s.id))).label("first_id"))
            .where(s.assignment_id == a.id).group_by(s.user_id).subquery())
     latest = Submission.__table__.alias("latest")
     rows = session.execute(
         select(User.id, User.name, User.email, Enrollment.alias, per.c.n, per.c.best,
-               latest.c.score, per.c.first_pass_at, per.c.full, per.c.first_at, per.c.max_score)
+               latest.c.score, per.c.first_pass_at, per.c.first_at, per.c.first_id,
+               per.c.last_id)
         .join(Enrollment, and_(Enrollment.user_id == User.id,
                                Enrollment.course_id == a.course_id))
         .outerjoin(per, per.c.user_id == User.id)
         .outerjoin(latest, latest.c.id == per.c.last_id)
-        .where(Enrollment.role == "student").order_by(User.name, User.id))
-    out, max_score = [], None
-    for uid, name, email, alias, n, best, last, first_pass, full, first_at, top in rows:
-        max_score = max(filter(None, (max_score, top)), default=None)
+        .where(Enrollment.role == "student").order_by(User.name, User.id)).all()
+    lasts = [row[-1] for row in rows if row[-1] is not None]
+    max_score = session.scalar(select(func.max(r.max_score)).where(
+        _among(session, r.submission_id, lasts))) if lasts else None
+    out = []
+    for uid, name, email, alias, n, best, last, first_pass, first_at, first_id, last_id in rows:
+        full = bool(max_score and best is not None and best >= max_score - 1e-9)
         out.append(Student(uid, name, email, alias or "", int(n or 0), best, last,
-                           first_pass is not None, bool(full),
+                           first_pass is not None, full,
                            aware(first_at) if first_at else None,
-                           aware(first_pass) if first_pass else None))
+                           aware(first_pass) if first_pass else None, first_id, last_id))
     return out, max_score
 
 
-def _picks(a: Assignment, last: bool) -> Subquery:
-    """Each student's first (or latest) graded submission of the assignment."""
-    s = Submission
-    pick = (func.max if last else func.min)(s.id)
-    return (select(pick.label("id")).join(Enrollment, and_(
-        Enrollment.user_id == s.user_id, Enrollment.course_id == a.course_id,
-        Enrollment.role == "student"))
-        .where(s.assignment_id == a.id, s.status == "graded").group_by(s.user_id).subquery())
+def _among(session: Session, column: Any, ids: list[int]) -> Any:
+    """`column IN ids`: on PostgreSQL one array parameter (`= ANY`), not one per id (compiling
+    and binding 2 000 parameters cost more than the query)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return column == any_(bindparam(None, ids, type_=postgresql.ARRAY(Integer)))
+    return column.in_(ids)
 
 
-def _tests(session: Session, a: Assignment) -> list[TestStat]:
-    t, r, s = TestResultRow, GradeReportRow, Submission
+def _tests(session: Session, first_ids: list[int], last_ids: list[int]) -> list[TestStat]:
+    """Each test over the students' first and latest graded submissions, found by their reports'
+    ids (both tables filtered by them: index lookups, where a join on the submission ids alone
+    had PostgreSQL scan every test result of the course)."""
+    t, r = TestResultRow, GradeReportRow
+    report_of: dict[int, int] = {sid: rid for sid, rid in session.execute(
+        select(r.submission_id, r.id).where(_among(session, r.submission_id,
+                                                   first_ids + last_ids)))}
     passed = cast(case((t.outcome == "passed", 1), else_=0), Integer)
     counts: dict[str, dict[str, object]] = {}
-    for last in (False, True):
-        picks = _picks(a, last)
-        score = cast(s.score, Float)
+    score = cast(r.score, Float)  # the graded score (before any late penalty)
+    for last, ids in ((False, first_ids), (True, last_ids)):
+        reports = [report_of[i] for i in ids if i in report_of]
         rows = session.execute(
             select(t.name, func.max(cast(t.hidden, Integer)), func.count(), func.sum(passed),
                    func.sum(score), func.sum(score * score), func.sum(passed * score))
-            .join(r, r.id == t.report_id).join(s, s.id == r.submission_id)
-            .join(picks, picks.c.id == s.id).group_by(t.name))
+            .join(r, r.id == t.report_id)
+            .where(_among(session, t.report_id, reports), _among(session, r.id, reports))
+            .group_by(t.name))
         for name, hidden, n, k, sy, syy, sxy in rows:
             c = counts.setdefault(name, {"hidden": bool(hidden)})
             c["final" if last else "first"] = (int(n), int(k or 0))
@@ -227,15 +238,16 @@ def _tests(session: Session, a: Assignment) -> list[TestStat]:
                                       float(sxy or 0))
     failures: dict[str, Counter[str]] = defaultdict(Counter)
     example: dict[tuple[str, str], int] = {}
-    picks = _picks(a, True)
-    for name, message, n, sid in session.execute(
-            select(t.name, t.message, func.count(), func.min(s.id))
-            .join(r, r.id == t.report_id).join(s, s.id == r.submission_id)
-            .join(picks, picks.c.id == s.id).where(t.outcome != "passed")
+    submission_of = {rid: sid for sid, rid in report_of.items()}
+    for name, message, n, rid in session.execute(
+            select(t.name, t.message, func.count(), func.min(t.report_id))
+            .where(_among(session, t.report_id,
+                          [report_of[i] for i in last_ids if i in report_of]),
+                   t.outcome != "passed")
             .group_by(t.name, t.message)):
         key = normalised(message)
         failures[name][key] += int(n)
-        example.setdefault((name, key), int(sid))
+        example.setdefault((name, key), submission_of[int(rid)])
     out = []
     for name, c in counts.items():
         first, final = c.get("first", (0, 0)), c.get("final", (0, 0))
@@ -283,10 +295,12 @@ def of_assignment(*, session: Session, assignment: Assignment) -> AssignmentStat
         BoardEntry, BoardEntry.submission_id == r.submission_id).where(
         BoardEntry.assignment_id == a.id, r.speedup_median.is_not(None)))
     speedups = sorted(float(v) for (v,) in board if v is not None)
-    picks = _picks(a, True)
+    firsts = [x.first_id for x in students if x.first_id is not None]
+    lasts = [x.last_id for x in students if x.last_id is not None]
     credit = {str(k): int(n) for k, n in session.execute(
-        select(r.credit_status, func.count()).join(picks, picks.c.id == r.submission_id)
-        .where(r.credit_status.is_not(None)).group_by(r.credit_status))}
+        select(r.credit_status, func.count()).where(
+            _among(session, r.submission_id, lasts), r.credit_status.is_not(None))
+        .group_by(r.credit_status))}
     per_workers: dict[int, list[float]] = defaultdict(list)
     for w, sp in session.execute(select(ScalingPointRow.workers, ScalingPointRow.speedup)
                                  .join(r, r.id == ScalingPointRow.report_id)
@@ -301,7 +315,8 @@ def of_assignment(*, session: Session, assignment: Assignment) -> AssignmentStat
     to_pass = [(s.first_pass_at - s.first_at).total_seconds() / 3600 for s in students
                if s.first_pass_at is not None and s.first_at is not None]
     return AssignmentStats(
-        students=students, max_score=max_score, tests=_tests(session, a), speedups=speedups,
+        students=students, max_score=max_score, tests=_tests(session, firsts, lasts),
+        speedups=speedups,
         reference_speedup=reference_speedup(version) if version is not None else None,
         speedup_min=a.speedup_min or (scoring.speedup_min if scoring else None),
         speedup_full=a.speedup_full or (scoring.speedup_full if scoring else None), credit=credit,
