@@ -449,3 +449,15 @@ def of_course(*, session: Session, course_id: int, at: datetime) -> CourseStats:
                                    f"falling: {latest:.0%} of the points on {latest_a.title} "
                                    f"after {earlier:.0%} on average before"))
     return CourseStats(assignments=lines, watchlist=watch)
+
+
+def speedups_of(*, session: Session, submission_ids: list[int]) -> dict[int, float]:
+    """The measured speedup of each of these submissions that has one (a student's own history:
+    their score and speedup attempt by attempt)."""
+    r = GradeReportRow
+    if not submission_ids:
+        return {}
+    return {int(sid): float(v) for sid, v in session.execute(
+        select(r.submission_id, r.speedup_median).where(
+            r.submission_id.in_(submission_ids), r.speedup_median.is_not(None)))
+        if v is not None}

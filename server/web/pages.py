@@ -30,6 +30,7 @@ from server.services import courses as course_service
 from server.services import extensions as extension_service
 from server.services import fleet as fleet_service
 from server.services import readiness as readiness_service
+from server.services import statistics as stats_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
@@ -249,6 +250,7 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
     except (DomainError, OSError):
         statement = ""
     allowed = sorted(set(manifest.entry.allowed_files) | {manifest.entry.file})
+    mine = submission_service.mine(session=session, user=user, assignment=a)
     return render(request, "assignment.html", status_code=status_code, user=user, course=c,
                   role=role, a=a, manifest=manifest, allowed=allowed, error=error,
                   statement=Markup(_markdown.render(statement)),
@@ -256,7 +258,8 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
                   late=submission_service.is_late(session=session, assignment=a, user=user),
                   extended=extension_service.extended(session=session, assignment=a,
                                                       user_id=user.id),
-                  mine=submission_service.mine(session=session, user=user, assignment=a),
+                  mine=mine, speedups=stats_service.speedups_of(
+                      session=session, submission_ids=[x.id for x in mine]),
                   not_open=_not_open(session, settings, [a]).get(a.id),
                   simulated=routing.simulable(manifest.model_dump()) and routing.target(
                       session=session, live_s=settings.runner_live_s) == "gpusim")

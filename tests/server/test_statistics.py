@@ -134,10 +134,13 @@ def test_the_page_and_the_csv_say_the_same(klass: World) -> None:
         ("100.0", "yes")
 
 
-def test_students_see_none_of_it(klass: World) -> None:
+def test_students_see_only_their_own_history(klass: World) -> None:
     assert klass.client.get(URL, headers=klass.ada).status_code == 403
     ada = browser(klass)
     assert ada.get("/c/th/t1-multiprocessing/stats").status_code == 403
+    assert ada.get("/c/th/-/stats").status_code == 403
+    mine = ada.get("/c/th/t1-multiprocessing").text  # her two attempts: 20, then 90 at 1.80×
+    assert "1.80×" in mine and "2.20×" not in mine and "1.00×" not in mine
 
 
 def test_the_course_page_lists_assignments_and_the_students_to_watch(klass: World,
