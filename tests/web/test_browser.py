@@ -91,6 +91,9 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     assert prof.locator("svg.plot").count() == 3
     assert "best passed submission (1)" in prof.inner_text("#speedups")
     prof.screenshot(path=SHOTS / "stats.png", full_page=True)
+    prof.goto(f"{p.base}/c/c/-/stats")
+    assert "1/1" in prof.inner_text("#assignments") and "Nobody" in prof.inner_text("#watchlist")
+    prof.screenshot(path=SHOTS / "course-stats.png", full_page=True)
     prof.goto(f"{p.base}/")
     prof.click("text=Manage the course")
     package = tmp_path / "t1.zip"
