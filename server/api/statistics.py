@@ -15,12 +15,13 @@ from server.deps import CourseStaffDep, SessionDep
 from server.models import now
 from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
+from server.services import course_statistics as course_stats_service
 from server.services import statistics as stats_service
 from server.services.exports import csv_cell
 
 router = APIRouter(prefix="/api", tags=["statistics"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
-                              404: {"model": ErrorPublic}})
+                              404: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})
 
 
 class SummaryPublic(BaseModel):
@@ -186,7 +187,7 @@ class CourseStatsPublic(BaseModel):
 def course_stats(access: CourseStaffDep, session: SessionDep) -> CourseStatsPublic:
     """Each assignment's completion and median best score side by side, and the students to
     watch."""
-    st = stats_service.of_course(session=session, course_id=access.course.id, at=now())
+    st = course_stats_service.of_course(session=session, course_id=access.course.id, at=now())
     return CourseStatsPublic(
         assignments=[AssignmentLinePublic(
             slug=a.slug, title=a.title, deadline=a.deadline, enrolled=a.enrolled,

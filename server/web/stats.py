@@ -12,6 +12,7 @@ from markupsafe import Markup
 from server.deps import SessionDep
 from server.models import now
 from server.services import assignments as assignment_service
+from server.services import course_statistics as course_stats_service
 from server.services import courses as course_service
 from server.services import statistics as stats_service
 from server.services.errors import Forbidden
@@ -65,7 +66,7 @@ def course_stats_page(course: str, request: Request, session: SessionDep,
     c, role = course_service.with_role(session=session, slug=course, user=user)
     if not course_service.is_staff(role):
         raise Forbidden("only the course's instructors and TAs may see this page")
-    st = stats_service.of_course(session=session, course_id=c.id, at=now())
+    st = course_stats_service.of_course(session=session, course_id=c.id, at=now())
     return render(request, "course_stats.html", user=user, course=c, st=st)
 
 
