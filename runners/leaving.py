@@ -34,7 +34,7 @@ from types import FrameType
 
 log = logging.getLogger("paragrade.runner")
 
-BUSY_SINCE, LAST_END, DRAIN_DEADLINE, GRADING = range(4)
+BUSY_SINCE, LAST_END, DRAIN_DEADLINE, GRADING, LEAVING = range(5)
 
 MARGIN_S = 30.0
 """Kept between a drained job's worst-case end (its claim plus its time limit) and the
@@ -59,7 +59,7 @@ class Tenure:
         self.idle_exit_s = idle_exit_s
         self.drain_s = drain_s
         self.started = time.time()
-        self._shared = multiprocessing.RawArray("d", 4)  # mapped shared; inherited by the fork
+        self._shared = multiprocessing.RawArray("d", 5)  # mapped shared; inherited by the fork
 
     # --- the pool child: what the task tells the main process ---------------------------------
 
@@ -71,6 +71,7 @@ class Tenure:
         Installed per task: billiard sets its own handlers in the child after Celery's
         process-init hooks, and its SIGTERM handler ends the child, grading or not."""
         def taken_back(_signum: int, _frame: FrameType | None) -> None:
+            self._shared[LEAVING] = 1.0
             if self._shared[GRADING]:
                 self._shared[GRADING] = 0.0  # once: the hand-back itself must not be interrupted
                 raise HandBack("the runner was told to stop (SIGTERM: its node is taken back)")
@@ -90,6 +91,12 @@ class Tenure:
             self._shared[LAST_END] = time.time()
             self._shared[BUSY_SINCE] = 0.0
 
+    def leaving(self) -> bool:
+        """Whether the runner is on its way out (drained, idle, told to stop): a task that
+        starts now gives its message back unclaimed. A warm shutdown still runs a message the
+        worker had already taken, such as the job it just handed back."""
+        return bool(self._shared[LEAVING])
+
     def grading(self, on: bool) -> None:
         """Between claim and outcome: only then does a SIGTERM hand the job back."""
         self._shared[GRADING] = 1.0 if on else 0.0
@@ -106,11 +113,21 @@ class Tenure:
     # --- the worker's main process -------------------------------------------------------------
 
     def install_parent(self) -> None:
-        """In the worker's main thread, once Celery set its own handlers: SIGUSR1 drains."""
+        """In the worker's main thread, once Celery set its own handlers: SIGTERM (Celery's
+        warm shutdown) marks the runner leaving first; SIGUSR1 drains."""
+        celery_term = signal.getsignal(signal.SIGTERM)
+
+        def term(signum: int, frame: FrameType | None) -> None:
+            self._shared[LEAVING] = 1.0
+            if callable(celery_term):
+                celery_term(signum, frame)
+
+        signal.signal(signal.SIGTERM, term)
         if self.drain_s is None:
             return
 
         def drain(_signum: int, _frame: FrameType | None) -> None:
+            self._shared[LEAVING] = 1.0
             self._shared[DRAIN_DEADLINE] = time.time() + float(self.drain_s or 0)
             log.info("draining: the allocation ends in %.0f s; no new job, the current one "
                      "finishes if it fits, else goes back to the queue", self.drain_s)
@@ -127,6 +144,7 @@ class Tenure:
                 continue
             idle = time.time() - max(self.started, self._shared[LAST_END])
             if idle >= self.idle_exit_s:
+                self._shared[LEAVING] = 1.0
                 log.info("idle for %.0f s: leaving", idle)
                 os.kill(os.getpid(), signal.SIGTERM)
                 return

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 import threadpoolctl
-from celery.exceptions import SecurityWarning, SoftTimeLimitExceeded
+from celery.exceptions import Reject, SecurityWarning, SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_ready
 
 from runners import (
@@ -214,6 +214,8 @@ def run_job(job_id: int) -> str:
     runner = _runner
     if runner is None:
         raise RuntimeError("this process is not a paragrade runner")
+    if runner.tenure.leaving():  # its message goes back to the broker, the job unclaimed
+        raise Reject("the runner is leaving", requeue=True)
     with runner.tenure.job():
         return _run_job(runner, job_id)
 
