@@ -444,6 +444,17 @@ def quiet(pid: int, seconds: float) -> dict[str, float]:
             "db_tx_per_s": (tx1 - tx0) / elapsed}
 
 
+def browser_session(base: str, email: str) -> dict[str, str]:
+    """The Cookie header of a browser logged in as `email` (the page's own form and CSRF)."""
+    with httpx.Client(base_url=base) as browser:
+        form = re.search(r'name="csrf_token" value="([^"]+)"', browser.get("/login").text)
+        assert form, "the login page has no CSRF field"
+        login = browser.post("/login", data={"email": email, "password": "benchpass123",
+                                             "csrf_token": form.group(1)})
+        assert login.status_code == 303, login.text
+        return {"Cookie": "paragrade_session=" + browser.cookies["paragrade_session"]}
+
+
 def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
             args: argparse.Namespace, workers: int = 1
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -465,27 +476,13 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
             return c.get(f"{assignment}/leaderboard", headers=student(w, i))
 
         # The leaderboard page (HTML) as a logged-in student's browser asks for it.
-        with httpx.Client(base_url=base) as browser:
-            form = re.search(r'name="csrf_token" value="([^"]+)"', browser.get("/login").text)
-            assert form, "the login page has no CSRF field"
-            login = browser.post("/login", data={"email": "s000@uni.edu",
-                                                 "password": "benchpass123",
-                                                 "csrf_token": form.group(1)})
-            assert login.status_code == 303, login.text
-            cookie = {"Cookie": "paragrade_session=" + browser.cookies["paragrade_session"]}
+        cookie = browser_session(base, "s000@uni.edu")
 
         def board_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
             return c.get(f"/c/{COURSE}/{SLUG}/leaderboard", headers=cookie)
 
         # The class's statistics, as the instructor asks for them (API) and reads them (page).
-        with httpx.Client(base_url=base) as browser:
-            form = re.search(r'name="csrf_token" value="([^"]+)"', browser.get("/login").text)
-            assert form, "the login page has no CSRF field"
-            login = browser.post("/login", data={"email": "prof@uni.edu",
-                                                 "password": "benchpass123",
-                                                 "csrf_token": form.group(1)})
-            assert login.status_code == 303, login.text
-            staff = {"Cookie": "paragrade_session=" + browser.cookies["paragrade_session"]}
+        staff = browser_session(base, "prof@uni.edu")
 
         def stats(c: httpx.Client, w: int, i: int) -> httpx.Response:
             return c.get(f"{assignment}/stats", headers=prof)
