@@ -37,7 +37,7 @@ from server.web.pages import Csrf, PageUser, act_on_submission, reasons, render
 router = APIRouter(include_in_schema=False)
 
 
-def _course(session: SessionDep, user: User, course: str, *, staff: bool = False
+def course_for(session: SessionDep, user: User, course: str, *, staff: bool = False
             ) -> tuple[Course, str]:
     """The course and the user's role in it, when they are one of its instructors (`staff`: or
     of its TAs)."""
@@ -83,7 +83,7 @@ def _course_page(request: Request, session: SessionDep, user: User, c: Course, r
 @router.get("/c/{course}")
 def course_page(course: str, request: Request, session: SessionDep,
                 user: PageUser) -> HTMLResponse:
-    return _course_page(request, session, user, *_course(session, user, course, staff=True))
+    return _course_page(request, session, user, *course_for(session, user, course, staff=True))
 
 
 @router.post("/c/{course}/-/lti", dependencies=[Csrf])
@@ -94,7 +94,7 @@ def register_lms(course: str, request: Request, session: SessionDep, user: PageU
                  settings: SettingsDep, allow_private_network: Annotated[str, Form()] = ""
                  ) -> Response:
     """Register an LMS (LTI 1.3) for the course; deployment ids separated by commas."""
-    c, role = _course(session, user, course)
+    c, role = course_for(session, user, course)
     try:
         body = LtiPlatformCreate(issuer=issuer.strip(), client_id=client_id.strip(),
                                  auth_login_url=auth_login_url.strip(),
@@ -120,7 +120,7 @@ def register_lms(course: str, request: Request, session: SessionDep, user: PageU
 def import_package(course: str, request: Request, session: SessionDep, settings: SettingsDep,
                    user: PageUser, package: Annotated[UploadFile, File()]) -> Response:
     """Import a zip; every problem is listed, one per line."""
-    c, role = _course(session, user, course)
+    c, role = course_for(session, user, course)
     data = package.file.read(settings.max_package_bytes + 1)
     try:
         if len(data) > settings.max_package_bytes:
@@ -144,7 +144,7 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
 
 def _manage(request: Request, session: SessionDep, user: User, course: str, slug: str,
             **extra: Any) -> HTMLResponse:
-    c, role = _course(session, user, course, staff=True)
+    c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     subs = submission_service.of_assignment(session=session, assignment=a)
     who = request.query_params.get("student", "").strip().lower()
@@ -176,7 +176,7 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
            quota_count: Annotated[int, Form()], quota_window_min: Annotated[int, Form()],
            speedup_min: Annotated[float, Form()], speedup_full: Annotated[float, Form()],
            deadline: Annotated[str, Form()] = "") -> Response:
-    c, _ = _course(session, user, course)
+    c, _ = course_for(session, user, course)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         changes: dict[str, Any] = {
@@ -208,7 +208,7 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
 @router.post("/c/{course}/{slug}/manage/regrade-all", dependencies=[Csrf])
 def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
                 user: PageUser) -> Response:
-    c, role = _course(session, user, course, staff=True)
+    c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     with committing(session):
         n = submission_service.regrade_all(session=session, actor=user, assignment=a, role=role)
@@ -220,7 +220,7 @@ def grant_extension(course: str, slug: str, request: Request, session: SessionDe
                     user: PageUser, email: Annotated[str, Form()],
                     deadline: Annotated[str, Form()], reason: Annotated[str, Form()] = ""
                     ) -> Response:
-    c, role = _course(session, user, course)
+    c, role = course_for(session, user, course)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         body = ExtensionCreate(deadline=datetime.fromisoformat(deadline.strip()), reason=reason)
@@ -243,7 +243,7 @@ def grant_extension(course: str, slug: str, request: Request, session: SessionDe
 @router.post("/c/{course}/{slug}/manage/extensions/revoke", dependencies=[Csrf])
 def revoke_extension(course: str, slug: str, request: Request, session: SessionDep,
                      user: PageUser, email: Annotated[str, Form()]) -> Response:
-    c, role = _course(session, user, course)
+    c, role = course_for(session, user, course)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         with committing(session):
@@ -257,7 +257,7 @@ def revoke_extension(course: str, slug: str, request: Request, session: SessionD
 
 def _members(request: Request, session: SessionDep, user: User, course: str,
              status_code: int = 200, **extra: Any) -> HTMLResponse:
-    c, role = _course(session, user, course, staff=True)
+    c, role = course_for(session, user, course, staff=True)
     return render(request, "members.html", status_code=status_code, user=user, course=c,
                   role=role, members=course_service.members(session=session, course=c), **extra)
 
@@ -272,7 +272,7 @@ def members_page(course: str, request: Request, session: SessionDep,
 @router.post("/c/{course}/-/members/role", dependencies=[Csrf])
 def set_role(course: str, request: Request, session: SessionDep, user: PageUser,
              email: Annotated[str, Form()], role: Annotated[str, Form()]) -> Response:
-    c, mine = _course(session, user, course)
+    c, mine = course_for(session, user, course)
     try:
         with committing(session):
             course_service.set_role(session=session, actor=user, course=c, role=mine,
@@ -287,7 +287,7 @@ def set_role(course: str, request: Request, session: SessionDep, user: PageUser,
 def import_roster(course: str, request: Request, session: SessionDep, user: PageUser,
                   roster: Annotated[UploadFile, File()]) -> Response:
     """Import a roster CSV and show what became of each row (nothing is stored on an error)."""
-    c, role = _course(session, user, course)
+    c, role = course_for(session, user, course)
     limit = course_service.MAX_ROSTER_BYTES
     data = roster.file.read(limit + 1)
     try:
@@ -304,7 +304,7 @@ def import_roster(course: str, request: Request, session: SessionDep, user: Page
 
 def _similarity(request: Request, session: SessionDep, user: User, course: str, slug: str,
                 status_code: int = 200, **extra: Any) -> HTMLResponse:
-    c, _ = _course(session, user, course, staff=True)
+    c, _ = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     return render(request, "similarity.html", status_code=status_code, user=user, course=c, a=a,
                   runs=similarity_service.of_assignment(session=session, assignment=a), **extra)
@@ -321,7 +321,7 @@ def similarity_page(course: str, slug: str, request: Request, session: SessionDe
 def start_similarity(course: str, slug: str, request: Request, session: SessionDep,
                      user: PageUser, basis: Annotated[str, Form()] = "latest",
                      threshold: Annotated[float, Form()] = 0.5) -> Response:
-    c, role = _course(session, user, course, staff=True)
+    c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         body = SimilarityCreate(basis=basis, threshold=threshold)  # type: ignore[arg-type]
@@ -342,7 +342,7 @@ def start_similarity(course: str, slug: str, request: Request, session: SessionD
 def similarity_run(course: str, slug: str, run_id: int, request: Request, session: SessionDep,
                    user: PageUser) -> HTMLResponse:
     """One run's pairs, most similar first (the page reloads itself until the run is done)."""
-    c, _ = _course(session, user, course, staff=True)
+    c, _ = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     run = similarity_service.get(session=session, assignment=a, run_id=run_id)
     found = similarity_service.pairs(run)
@@ -356,7 +356,7 @@ def similarity_run(course: str, slug: str, run_id: int, request: Request, sessio
 def similarity_pair(course: str, slug: str, run_id: int, n: int, request: Request,
                     session: SessionDep, settings: SettingsDep, user: PageUser) -> HTMLResponse:
     """The n-th pair side by side, the matching lines marked."""
-    c, _ = _course(session, user, course, staff=True)
+    c, _ = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     run = similarity_service.get(session=session, assignment=a, run_id=run_id)
     left, right = similarity_service.side_by_side(session=session, run=run, index=n - 1,

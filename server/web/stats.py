@@ -13,9 +13,8 @@ from server.deps import SessionDep
 from server.models import now
 from server.services import assignments as assignment_service
 from server.services import course_statistics as course_stats_service
-from server.services import courses as course_service
 from server.services import statistics as stats_service
-from server.services.errors import Forbidden
+from server.web.admin import course_for
 from server.web.pages import PageUser, render
 from server.web.plots import bars_svg
 
@@ -63,9 +62,7 @@ def plots(st: stats_service.AssignmentStats) -> dict[str, Markup]:
 @router.get("/c/{course}/-/stats")
 def course_stats_page(course: str, request: Request, session: SessionDep,
                       user: PageUser) -> HTMLResponse:
-    c, role = course_service.with_role(session=session, slug=course, user=user)
-    if not course_service.is_staff(role):
-        raise Forbidden("only the course's instructors and TAs may see this page")
+    c, _ = course_for(session, user, course, staff=True)
     st = course_stats_service.of_course(session=session, course_id=c.id, at=now())
     return render(request, "course_stats.html", user=user, course=c, st=st)
 
@@ -73,9 +70,7 @@ def course_stats_page(course: str, request: Request, session: SessionDep,
 @router.get("/c/{course}/{slug}/stats")
 def stats_page(course: str, slug: str, request: Request, session: SessionDep,
                user: PageUser) -> HTMLResponse:
-    c, role = course_service.with_role(session=session, slug=course, user=user)
-    if not course_service.is_staff(role):
-        raise Forbidden("only the course's instructors and TAs may see this page")
+    c, _ = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     st = stats_service.of_assignment(session=session, assignment=a)
     return render(request, "stats.html", user=user, course=c, a=a, st=st, plots=plots(st),
