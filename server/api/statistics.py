@@ -64,6 +64,23 @@ class TestStatPublic(BaseModel):
     failures: list[FailurePublic]
 
 
+class ScalingPointPublic(BaseModel):
+    workers: int
+    median_speedup: float
+    students: int = Field(description="Board submissions measured at this worker count")
+    quartile_low: float
+    quartile_high: float
+
+
+class DayPublic(BaseModel):
+    day: datetime = Field(description="The day (UTC) the gradings were queued")
+    gradings: int
+    queue_wait_p50_s: float
+    queue_wait_p95_s: float
+    grading_p50_s: float
+    grading_p95_s: float
+
+
 class AssignmentStatsPublic(BaseModel):
     enrolled: int
     submitted: int
@@ -82,9 +99,12 @@ class AssignmentStatsPublic(BaseModel):
     speedup_min: float | None
     speedup_full: float | None
     credit: dict[str, int] = Field(description="Final submissions by credit outcome")
-    scaling: list[tuple[int, float, int]] = Field(description=(
-        "(workers, the class's median speedup, students) of the best submissions"))
+    scaling: list[ScalingPointPublic] = Field(description=(
+        "The class's median scaling curve over the board submissions"))
     submissions_per_hour: list[tuple[datetime, int]]
+    per_day: list[DayPublic] = Field(description=(
+        "Queue wait (queued to the claim of the attempt that finished) and grading time "
+        "(that claim to its end), per day the gradings were queued, regrades included"))
     deadline: datetime | None
     students: list[StudentStatPublic]
 
@@ -107,7 +127,13 @@ def public(st: stats_service.AssignmentStats) -> AssignmentStatsPublic:
                       for m, n, sid in t.failures]) for t in st.tests],
         speedups=st.speedups, reference_speedup=st.reference_speedup,
         speedup_min=st.speedup_min, speedup_full=st.speedup_full, credit=st.credit,
-        scaling=st.scaling, submissions_per_hour=st.per_hour, deadline=st.deadline,
+        scaling=[ScalingPointPublic(workers=p.workers, median_speedup=p.median,
+                                    students=p.students, quartile_low=p.low,
+                                    quartile_high=p.high) for p in st.scaling],
+        submissions_per_hour=st.per_hour, deadline=st.deadline,
+        per_day=[DayPublic(day=d.day, gradings=d.jobs, queue_wait_p50_s=d.wait_p50,
+                           queue_wait_p95_s=d.wait_p95, grading_p50_s=d.run_p50,
+                           grading_p95_s=d.run_p95) for d in st.days],
         students=[StudentStatPublic(
             name=s.name, email=s.email, alias=s.alias, submissions=s.submissions,
             best_score=s.best, latest_score=s.latest, passed=s.passed, full_points=s.full,

@@ -18,6 +18,11 @@ Terms, for each student enrolled as a student:
   or one that measures something other than the rest (see `LOW_DISCRIMINATION`).
 - **speedup**: the measured speedup of each student's board submission (their best passed one),
   against the reference's and the scoring curve's marks.
+- **queue wait / grading time**, per day a grading was queued: from a grading job's queueing
+  to the claim of the attempt that finished it, and from that claim to its end (a job handed
+  back or retried waits again), over the assignment's finished grading jobs, regrades
+  included. PostgreSQL takes the percentiles in SQL (`percentile_cont`); SQLite, which has no
+  percentile function and serves small classes only, reads the two durations per job.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from server.models import (
     BoardEntry,
     Enrollment,
     GradeReportRow,
+    Job,
     ScalingPointRow,
     Submission,
     TestResultRow,
@@ -127,6 +133,35 @@ class TestStat:
 
 
 @dataclass(frozen=True)
+class Day:
+    """The gradings queued on one day (UTC): their queue wait and grading time in seconds."""
+
+    day: datetime
+    jobs: int
+    wait_p50: float
+    wait_p95: float
+    run_p50: float
+    run_p95: float
+
+
+@dataclass(frozen=True)
+class Point:
+    """The class at one worker count: the median of the board submissions' speedups there,
+    how many had one, and their quartiles."""
+
+    workers: int
+    median: float
+    students: int
+    low: float
+    high: float
+
+    @staticmethod
+    def of(workers: int, values: list[float]) -> Point:
+        return Point(workers, statistics.median(values), len(values), _percentile(values, 0.25),
+                     _percentile(values, 0.75))
+
+
+@dataclass(frozen=True)
 class AssignmentStats:
     students: list[Student]
     max_score: float | None
@@ -136,9 +171,10 @@ class AssignmentStats:
     speedup_min: float | None
     speedup_full: float | None
     credit: dict[str, int]  # over final submissions: credited, capped, held, refused
-    scaling: list[tuple[int, float, int]]  # (workers, the class's median speedup, students)
+    scaling: list[Point]  # the class's median scaling curve
     per_hour: list[tuple[datetime, int]]
     deadline: datetime | None
+    days: list[Day] = field(default_factory=list)
     hours_to_pass: Summary = field(default_factory=lambda: Summary(0, None, None, None))
 
     @property
@@ -286,6 +322,40 @@ def _per_hour(session: Session, a: Assignment) -> list[tuple[datetime, int]]:
     return out
 
 
+def _percentile(values: list[float], q: float) -> float:
+    """As PostgreSQL's percentile_cont: linear between the two nearest ranks."""
+    v = sorted(values)
+    at = q * (len(v) - 1)
+    lo = math.floor(at)
+    return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (at - lo)
+
+
+def _days(session: Session, a: Assignment) -> list[Day]:
+    j, s = Job, Submission
+    finished = (s.assignment_id == a.id, j.kind == "grade", j.claimed_at.is_not(None),
+                j.finished_at.is_not(None))
+    if session.get_bind().dialect.name == "postgresql":
+        day = func.date_trunc("day", func.timezone("UTC", j.created_at))  # a UTC day
+        wait = func.extract("epoch", j.claimed_at - j.created_at)
+        run = func.extract("epoch", j.finished_at - j.claimed_at)
+        rows = session.execute(
+            select(day, func.count(), *(func.percentile_cont(q).within_group(x)
+                                        for x in (wait, run) for q in (0.5, 0.95)))
+            .join(s, s.id == j.submission_id).where(*finished).group_by(day).order_by(day))
+        return [Day(aware(d), int(n), *(max(float(v), 0.0) for v in q)) for d, n, *q in rows]
+    per: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for queued, claimed, done in session.execute(
+            select(j.created_at, j.claimed_at, j.finished_at)
+            .join(s, s.id == j.submission_id).where(*finished)):
+        assert claimed is not None and done is not None  # as the query asks
+        waits, runs = per[aware(queued).date().isoformat()]
+        waits.append(max((claimed - queued).total_seconds(), 0.0))
+        runs.append(max((done - claimed).total_seconds(), 0.0))
+    return [Day(aware(datetime.fromisoformat(d)), len(w), _percentile(w, 0.5),
+                _percentile(w, 0.95), _percentile(r, 0.5), _percentile(r, 0.95))
+            for d, (w, r) in sorted(per.items())]
+
+
 def of_assignment(*, session: Session, assignment: Assignment) -> AssignmentStats:
     """The class's statistics on one assignment (staff only: names of those not started)."""
     a = assignment
@@ -320,9 +390,10 @@ def of_assignment(*, session: Session, assignment: Assignment) -> AssignmentStat
         reference_speedup=reference_speedup(version) if version is not None else None,
         speedup_min=a.speedup_min or (scoring.speedup_min if scoring else None),
         speedup_full=a.speedup_full or (scoring.speedup_full if scoring else None), credit=credit,
-        scaling=[(w, statistics.median(v), len(v)) for w, v in sorted(per_workers.items())],
+        scaling=[Point.of(w, v) for w, v in sorted(per_workers.items())],
         per_hour=_per_hour(session, a),
-        deadline=aware(a.deadline) if a.deadline else None, hours_to_pass=Summary.of(to_pass))
+        deadline=aware(a.deadline) if a.deadline else None, days=_days(session, a),
+        hours_to_pass=Summary.of(to_pass))
 
 
 def histogram(values: list[float], low: float, high: float, bins: int = HISTOGRAM_BINS

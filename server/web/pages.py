@@ -42,6 +42,14 @@ from server.web.plots import scaling_svg, weak_svg
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.globals["lms_only"] = lms_only  # the page offers to link such an account
+
+
+def _seconds(s: float) -> str:
+    """A duration as it reads: '4.2 s', '3.5 min', '2.1 h'."""
+    return f"{s:.1f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+
+templates.env.filters["seconds"] = _seconds
 router = APIRouter(include_in_schema=False)
 FINAL = ("graded", "error", "cancelled")
 # Statements are Markdown written by instructors: rendered without raw HTML, links kept safe.

@@ -32,8 +32,9 @@ def _axes(aria: str, left_ticks: Sequence[tuple[float, str]], workers: Sequence[
     return out
 
 
-def scaling_svg(points: Sequence[dict[str, Any]]) -> str:
-    """Speedup (with its 95 % CI) and efficiency against workers, beside the ideal line.
+def scaling_svg(points: Sequence[dict[str, Any]], *, band: str = "95 % CI") -> str:
+    """Speedup (with its 95 % CI, or the `band` its ci_low/ci_high are) and efficiency against
+    workers, beside the ideal line.
 
     Speedup reads on the left axis, efficiency (0–100 %) on the right one. Every number comes
     from the report; text is escaped although none of it is free text.
@@ -71,7 +72,7 @@ def scaling_svg(points: Sequence[dict[str, Any]]) -> str:
         out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(p["ci_low"]):.1f}" '
                    f'y2="{y(p["ci_high"]):.1f}" class="ci"/>')
         tip = escape(f"{p['workers']} workers: speedup {p['speedup']:.2f} "
-                     f"(95 % CI {p['ci_low']:.2f}–{p['ci_high']:.2f}), "
+                     f"({band} {p['ci_low']:.2f}–{p['ci_high']:.2f}), "
                      f"efficiency {p['efficiency']:.0%}")
         out.append(f'<circle cx="{cx:.1f}" cy="{y(p["speedup"]):.1f}" r="4" class="speedup">'
                    f'<title>{tip}</title></circle>')

@@ -10,10 +10,9 @@ from fastapi.responses import HTMLResponse, Response
 
 from server.deps import SessionDep
 from server.services import assignments as assignment_service
-from server.services import courses as course_service
 from server.services import reviews as review_service
-from server.services.errors import Forbidden
 from server.services.reviews import Decision
+from server.web.admin import course_for
 from server.web.pages import Csrf, PageUser, act_on_submission, render
 
 router = APIRouter(include_in_schema=False)
@@ -22,9 +21,7 @@ router = APIRouter(include_in_schema=False)
 @router.get("/c/{course}/{slug}/reviews")
 def reviews_page(course: str, slug: str, request: Request, session: SessionDep,
                  user: PageUser) -> HTMLResponse:
-    c, role = course_service.with_role(session=session, slug=course, user=user)
-    if not course_service.is_staff(role):
-        raise Forbidden("only the course's instructors and TAs may see this page")
+    c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     return render(request, "reviews.html", user=user, course=c, a=a,
                   instructor=role == "instructor",

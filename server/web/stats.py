@@ -16,7 +16,7 @@ from server.services import course_statistics as course_stats_service
 from server.services import statistics as stats_service
 from server.web.admin import course_for
 from server.web.pages import PageUser, render
-from server.web.plots import bars_svg
+from server.web.plots import bars_svg, scaling_svg
 
 router = APIRouter(include_in_schema=False)
 
@@ -47,6 +47,11 @@ def plots(st: stats_service.AssignmentStats) -> dict[str, Markup]:
             _speedup_bins(st.speedups), aria="measured speedup of each student's best passed "
             "submission, log axis", x_label="speedup (log axis)", marks=marks, log=True,
             tick=lambda v: f"{v:.2g}×"))
+    if st.scaling:
+        out["scaling"] = Markup(scaling_svg(
+            [{"workers": p.workers, "speedup": p.median, "ci_low": p.low, "ci_high": p.high,
+              "efficiency": p.median / p.workers} for p in st.scaling],
+            band="the class's middle half"))
     if span := stats_service.window(st):
         first = span[0]
         hours = max(1, math.ceil((span[1] - first).total_seconds() / 3600))

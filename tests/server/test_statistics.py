@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select
 
 from runners.protocol import TestOutcome, Verdict
 from server.db import session_factory
-from server.models import Assignment, AssignmentVersion
+from server.models import Assignment, AssignmentVersion, Job
 from server.services import statistics as stats_service
 from tests.server.conftest import World, login
 from tests.server.reports import sample_report, store
@@ -104,7 +104,9 @@ def test_the_numbers_are_the_ones_computed_by_hand(klass: World) -> None:
     assert tests["b"]["failures"][0]["message"] == "AssertionError at <path>:N"
     assert st["speedups"] == [1.0, 1.8, 2.2]  # dan's held one is his best passed one
     assert st["credit"] == {"credited": 2, "held": 1}
-    assert st["scaling"] == [[2, 1.8, 3]]
+    [point] = st["scaling"]  # sample_report's one point at 2 workers: 1.0, 1.8, 2.2
+    assert (point["workers"], point["median_speedup"], point["students"]) == (2, 1.8, 3)
+    assert (point["quartile_low"], point["quartile_high"]) == pytest.approx((1.4, 2.0))
     assert sum(n for _, n in st["submissions_per_hour"]) == 7
     assert st["hours_to_first_pass"]["n"] == 3
 
@@ -122,7 +124,8 @@ def test_the_page_and_the_csv_say_the_same(klass: World) -> None:
     assert page.status_code == 200
     text = page.text
     assert "eve" in text and "AssertionError: expected N, got N" in text
-    assert text.count("<svg") == 3  # scores, speedups, submissions per hour
+    assert text.count("<svg") == 4  # scores, speedups, scaling curve, submissions per hour
+    assert "the class's middle half 1.40–2.00" in text  # the curve's bar at 2 workers
     assert "1/5 (20 %)" in text and "3/5 (60 %)" in text  # test c, first try and final
     rows = list(csv.DictReader(io.StringIO(klass.client.get(
         URL, params={"format": "csv", "table": "tests"}, headers=klass.prof).text)))
@@ -132,6 +135,34 @@ def test_the_page_and_the_csv_say_the_same(klass: World) -> None:
         URL, params={"format": "csv"}, headers=klass.prof).text)))
     assert {r["name"]: (r["best_score"], r["full_points"]) for r in students}["carol"] == \
         ("100.0", "yes")
+
+
+def test_queue_wait_and_grading_time_per_day(klass: World, engine: Engine) -> None:
+    """Seven gradings over two days, and one still running (not counted): the percentiles as
+    PostgreSQL's percentile_cont takes them (linear between ranks), on either database."""
+    day1, day2 = datetime(2026, 11, 2, 9, tzinfo=UTC), datetime(2026, 11, 3, 23, tzinfo=UTC)
+    plan = [(day1, 10, 5), (day1, 40, 100), (day1, 20, 5), (day1, 30, 6),
+            (day2, 1, 60), (day2, 3, 60), (day2, 2, 60)]
+    with session_factory(engine)() as db, db.begin():
+        jobs = db.scalars(select(Job).where(Job.kind == "grade").order_by(Job.id)).all()
+        assert len(jobs) == 7
+        for job, (day, wait, run) in zip(jobs, plan, strict=True):
+            job.created_at = day
+            job.claimed_at = day + timedelta(seconds=wait)
+            job.finished_at = day + timedelta(seconds=wait + run)
+        db.add(Job(submission_id=jobs[0].submission_id, queue="cpu", state="running",
+                   created_at=day1, claimed_at=day1 + timedelta(hours=2)))
+    st = klass.client.get(URL, headers=klass.prof).json()
+    got = [(d["day"][:10], d["gradings"], d["queue_wait_p50_s"], d["queue_wait_p95_s"],
+            d["grading_p50_s"], d["grading_p95_s"]) for d in st["per_day"]]
+    # day 1: waits 10 20 30 40, p95 at rank 2.85: 30 + 0.85 × 10; runs 5 5 6 100
+    assert got == [("2026-11-02", 4, 25, pytest.approx(38.5), 5.5, pytest.approx(85.9)),
+                   ("2026-11-03", 3, 2, pytest.approx(2.9), 60, 60)]
+    assert statistics.quantiles([10, 20, 30, 40], n=20, method="inclusive")[18] == \
+        pytest.approx(38.5)
+    page = browser(klass, "prof@uni.edu", "prof-pass-4821").get(
+        "/c/th/t1-multiprocessing/stats").text
+    assert "<td>2026-11-02</td><td>4</td>" in page and "<td>85.9 s</td>" in page
 
 
 def test_students_see_only_their_own_history(klass: World) -> None:
