@@ -180,10 +180,16 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
         fates = ["graded"] * n_graded + ["queued"] * n_queued \
             + ["error"] * (base - n_graded - n_queued)
         rng.shuffle(fates)
-        s.add_all([Job(submission_id=sub.id, queue="cpu",
-                       state="queued" if fate == "queued" else "done",
-                       attempts=0 if fate == "queued" else 1)
-                   for sub, fate in zip(subs, fates, strict=True)])
+        jobs = []
+        for sub, fate in zip(subs, fates, strict=True):
+            job = Job(submission_id=sub.id, queue="cpu", created_at=sub.created_at,
+                      state="queued" if fate == "queued" else "done",
+                      attempts=0 if fate == "queued" else 1)
+            if fate != "queued":  # its queue wait and grading time, as the statistics read them
+                job.claimed_at = sub.created_at + timedelta(seconds=rng.expovariate(1 / 20))
+                job.finished_at = job.claimed_at + timedelta(seconds=rng.uniform(8, 40))
+            jobs.append(job)
+        s.add_all(jobs)
         s.commit()
         for k, (sub, fate) in enumerate(zip(subs, fates, strict=True)):
             if fate == "graded":
@@ -219,9 +225,11 @@ def replicate(conn: Any, copy: int, base: int, n: int) -> None:
         FROM submissions WHERE id <= {n}""")
     conn.exec_driver_sql(f"""
         INSERT INTO jobs (kind, submission_id, version_id, queue, state, attempts, created_at,
-            priority, time_limit_s)
-        SELECT kind, submission_id + {sub_off}, version_id, queue, state, attempts, created_at,
-            priority, time_limit_s FROM jobs WHERE submission_id <= {n}""")
+            claimed_at, finished_at, priority, time_limit_s)
+        SELECT kind, submission_id + {sub_off}, version_id, queue, state, attempts,
+            created_at + interval '{copy} hour', claimed_at + interval '{copy} hour',
+            finished_at + interval '{copy} hour', priority, time_limit_s
+        FROM jobs WHERE submission_id <= {n}""")
     conn.exec_driver_sql(f"""
         INSERT INTO grade_reports (id, submission_id, verdict, score, max_score, speedup_median,
             speedup_ci_low, speedup_ci_high, serial_fraction, credit_status, credited_speedup,

@@ -31,6 +31,8 @@ import math
 import re
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -330,19 +332,20 @@ def _percentile(values: list[float], q: float) -> float:
     return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (at - lo)
 
 
-def _days(session: Session, a: Assignment) -> list[Day]:
+def _days(session: Session, assignment_id: int) -> list[Day]:
     j, s = Job, Submission
-    finished = (s.assignment_id == a.id, j.kind == "grade", j.claimed_at.is_not(None),
+    finished = (s.assignment_id == assignment_id, j.kind == "grade", j.claimed_at.is_not(None),
                 j.finished_at.is_not(None))
     if session.get_bind().dialect.name == "postgresql":
         day = func.date_trunc("day", func.timezone("UTC", j.created_at))  # a UTC day
-        wait = func.extract("epoch", j.claimed_at - j.created_at)
-        run = func.extract("epoch", j.finished_at - j.claimed_at)
         rows = session.execute(
             select(day, func.count(), *(func.percentile_cont(q).within_group(x)
-                                        for x in (wait, run) for q in (0.5, 0.95)))
+                                        for x in (j.claimed_at - j.created_at,
+                                                  j.finished_at - j.claimed_at)
+                                        for q in (0.5, 0.95)))
             .join(s, s.id == j.submission_id).where(*finished).group_by(day).order_by(day))
-        return [Day(aware(d), int(n), *(max(float(v), 0.0) for v in q)) for d, n, *q in rows]
+        return [Day(aware(d), int(n), *(max(v.total_seconds(), 0.0) for v in q))
+                for d, n, *q in rows]
     per: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     for queued, claimed, done in session.execute(
             select(j.created_at, j.claimed_at, j.finished_at)
@@ -359,6 +362,22 @@ def _days(session: Session, a: Assignment) -> list[Day]:
 def of_assignment(*, session: Session, assignment: Assignment) -> AssignmentStats:
     """The class's statistics on one assignment (staff only: names of those not started)."""
     a = assignment
+    if session.get_bind().dialect.name != "postgresql":
+        return _of_assignment(session, a, lambda: _days(session, a.id))
+    with ThreadPoolExecutor(1) as pool:
+        # The per-day percentiles (sorts over every grading job, the costliest query here) run
+        # on a second connection of their own while the rest is read.
+        days = pool.submit(_days_apart, session.get_bind(), a.id)
+        return _of_assignment(session, a, days.result)
+
+
+def _days_apart(bind: Any, assignment_id: int) -> list[Day]:
+    with Session(bind) as apart:
+        return _days(apart, assignment_id)
+
+
+def _of_assignment(session: Session, a: Assignment, days: Callable[[], list[Day]]
+                   ) -> AssignmentStats:
     students, max_score = _students(session, a)
     r = GradeReportRow
     board = session.execute(select(r.speedup_median).join(
@@ -392,7 +411,7 @@ def of_assignment(*, session: Session, assignment: Assignment) -> AssignmentStat
         speedup_full=a.speedup_full or (scoring.speedup_full if scoring else None), credit=credit,
         scaling=[Point.of(w, v) for w, v in sorted(per_workers.items())],
         per_hour=_per_hour(session, a),
-        deadline=aware(a.deadline) if a.deadline else None, days=_days(session, a),
+        deadline=aware(a.deadline) if a.deadline else None, days=days(),
         hours_to_pass=Summary.of(to_pass))
 
 
