@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from bench.common import publish
+from bench.common import figure, publish
 from server.models import GradeReportRow, Job, aware
 from tests.pilots import PACKAGES, Scaled, available
 from tests.server.live import wait_until
@@ -206,7 +206,7 @@ def main() -> None:
     finally:
         cluster.stop()
         shutil.rmtree(shared, ignore_errors=True)
-    PLOT.write_text(_svg(series))
+    figure(PLOT).write_text(_svg(series))
     publish("autoscale_burst", rows, {
         "mode": "fleet", "n": "submissions", "first_s": "first grading started (s) %.1f",
         "p50": "queue wait p50 (s) %.1f", "p95": "p95 (s) %.1f", "end_s": "last graded (s) %.1f",

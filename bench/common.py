@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(os.environ.get("PARAGRADE_BENCH_RESULTS") or Path(__file__).parent / "results")
+"""Where the JSON (and any figure a bench draws) goes; the suite's runs of every bench send
+theirs elsewhere (tests/test_benches.py), so a tiny run never replaces a recorded one."""
+
+
+def figure(default: Path) -> Path:
+    """Where a bench draws its figure: `default` (in docs/), or the results folder when that is
+    set."""
+    return RESULTS / default.name if os.environ.get("PARAGRADE_BENCH_RESULTS") else default
 
 
 def publish(name: str, rows: list[dict[str, Any]], columns: dict[str, str], extra: Any = None) -> None:

@@ -15,6 +15,8 @@ import statistics
 import sys
 import time
 
+from bench.common import publish
+
 LOOP = 200_000
 
 
@@ -41,6 +43,7 @@ def main() -> None:
     results = dict(out.get() for _ in procs)
     for p in procs:
         p.join()
+    rows = []
     for cpu in cpus:
         samples = results[cpu]
         best = sorted(d for _, d in samples)[len(samples) // 10]
@@ -52,6 +55,11 @@ def main() -> None:
         slow = sum(s < 0.9 for s in speeds)
         print(f"core {cpu}: {slow} of {len(speeds)} s under 0.9 of its best "
               f"({best * 1000:.2f} ms a loop): " + " ".join(f"{s:.2f}" for s in speeds))
+        rows.append({"core": cpu, "slow": slow, "seconds": len(speeds), "best_ms": best * 1000,
+                     "lowest": min(speeds), "median": statistics.median(speeds)})
+    publish("core_speed", rows, {"core": "core", "slow": "seconds under 0.9", "seconds": "of",
+                                 "best_ms": "best loop (ms) %.2f", "lowest": "slowest second %.2f",
+                                 "median": "median second %.2f"})
 
 
 if __name__ == "__main__":

@@ -69,6 +69,12 @@ def cost(calls: int = 20) -> list[dict[str, Any]]:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     overhead = cost()
+    if n == 0:  # the cost alone
+        publish("fresh_calls_cost", overhead, {
+            "calls": "calls", "n": "n", "wall_per_call_s": "wall s per call %.4f",
+            "timed_per_call_s": "timed s per call %.4f",
+            "untimed_per_call_s": "untimed s per call %.4f"})
+        return
     settings = get_settings()
     a = package.resolve("treasure-hunt/t1-multiprocessing", settings.assignments_dir)
     shared = package.Assignment(a.root, a.manifest.model_copy(update={

@@ -100,7 +100,8 @@ def main() -> None:
             for mode, results in got.items():
                 sp = [p for p, _ in results]
                 rows.append({"machine": label, "mode": mode, "mean": statistics.mean(sp),
-                             "min": min(sp), "max": max(sp), "stdev": statistics.stdev(sp),
+                             "min": min(sp), "max": max(sp),
+                             "stdev": statistics.stdev(sp) if len(sp) > 1 else 0.0,
                              "runs": statistics.mean(r for _, r in results)})
     finally:
         stage.cleanup()
