@@ -88,8 +88,11 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     prof.goto(f"{p.base}/c/c/t1-multiprocessing/stats")
     assert "1/1 (100 %)" in prof.inner_text("#tests")  # first try passed, latest not
     assert "0/1 (0 %)" in prof.inner_text("#tests")
-    assert prof.locator("svg.plot").count() == 3
+    assert prof.locator("svg.plot").count() == 4  # scores, speedups, scaling curve, per hour
     assert "best passed submission (1)" in prof.inner_text("#speedups")
+    assert "middle half" in prof.inner_text("#speedups")  # the class's scaling curve, 1 and 2
+    days = prof.inner_text("#when")  # ada's three gradings (the reference, the regrade, wrong)
+    assert "Queue wait and grading time, per day" in days and "grading p95" in days
     prof.screenshot(path=SHOTS / "stats.png", full_page=True)
     prof.goto(f"{p.base}/c/c/-/stats")
     assert "1/1" in prof.inner_text("#assignments") and "Nobody" in prof.inner_text("#watchlist")
