@@ -15,10 +15,13 @@ import sys
 import numpy as np
 
 from bench.common import publish
-from runners import array, configure, grader, hardware, package
+from runners import package
+from runners.grading import grader
+from runners.nodes import hardware
+from runners.runs import array, configure
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
-from runners.stage import Stage
 
 SWEEP = REPO_ROOT / "assignments" / "parallel-python" / "slurm-array"
 TODO = ("    # TODO: the partition\n"

@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 
 from bench.common import publish
-from runners import grader, package, slurm
+from runners import package
+from runners.grading import grader
+from runners.nodes import slurm
 from runners.protocol import GradeReport
 from runners.settings import RunnerSettings, get_settings
 

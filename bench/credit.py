@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from bench.common import publish
-from runners import grader, package
+from runners import package
+from runners.grading import grader
 from runners.settings import REPO_ROOT, get_settings
 
 CHEATS = REPO_ROOT / "tests" / "fixtures" / "cheats"

@@ -17,7 +17,9 @@ from typing import Any
 
 from bench.common import publish
 from bench.credit import subjects
-from runners import grader, package, stopping
+from runners import package
+from runners.grading import grader
+from runners.measure import stopping
 from runners.settings import get_settings
 
 POINTS_RULE = stopping.stop_rules

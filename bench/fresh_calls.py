@@ -1,4 +1,4 @@
-"""Figure: what `[timing] fresh_calls` costs and what it stops (runners/zygote.FreshCalls).
+"""Figure: what `[timing] fresh_calls` costs and what it stops (runners/runs/zygote.FreshCalls).
 
 Treasure hunt 1's reference and the kept-pool cheat (tests/fixtures/cheats/t1_pool_kept.py: the
 pool made in the untimed warm-up, kept in a module global) graded N times each with the package's
@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import publish
-from runners import grader, package, zygote
-from runners.runconfig import RunConfig
+from runners import package
+from runners.grading import grader
+from runners.runs import zygote
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.stage import Stage
+from runners.runs.zygote import FreshCalls
 from runners.sandbox import Limits, create_executor
-from runners.session import Session
 from runners.settings import get_settings
-from runners.stage import Stage
-from runners.zygote import FreshCalls
 
 CHEAT = Path(__file__).parent.parent / "tests" / "fixtures" / "cheats" / "t1_pool_kept.py"
 

@@ -1,7 +1,7 @@
 """On a GPU node: what the driver tells the trusted side (NVML), and where t3's speedup comes from.
 
 1. NVML: which readings this GPU gives (PCIe byte counters, throughput samples, processes with
-   their memory, per-process utilisation, GPM), and what runners.devicework.Watch and two GPM
+   their memory, per-process utilisation, GPM), and what runners.measure.devicework.Watch and two GPM
    samples read around a 512 MiB copy to the device from this process, around kernels that run
    0.3 s and 1 ms with no copy, and around a CPU-only sum, with how soon the byte counters move
    after a copy. GPM (Hopper and later) measures SM activity over exactly a window: the witness
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from runners import devicework
+from runners.measure import devicework
 
 ROOT = Path(__file__).resolve().parent.parent
 T3 = ROOT / "assignments/treasure-hunt/t3-cuda"

@@ -6,7 +6,7 @@ Usage: .venv/bin/python -m bench.grading_overhead [N] [COURSE/SLUG ...] [--compa
   package both ways, alternating: tests in a fresh sandbox each (PARAGRADE_FORK_TESTS=0, the way
   before the zygote) and forked from one sandbox's zygote (the default). --detail also splits
   timing's untimed part: sandbox starts (with the code's imports) and closes, warm-up calls (and
-  the calls of windows re-timed because the node was short of cores: runners/capacity.py), the
+  the calls of windows re-timed because the node was short of cores: runners/measure/capacity.py), the
   exchange around calls (arguments staged, answers decoded), the hook drawing inputs and checking
   answers (each side's time measured by wrapping those functions in this process).
 """
@@ -24,8 +24,9 @@ from types import ModuleType
 from typing import Any
 
 from bench.common import publish
-from runners import grader, package, testrun
-from runners.session import Session
+from runners import package
+from runners.grading import grader, testrun
+from runners.runs.session import Session
 from runners.settings import get_settings
 
 spent: dict[str, float] = collections.defaultdict(float)  # --detail: seconds per wrapped part
@@ -85,7 +86,7 @@ def main() -> None:
         a = package.resolve(ref, get_settings().assignments_dir)
         for _ in range(n):
             for mode in modes:
-                # read by the test process the grader starts (runners.pytest_plugin)
+                # read by the test process the grader starts (runners.grading.pytest_plugin)
                 os.environ["PARAGRADE_FORK_TESTS"] = "1" if mode == "forked" else "0"
                 spent.clear()
                 with detailed() if detail else contextlib.nullcontext():

@@ -1,4 +1,4 @@
-"""Figure: one slowed core, and where the serial baseline runs (runners/placement.py).
+"""Figure: one slowed core, and where the serial baseline runs (runners/measure/placement.py).
 
 A package's reference graded N times in each of four conditions, in turn: a tenant spinning on
 core 0 or on core 1 of the grading's set (a visible tenant at the sandbox's priority, as a host's
@@ -20,7 +20,9 @@ from typing import Any
 
 from bench.common import publish
 from bench.timing_interference import tenant
-from runners import grader, hardware, package
+from runners import package
+from runners.grading import grader
+from runners.nodes import hardware
 from runners.settings import get_settings
 
 

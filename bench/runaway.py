@@ -1,5 +1,5 @@
 """Runaway submissions: the runner seconds and the verdict of each kind of never-ending submission
-on each shipped CPU package (runners/runaway.py bounds them).
+on each shipped CPU package (runners/grading/runaway.py bounds them).
 
 Each submission is the package's reference with its entry function replaced by a runaway:
 an infinite loop, a fork bomb, a sleep that never ends, and on MPI packages every rank waiting
@@ -18,11 +18,13 @@ import time
 from typing import Any
 
 from bench.common import publish
-from runners import grader, hardware, package, testrun
+from runners import package
+from runners.grading import grader, testrun
+from runners.nodes import hardware
 from runners.protocol import TestOutcome, Verdict
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import get_settings
-from runners.stage import Stage
 
 PACKAGES = ["treasure-hunt/t1-multiprocessing", "treasure-hunt/t2-mpi",
             "parallel-python/numba-parallel", "parallel-python/dask",

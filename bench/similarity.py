@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.common import publish
-from runners import similarity
+from runners.grading import similarity
 from runners.protocol import submission_text
 from runners.settings import REPO_ROOT
 from tests.similarity_corpus import disguise

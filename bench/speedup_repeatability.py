@@ -5,8 +5,8 @@ median (CI coverage, over every ordered pair). With `--busy K`, the same while K
 grade the reference on disjoint core slices (a node's runner slots all busy) against idle; with
 `--tenant ON,OFF`, beside a neighbour that spins on the last allotted core ON s of every ON + OFF
 (a shared VM taking a core away now and then); with `--compare`, gradings alternate between the
-node's probing off and on (runners/capacity.py: before/after in one run); with `--placement`,
-between the baseline left to the kernel and placed on each core in turn (runners/placement.py);
+node's probing off and on (runners/measure/capacity.py: before/after in one run); with `--placement`,
+between the baseline left to the kernel and placed on each core in turn (runners/measure/placement.py);
 with `--retime`, a grading marked unreliable is graded again after the others and replaced, as
 the server's reaper does (the figures are then the final ones a student would see).
 
@@ -30,9 +30,10 @@ from typing import Any
 
 from bench.common import publish
 from bench.timing_interference import tenant
-from runners import grader, package
+from runners import package
+from runners.fleet.worker import confine
+from runners.grading import grader
 from runners.settings import RunnerSettings, get_settings
-from runners.worker import confine
 
 
 def _load(ref: str) -> package.Assignment:
@@ -136,7 +137,8 @@ def main() -> None:
     parser.add_argument("--tenant", help="ON,OFF: spin on the last core ON s of every ON + OFF")
     parser.add_argument("--compare", action="store_true", help="probing off and on, in turn")
     parser.add_argument("--placement", action="store_true",
-                        help="the baseline left to the kernel and placed (runners/placement.py), in turn")
+                        help="the baseline left to the kernel and placed "
+                             "(runners/measure/placement.py), in turn")
     parser.add_argument("--retime", action="store_true",
                         help="grade a grading marked unreliable once more, as the server does")
     parser.add_argument("--neighbour", help=argparse.SUPPRESS)

@@ -17,13 +17,13 @@ import time
 import numpy as np
 
 from bench.common import publish
-from runners.failures import SubmissionFailure
 from runners.harness import worker as wire
-from runners.runconfig import RunConfig
+from runners.runs.failures import SubmissionFailure
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.stage import Stage
 from runners.sandbox import Limits, create_executor
-from runners.session import Session
 from runners.settings import get_settings
-from runners.stage import Stage
 
 SIZES = {"16 MiB": 1 << 21, "256 MiB": 1 << 25, "1 GiB": 1 << 27}
 SOURCE = "def total(a):\n    return float(a[::512].sum())\n"

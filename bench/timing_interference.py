@@ -23,11 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import publish
-from runners import configure, grader, hardware, package, stats, stopping, timing
-from runners.runconfig import RunConfig
+from runners import package
+from runners.grading import grader
+from runners.measure import stats, stopping, timing
+from runners.nodes import hardware
+from runners.runs import configure
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import get_settings
-from runners.stage import Stage
 
 
 def _tenant(cpu: int, on: float, off: float) -> None:

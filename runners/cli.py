@@ -11,7 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from runners import grader, hardware, package, report, testrun, validate
+from runners import package
+from runners.grading import grader, report, testrun, validate
+from runners.nodes import hardware
 from runners.sandbox import BackendUnavailable
 from runners.settings import get_settings
 
@@ -144,7 +146,7 @@ def test_cmd(
     a = _load(assignment)
     settings = get_settings()
     content = _files(a, files)
-    from runners.stage import Stage
+    from runners.runs.stage import Stage
 
     stage = Stage(scratch=settings.scratch_dir)
     try:
@@ -197,7 +199,8 @@ def runner(
     import logging
     import os
 
-    from runners import hardware, overlay, worker
+    from runners.fleet import worker
+    from runners.nodes import hardware, overlay
     from runners.protocol import QUEUES
     from runners.sandbox import BackendUnavailable
 
@@ -244,7 +247,7 @@ def runner(
 def node_sandbox(backend: Annotated[str, typer.Option(help="this node's sandbox backend")] = "bwrap"
                  ) -> None:
     """One node's sandbox of a multi-node run, driven by the leader over stdin/stdout."""
-    from runners import nodeagent
+    from runners.nodes import nodeagent
 
     raise typer.Exit(nodeagent.serve(backend, sys.stdin, sys.stdout))
 
@@ -258,7 +261,7 @@ def node_network(action: Annotated[str, typer.Argument(help="up (SLURM prolog) o
     jobs on one node get nothing."""
     import os
 
-    from runners import gang, overlay
+    from runners.nodes import gang, overlay
 
     settings = get_settings()
     job, me = settings.slurm_job_id, settings.slurmd_nodename

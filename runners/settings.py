@@ -37,9 +37,9 @@ class RunnerSettings(BaseSettings):
                                    "grading's timed runs (the package's timing.budget_s, at most)")
     timing_probe: bool = Field(default=True, description="Probe the node's cores around each "
                                "timed window and time again those it found short "
-                               "(runners/capacity.py); false: every window counts")
+                               "(runners/measure/capacity.py); false: every window counts")
     baseline_placement: bool = Field(default=True, description="Pin the serial baseline's timed "
-                                     "calls to each allotted core in turn (runners/placement.py); "
+                                     "calls to each allotted core in turn (runners/measure/placement.py); "
                                      "false: the kernel places it, as before the rule")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
     gpu_env: list[str] = Field(
@@ -53,7 +53,7 @@ class RunnerSettings(BaseSettings):
     standin_nodes: int = Field(
         default=0, ge=0, le=16, description="Hold this many stand-in nodes for multi-node MPI "
         "runs: network namespaces of this host joined by a bridge, this runner's cores split "
-        "between them (runners/overlay.py); 0: multi-node packages are not served here")
+        "between them (runners/nodes/overlay.py); 0: multi-node packages are not served here")
 
     def gpu_environment(self) -> dict[str, str]:
         """The runner's values of the `gpu_env` variables (those it has)."""

@@ -21,7 +21,7 @@
 # task's reference N more times, CPU_RUNNER=1 adds a `cpu,mpi` runner to the platform part, and
 # the output ends with a digest line per grading.
 # A report of an MPI task on a GPU says how MPI moved device buffers (environment.mpi_gpu_path),
-# and its scaling points what the timed calls did on the GPU (`device`, runners/devicework.py).
+# and its scaling points what the timed calls did on the GPU (`device`, runners/measure/devicework.py).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-check}}
 mkdir -p "$out"

@@ -31,7 +31,7 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v slurmd >/dev/null || need_apt+=(slurm-wlm)
 command -v munged >/dev/null || need_apt+=(munge)
 # Multi-node MPI: per-run network namespaces joined by VXLAN, each with an nftables firewall
-# (runners/overlay.py); the tests stand two nodes up on this host.
+# (runners/nodes/overlay.py); the tests stand two nodes up on this host.
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v nft >/dev/null || need_apt+=(nftables)
 # The browser tests drive Debian's Chromium through Playwright (no browser download from a CDN).

@@ -7,7 +7,7 @@ read, in the pilot's folder under `state_dir` (a filesystem the compute nodes sh
 script reads that file into the runner's environment and deletes it before the runner starts.
 `--export=NONE` keeps the scaler's own environment (its database URL, the server's secret key)
 out of the job. SLURM sends SIGUSR1 `drain_s` before the time limit (`--signal=B:USR1@…`, to the
-batch shell, which `exec`s the runner): the runner drains (runners/leaving.py).
+batch shell, which `exec`s the runner): the runner drains (runners/fleet/leaving.py).
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from runners import package
-from runners.runconfig import RunConfig
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.stage import Stage
 from runners.sandbox import Limits, create_executor
-from runners.session import Session
 from runners.settings import REPO_ROOT, get_settings
-from runners.stage import Stage
 
 # Timed runs get a third of the default budget in tests (graders and runner processes alike):
 # the tests check lenient bounds, not precision; bench/ measures with the defaults.

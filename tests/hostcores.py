@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import pytest
 
-from runners.capacity import SHORT_SHARE, CapacityProbe
+from runners.measure.capacity import SHORT_SHARE, CapacityProbe
 
 T = TypeVar("T")
 

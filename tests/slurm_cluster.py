@@ -37,7 +37,7 @@ class SlurmCluster:
     """munged + slurmctld + slurmd on this host, one partition `debug` of all its cores.
 
     With `nodes` > 1: that many slurmd (`slurmd -N nK`), the host's cores split between them,
-    each node standing on the stand-in host of the same name (runners/overlay.py), and the
+    each node standing on the stand-in host of the same name (runners/nodes/overlay.py), and the
     shipped prolog/epilog (containers/slurm/) making every multi-node job's overlay."""
 
     def __init__(self, root: Path, nodes: int = 1) -> None:

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from runners import grader, hardware, package
+from runners import package
+from runners.grading import grader
+from runners.nodes import hardware
 from runners.protocol import GradeReport, Verdict
 from tests.apptainer import HOST, apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import COURSE, FIXTURES, SessionFactory

@@ -113,6 +113,42 @@ def test_runners_never_import_server() -> None:
         assert not any(n == "server" or n.startswith("server.") for n in names), path
 
 
+RUNNER_LAYERS = ("protocol", "settings package", "sandbox", "harness", "nodes", "runs",
+                 "measure", "grading", "fleet", "cli")
+"""runners/ from the bottom up (docs/contributors/architecture.md, "Where each idea lives"): a
+module imports only from its own folder or the folders below it, annotations included."""
+
+
+def _runner_layer(module: str) -> int:
+    part = module.split(".")[1] if "." in module else ""
+    found = [i for i, layer in enumerate(RUNNER_LAYERS) if part in layer.split()]
+    assert found, f"{module}: runners/{part} is in no layer of RUNNER_LAYERS"
+    return found[0]
+
+
+def test_runner_folders_depend_one_way() -> None:
+    """Each folder of runners/ uses only those below it: the tree reads from the protocol up to
+    the command line, and a reader following an import never climbs back. Imports under
+    TYPE_CHECKING count here (a type borrowed from above is a dependency a reader follows)."""
+    wrong = []
+    for path, names in imports_of(REPO_ROOT / "runners").items():
+        here = module_name(path)
+        if here == "runners":
+            continue
+        for name in names:
+            if name.startswith("runners.") and _runner_layer(name) > _runner_layer(here):
+                wrong.append(f"{here} imports {name}")
+    for path in (REPO_ROOT / "runners").rglob("*.py"):  # `from runners import x`
+        here = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "runners":
+                wrong += [f"{here} imports runners.{a.name}" for a in node.names
+                          if _runner_layer(f"runners.{a.name}") > _runner_layer(here)]
+    assert not wrong, wrong
+    assert {p.name for p in (REPO_ROOT / "runners").iterdir() if p.suffix == ".py"} == {
+        "__init__.py", "cli.py", "package.py", "settings.py"}, "a module outside the folders"
+
+
 def test_server_imports_only_the_protocol_from_runners() -> None:
     for path, names in imports_of(REPO_ROOT / "server").items():
         bad = {n for n in names if n.startswith("runners")

@@ -7,12 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from runners import array, configure, hardware, package
-from runners.failures import SubmissionRaised
-from runners.runconfig import RunConfig
+from runners import package
+from runners.nodes import hardware
+from runners.runs import array, configure
+from runners.runs.failures import SubmissionRaised
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
-from runners.stage import Stage
 
 SWEEP = package.load(REPO_ROOT / "assignments" / "parallel-python" / "slurm-array")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from runners.leaving import DRAIN_DEADLINE, MARGIN_S, Tenure
+from runners.fleet.leaving import DRAIN_DEADLINE, MARGIN_S, Tenure
 from server.models import GradeReportRow, Job, RunnerCredential
 from tests.pilots import PACKAGES, Scaled, available
 from tests.server.live import wait_until

@@ -1,11 +1,11 @@
-"""What a student's SLURM batch script may say (runners/batchscript.py), without a cluster."""
+"""What a student's SLURM batch script may say (runners/runs/batchscript.py), without a cluster."""
 
 from __future__ import annotations
 
 import pytest
 
-from runners.batchscript import BatchJob, ScriptRefused, parse
 from runners.protocol import Resources
+from runners.runs.batchscript import BatchJob, ScriptRefused, parse
 
 TWO_NODES = Resources(kind="mpi", cores=4, ranks=4, nodes=2)
 FILES = {"job.sh", "task2.py", "helpers.py"}

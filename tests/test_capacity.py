@@ -1,4 +1,4 @@
-"""The node's capacity around timed windows (runners/capacity.py): the window rule on synthetic
+"""The node's capacity around timed windows (runners/measure/capacity.py): the window rule on synthetic
 probe readings, and the probe on this machine's real cores."""
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from runners import capacity, grader, hardware, package
-from runners.capacity import RETIME_FACTOR, SHORT_SHARE, CapacityProbe, Windows
+from runners import package
+from runners.grading import grader
+from runners.measure import capacity
+from runners.measure.capacity import RETIME_FACTOR, SHORT_SHARE, CapacityProbe, Windows
+from runners.nodes import hardware
 from runners.protocol import Verdict
 from tests.conftest import FIXTURES
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runners import grader, hardware, package, validate
+from runners import package
+from runners.grading import grader, validate
+from runners.nodes import hardware
 from runners.protocol import Verdict
 from tests.conftest import COURSE
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners import credit, stats
+from runners.measure import credit, stats
 from runners.protocol import Credit, Parallelism, ScalingPoint, SpeedupFigure, credited_speedup
 from runners.sandbox import base, cgroups
 from tests.conftest import SessionFactory

@@ -1,4 +1,4 @@
-"""Evidence of GPU work (runners/devicework.py) and the GPU credit rule that uses it.
+"""Evidence of GPU work (runners/measure/devicework.py) and the GPU credit rule that uses it.
 
 No GPU here: the driver's library is stood in for by `FakeNvml`, a test double named so, which
 answers the NVML calls the watch makes. The same watch ran against a real H200's driver
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners import credit, devicework, stats
+from runners.measure import credit, devicework, stats
 from runners.protocol import DeviceWork, Parallelism, ScalingPoint, SpeedupFigure
 from runners.sandbox import cgroups
 from runners.sandbox.base import Limits, host_prefix

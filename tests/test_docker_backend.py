@@ -21,15 +21,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.failures import SubmissionFailure
 from runners.protocol import Verdict
-from runners.runconfig import RunConfig
+from runners.runs.failures import SubmissionFailure
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.stage import Stage
+from runners.runs.zygote import Zygote
 from runners.sandbox import Limits, Mount, SandboxSpec
 from runners.sandbox.docker import DockerExecutor
-from runners.session import Session
 from runners.settings import REPO_ROOT, get_settings
-from runners.stage import Stage
-from runners.zygote import Zygote
 from tests import podman
 from tests.conftest import SPIN_ALWAYS, check_freezing
 from tests.hostcores import on_whole_cores

@@ -118,7 +118,7 @@ def test_the_text_names_no_issue_or_session() -> None:
 
 
 SOURCE_PATH = re.compile(r"(?<![\w/.-])((?:runners|server|bench|scripts|containers|tests)/[\w./-]*[\w/])")
-"""A path into the source tree, as the text cites it (`runners/stopping.py`, `server/web/`); not
+"""A path into the source tree, as the text cites it (`runners/measure/stopping.py`, `server/web/`); not
 `paragrade/…`, which the text mostly uses for image names."""
 WRITTEN_BY_RUNS = {"bench/results/"}
 """Folders the benchmarks write (ignored by git): cited, never committed."""

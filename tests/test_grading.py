@@ -14,11 +14,15 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from runners import configure, environment, grader, hardware, package, stats, stopping, testrun, timing
+from runners import package
+from runners.grading import environment, grader, testrun
+from runners.measure import stats, stopping, timing
+from runners.nodes import hardware
 from runners.protocol import GradeReport, TestOutcome, TestResult, Verdict
+from runners.runs import configure
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
-from runners.stage import Stage
 from tests.conftest import COURSE
 from tests.hostcores import on_whole_cores
 
@@ -164,7 +168,7 @@ def test_validate_names_a_starter_failure_blamed_on_the_package(tmp_path: Path) 
     mistake as the package's own (author_error): validation says so (t5 once did it)."""
     import shutil
 
-    from runners import validate
+    from runners.grading import validate
 
     root = tmp_path / "c" / "fixture-check"
     shutil.copytree(COURSE / "t1-multiprocessing", root)
@@ -189,7 +193,7 @@ def test_validate_names_a_starter_failure_blamed_on_the_package(tmp_path: Path) 
 def test_validate_does_not_call_a_platform_error_a_passing_starter() -> None:
     """The starter's test run failing as a whole (the platform's fault: the sandbox did not start,
     the test process died) is said as such, not as "the starter passes every hidden test"."""
-    from runners import validate
+    from runners.grading import validate
 
     lost = TestResult(name="grader", outcome=TestOutcome.ERROR, verdict=Verdict.PLATFORM_ERROR,
                       message="the sandbox did not start", hidden=False, weight=0.0, duration_s=0.0)
@@ -234,7 +238,7 @@ def test_validate_runs_the_warm_up_input_on_both_sides(tmp_path: Path) -> None:
 
 
 def test_a_reference_below_speedup_min_is_measured_once_more(t1: package.Assignment) -> None:
-    from runners import validate
+    from runners.grading import validate
     from tests.server.reports import sample_report
 
     def measured(median: float) -> GradeReport:
@@ -400,7 +404,7 @@ def test_a_timing_sandbox_is_killed_once_its_last_answer_is_in(
     exiting harness gets, here to run the submission's 30 s atexit handler."""
     import time
 
-    from runners.session import Session
+    from runners.runs.session import Session
 
     closes: list[float] = []
     close = Session.close

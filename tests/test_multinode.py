@@ -1,6 +1,6 @@
 """MPI runs whose ranks span two stand-in nodes (network namespaces of this host, each node's
-sandbox on a per-run VXLAN overlay), built with the project's own code: runners/overlay.py and
-runners/gang.py through configure.make_config, Session and grade."""
+sandbox on a per-run VXLAN overlay), built with the project's own code: runners/nodes/overlay.py and
+runners/nodes/gang.py through configure.make_config, Session and grade."""
 
 from __future__ import annotations
 
@@ -19,14 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from runners import configure, gang, grader, hardware, overlay, package, validate
-from runners.failures import SubmissionFailure
+from runners import package
+from runners.grading import grader, validate
+from runners.nodes import gang, hardware, overlay
 from runners.protocol import Verdict
-from runners.runconfig import RunConfig
+from runners.runs import configure
+from runners.runs.failures import SubmissionFailure
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.stage import Stage
 from runners.sandbox import cgroups, create_executor
-from runners.session import Session
 from runners.settings import REPO_ROOT, RunnerSettings, get_settings
-from runners.stage import Stage
 from tests.conftest import COURSE
 
 pytestmark = [pytest.mark.multinode, pytest.mark.mpi]
@@ -540,7 +543,7 @@ def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
     assert r.verdict == Verdict.PLATFORM_ERROR
     assert "2 nodes" in r.summary and not r.tests
     # The runner hands it back as the platform's failure: the server grades it again, uncharged.
-    from runners import worker
+    from runners.fleet import worker
 
     outcome = worker.outcome_of(r)
     assert outcome.report is None and outcome.platform_error == r.summary
@@ -552,9 +555,9 @@ import sys
 from pathlib import Path
 from runners import configure, hardware, package
 from runners.sandbox import create_executor
-from runners.session import Session
+from runners.runs.session import Session
 from runners.settings import get_settings
-from runners.stage import Stage
+from runners.runs.stage import Stage
 a = package.load(Path(sys.argv[1]))
 settings = get_settings()
 stage = Stage(scratch=settings.scratch_dir)
@@ -687,7 +690,7 @@ def _job_networks() -> list[str]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
-    from runners import slurm
+    from runners.nodes import slurm
 
     pkg = slurm_two_nodes / "pkg"
     pkg.mkdir()
@@ -701,7 +704,7 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
     assert all("SLURM job" in n for n in r.environment.nodes)
     assert [p.nodes for p in r.scaling] == [1, 2]
     # The baseline was placed over the cores the ranks took on both nodes, though the engine's
-    # own step is bound to one of them (runners/configure.local_cores).
+    # own step is bound to one of them (runners/runs/configure.local_cores).
     placed = [n for n in r.notes if n.startswith("the baseline was timed on each of cores")]
     assert len(placed) == 1 and placed[0].count(",") >= 1, r.notes  # two cores or more
     top = r.scaling[-1].cpu

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runners import grader, package, validate
+from runners import package
+from runners.grading import grader, validate
 from runners.protocol import Verdict
 from runners.settings import REPO_ROOT, get_settings
 

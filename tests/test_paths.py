@@ -9,10 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runners import package, worker
+from runners import package
+from runners.fleet import worker
 from runners.protocol import GradeJob, JobOffer, check_relpath
+from runners.runs.stage import Stage, UnsafeFileName
 from runners.settings import RunnerSettings
-from runners.stage import Stage, UnsafeFileName
 from server.services.assignments import bundle, read_folder
 
 UNSAFE = ["../evil.py", "../../../../tmp/evil.py", "/tmp/evil.py", "a/../../evil.py",

@@ -1,4 +1,4 @@
-"""Where the serial baseline's timed calls run (runners/placement.py): each core of the set in
+"""Where the serial baseline's timed calls run (runners/measure/placement.py): each core of the set in
 turn, pinned, its time the mean of each core's median, so that a figure does not depend on which
 core the node slowed."""
 
@@ -13,12 +13,15 @@ import types
 import numpy as np
 import pytest
 
-from runners import configure, overlay, package, placement, timing
-from runners.runconfig import RunConfig
+from runners import package
+from runners.measure import placement, timing
+from runners.measure.stopping import StopRule
+from runners.nodes import overlay
+from runners.runs import configure
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import get_settings
-from runners.stage import Stage
-from runners.stopping import StopRule
 from tests.conftest import COURSE
 
 CPUS = sorted(os.sched_getaffinity(0))[:2]

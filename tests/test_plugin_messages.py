@@ -1,6 +1,6 @@
 """What a hidden test's failure may say: only what the author wrote on purpose."""
 
-from runners.pytest_plugin import _authored_message
+from runners.grading.pytest_plugin import _authored_message
 
 
 def test_pytest_rendering_is_dropped() -> None:

@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 
-from runners import grader, hardware, package
-from runners.failures import SubmissionFailure, SubmissionRaised
+from runners import package
+from runners.grading import grader
+from runners.nodes import hardware
 from runners.protocol import GradeReport, TestOutcome, Verdict
-from runners.session import Session
+from runners.runs.failures import SubmissionFailure, SubmissionRaised
+from runners.runs.session import Session
 from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import FIXTURES, SessionFactory
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from runners import grader, package
+from runners import package
+from runners.grading import grader
 from runners.protocol import GradeReport, Verdict
 from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import COURSE, FIXTURES

@@ -1,4 +1,4 @@
-"""Runaway submissions (runners/runaway.py): per-test limits calibrated from the reference, which
+"""Runaway submissions (runners/grading/runaway.py): per-test limits calibrated from the reference, which
 tests a timeout spares, the tests' budget; and a grading whose runaway ends at the calibrated
 limit, not the package's wall limit."""
 
@@ -8,9 +8,10 @@ import shutil
 import time
 from pathlib import Path
 
-from runners import grader, package, runaway
+from runners import package
+from runners.grading import grader, runaway
+from runners.grading.runaway import TEST_LIMIT_MIN_S, TestClock
 from runners.protocol import Resources, TestOutcome, Verdict
-from runners.runaway import TEST_LIMIT_MIN_S, TestClock
 from tests.conftest import FIXTURES
 
 T = "hidden/test_hidden.py::"

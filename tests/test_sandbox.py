@@ -13,18 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runners import configure, package
-from runners.codec import decode
-from runners.failures import SubmissionFailure, SubmissionRaised
+from runners import package
 from runners.protocol import Verdict
+from runners.runs import configure
+from runners.runs.codec import decode
+from runners.runs.failures import SubmissionFailure, SubmissionRaised
+from runners.runs.session import Session
+from runners.runs.stage import Stage
 from runners.sandbox import Limits, Mount, SandboxSpec, create_executor
 from runners.sandbox.apptainer import ApptainerExecutor
 from runners.sandbox.base import HostRunning
 from runners.sandbox.bwrap import BwrapExecutor
 from runners.sandbox.docker import DockerExecutor
-from runners.session import Session
 from runners.settings import get_settings
-from runners.stage import Stage
 from tests.conftest import COURSE, SPIN_ALWAYS, SessionFactory, check_freezing
 
 BASIC = """

@@ -14,16 +14,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runners import configure, grader, package, whole_runs
-from runners.launch import ScriptResult
+from runners import package
+from runners.grading import grader
+from runners.measure import whole_runs
+from runners.measure.stats import Samples
+from runners.measure.stopping import StopRule
+from runners.measure.timing import WrongTimedAnswer
 from runners.protocol import GradeReport, Verdict
-from runners.runconfig import RunConfig
+from runners.runs import configure
+from runners.runs.launch import ScriptResult
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
 from runners.sandbox import Mount, create_executor
 from runners.settings import get_settings
-from runners.stage import Stage
-from runners.stats import Samples
-from runners.stopping import StopRule
-from runners.timing import WrongTimedAnswer
 
 pytestmark = pytest.mark.slow
 PACKAGE = Path(__file__).parent / "fixtures" / "script-mpi"

@@ -7,7 +7,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from runners import package, service
+from runners import package
+from runners.runs import service
 from runners.settings import REPO_ROOT
 
 THREADS_IO = REPO_ROOT / "assignments" / "parallel-python" / "threads-io"

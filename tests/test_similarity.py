@@ -1,4 +1,4 @@
-"""Similarity runs on the runner side (runners/similarity.py, copydetect): a disguised copy is
+"""Similarity runs on the runner side (runners/grading/similarity.py, copydetect): a disguised copy is
 found among honest submissions, the package's own code never counts, and the matching lines are
 where the copied code is."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runners import similarity
+from runners.grading import similarity
 from runners.protocol import submission_text
 from runners.settings import REPO_ROOT
 from tests.similarity_corpus import HONEST, disguise, honest

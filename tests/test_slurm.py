@@ -12,11 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runners import array, configure, grader, package, slurm
+from runners import package
+from runners.grading import grader
+from runners.nodes import slurm
 from runners.protocol import Verdict
+from runners.runs import array, configure
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, RunnerSettings
-from runners.stage import Stage
 from tests.conftest import COURSE
 from tests.slurm_cluster import SlurmCluster, missing
 

@@ -1,4 +1,4 @@
-"""The test processes' fork server (runners.testfork): each run a fresh process with the caller's
+"""The test processes' fork server (runners.grading.testfork): each run a fresh process with the caller's
 environment, never a credential, killed with its children past its time, started again when
 gone, gone with its caller."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import testfork, testrun
+from runners.grading import testfork, testrun
 
 PROBE = '''
 import json, os, sys
@@ -116,7 +116,7 @@ class Cancelled(Exception):
 
 
 def test_a_wait_interrupted_kills_the_run_with_its_children(tmp_path: Path) -> None:
-    """A cancelled job interrupts the grading from a signal handler (runners.claimed.lease)."""
+    """A cancelled job interrupts the grading from a signal handler (runners.fleet.claimed.lease)."""
     request, out = _request(tmp_path, SLEEPER)
 
     def cancel(_signum: int, _frame: object) -> None:
@@ -143,7 +143,7 @@ def test_a_server_that_has_gone_is_started_again(tmp_path: Path) -> None:
 
 def test_the_server_ends_with_its_caller(tmp_path: Path) -> None:
     caller = subprocess.run(
-        [sys.executable, "-c", "import os, sys\nfrom runners import testfork, testrun\n"
+        [sys.executable, "-c", "import os, sys\nfrom runners.grading import testfork, testrun\n"
          "testrun.prepare()\nprint(testfork._SERVER._proc.pid, testfork._SERVER._dir)\n"
          "sys.stdout.flush()\nos._exit(0)  # no atexit: as if killed"],
         capture_output=True, text=True, timeout=60, check=True)

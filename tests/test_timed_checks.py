@@ -10,7 +10,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from runners import grader, package
+from runners import package
+from runners.grading import grader
 from runners.settings import REPO_ROOT
 
 COURSE = REPO_ROOT / "assignments" / "parallel-python"

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from runners import stats, stopping
+from runners.measure import stats, stopping
 from runners.protocol import Manifest, Scoring, curve_share, performance_share
 
 
@@ -85,7 +85,7 @@ def test_weak_efficiency_is_one_worker_time_over_k_worker_time() -> None:
 
 
 def test_an_arrays_makespan_is_its_tasks_list_scheduled_in_id_order() -> None:
-    from runners.array import list_schedule
+    from runners.runs.array import list_schedule
 
     # Two slots: 4 and 1 start at once; 2 goes where 1 ended (t=1), 3 where 2 ended (t=3).
     assert list_schedule([4.0, 1.0, 2.0, 3.0], 2) == 6.0

@@ -1,4 +1,4 @@
-"""One sandbox for a grading's tests, a fresh child per test (runners.zygote.Zygote): what a test
+"""One sandbox for a grading's tests, a fresh child per test (runners.runs.zygote.Zygote): what a test
 leaves behind (files, processes, IPC, keys, memory, the result file) never reaches the next one,
 and a test that attacks the zygote only loses it its sandbox."""
 
@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from runners import grader, package
-from runners.failures import SubmissionFailure
+from runners import package
+from runners.grading import grader
 from runners.protocol import TestOutcome, Verdict
-from runners.runconfig import RunConfig
+from runners.runs.failures import SubmissionFailure
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.stage import Stage
+from runners.runs.zygote import FreshCalls, Zygote, preload_modules
 from runners.sandbox import Limits, create_executor
-from runners.session import Session
 from runners.settings import get_settings
-from runners.stage import Stage
-from runners.zygote import FreshCalls, Zygote, preload_modules
 from tests.conftest import COURSE, FIXTURES
 
 LEAVE = (Path(__file__).parent / "hostile" / "leave_state.py").read_bytes()

@@ -28,7 +28,7 @@ class GradeJob(Frozen):
     reference_test_seconds: dict[str, float] = Field(
         default_factory=dict, description="The reference's seconds per test at validation "
         "(test name -> seconds): each test's time limit is calibrated from them "
-        "(runners/runaway.py)")
+        "(runners/grading/runaway.py)")
 
 
 class ValidateJob(Frozen):

@@ -71,7 +71,7 @@ class Resources(Frozen):
     tests_seconds: int | None = Field(
         default=None, ge=1, le=86400, description="Runner seconds all tests of one grading may "
         "take before the next is not started (default 3 × wall_seconds, at least 60; "
-        "runners/runaway.py)")
+        "runners/grading/runaway.py)")
     simulate_gpu: bool = Field(
         default=False, description="Grade correctness under numba's CUDA simulator without a GPU"
     )
@@ -104,7 +104,7 @@ class Resources(Frozen):
 class Launcher(Frozen):
     kind: Literal["python", "mpirun", "torchrun", "sbatch"] = Field(
         default="python", description="sbatch: the entry is a SLURM batch script that starts "
-        "the program (runners/batchscript.py says what it may say); it runs under MPI")
+        "the program (runners/runs/batchscript.py says what it may say); it runs under MPI")
 
 
 class Scoring(Frozen):
@@ -168,7 +168,7 @@ class Timing(Frozen):
                                    "the figures that earn no points stop (the headline stops "
                                    "once its CI fixes its points to within 1)")
     probe: bool = Field(default=True, description="Probe the node's cores around each timed "
-                        "window and time again the windows it found short (runners/capacity.py); "
+                        "window and time again the windows it found short (runners/measure/capacity.py); "
                         "false where the speedup does not depend on the cores, e.g. overlapped "
                         "waiting on a [service]: every window counts, none is timed again")
     weak_scaling: bool = Field(default=False, description="Also measure weak scaling: the hook's "
@@ -177,7 +177,7 @@ class Timing(Frozen):
                               "runs in a fresh process, the submission imported before it "
                               "(untimed), and nothing a call leaves (a pool kept in a module "
                               "global, a file, a process) is there for the next: for packages "
-                              "whose statement times the set-up (runners.zygote.FreshCalls)")
+                              "whose statement times the set-up (runners.runs.zygote.FreshCalls)")
     startup: Literal["included", "excluded"] = Field(
         default="included", description="Script entries, timed as whole programs: 'excluded' "
         "scores each run's time less its side's start-up (an empty script under the same "

@@ -48,7 +48,7 @@ class SpeedupFigure(Frozen):
 
 
 class Interference(Frozen):
-    """The node's capacity around one worker count's timed windows (runners/capacity.py)."""
+    """The node's capacity around one worker count's timed windows (runners/measure/capacity.py)."""
 
     cores: int = Field(description="Cores the submission's side was allotted")
     windows: int = Field(description="Timed windows probed (A/B pairs of calls, or blocks)")
@@ -80,7 +80,7 @@ class Parallelism(Frozen):
 
 class DeviceWork(Frozen):
     """What the submission's timed calls did on the GPU, read by the grader through the driver
-    (NVML), outside the sandbox (real GPUs only: runners/devicework.py)."""
+    (NVML), outside the sandbox (real GPUs only: runners/measure/devicework.py)."""
 
     calls: int = Field(description="The submission's timed calls watched")
     on_gpu_calls: int | None = Field(description="Calls during which a process of the "

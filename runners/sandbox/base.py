@@ -55,7 +55,7 @@ class SandboxSpec:
     limits: Limits
     netns: str | None = None
     """A named network namespace to run in with its network shared: one node of a multi-node
-    run on its per-run overlay (runners/overlay.py). None: no network at all."""
+    run on its per-run overlay (runners/nodes/overlay.py). None: no network at all."""
     hostname: str | None = None
 
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import CORES_TOLERANCE, GradeReport, Manifest, credited_speedup, performance_share
+from runners.protocol import (
+    CORES_TOLERANCE,
+    GradeReport,
+    Manifest,
+    Verdict,
+    credited_speedup,
+    performance_share,
+)
 from server.models import Assignment, GradeReportRow, ScalingPointRow, Submission, TestResultRow, now
 from server.services import grade_changes
 
@@ -14,6 +21,12 @@ from server.services import grade_changes
 def storable(value: str) -> str:
     """Text a database column can hold: PostgreSQL refuses NUL (program output can carry one)."""
     return value.replace("\x00", "\ufffd")
+
+
+def status_of(verdict: Verdict) -> str:
+    """The status a stored verdict gives its submission: a fault of the platform's is an error
+    (not the student's to answer for), any other verdict a grade."""
+    return "error" if verdict.fault == "platform" else "graded"
 
 
 def store_report(*, session: Session, sub: Submission, report: GradeReport) -> GradeReportRow:
@@ -50,7 +63,7 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
                                      efficiency=p.efficiency, ci_low=p.ci_low, ci_high=p.ci_high,
                                      karp_flatt=p.karp_flatt) for p in report.scaling])
     fault = report.verdict.fault
-    sub.status = "graded" if fault != "platform" else "error"
+    sub.status = status_of(report.verdict)
     sub.verdict, sub.score, sub.finished_at = report.verdict.value, score, now()
     # Only what the student caused counts (a retried platform failure that then graded does).
     sub.counts_for_quota = fault == "student"

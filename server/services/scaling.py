@@ -16,7 +16,7 @@ burst that pauses for a minute does not give its runners back and ask for new on
 waiting for a node and pilots running count alike against `desired`: fewer, and the scaler
 submits the difference; more, and it cancels pilots that still wait (newest first). A running
 pilot is never stopped by the scaler: it leaves by itself after `idle_exit_s` without a job, or
-drains before its allocation ends (runners/leaving.py), so a grading is never cut.
+drains before its allocation ends (runners/fleet/leaving.py), so a grading is never cut.
 
 A pilot holds a credential of its own, for its queue only, issued when it is submitted and
 ending with its batch job: while it waits, at submission plus `pending_limit_s` plus its time

@@ -10,7 +10,16 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import LOWEST_PRIORITY, Manifest, Verdict, check_relpath
 from server.models import Assignment, AuditLog, GradeReportRow, Job, Submission, User, now
-from server.services import MAX_ROW_ID, artifacts, courses, extensions, jobs, readiness, routing
+from server.services import (
+    MAX_ROW_ID,
+    artifacts,
+    courses,
+    extensions,
+    grading,
+    jobs,
+    readiness,
+    routing,
+)
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import (
     Conflict,
@@ -211,7 +220,7 @@ def cancel(*, session: Session, actor: User, submission: Submission, role: str |
                         "can cancel that, and its previous grade stands meanwhile")
     jobs.supersede(session=session, submission=submission, state="cancelled")
     if previous is not None:  # as the stored grade left it
-        submission.status = "error" if Verdict(previous).fault == "platform" else "graded"
+        submission.status = grading.status_of(Verdict(previous))
     else:
         submission.status, submission.finished_at = "cancelled", now()
         submission.counts_for_quota = False

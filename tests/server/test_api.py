@@ -261,7 +261,7 @@ def _graded_report(passed: bool = True) -> dict:  # type: ignore[type-arg]
 
 def test_a_grading_job_carries_the_references_seconds_per_test(world: World) -> None:
     """Validation measured the reference on each test; every grading calibrates its per-test
-    time limits from those seconds (runners/runaway.py)."""
+    time limits from those seconds (runners/grading/runaway.py)."""
     from tests.server.conftest import REPO_ROOT, finish_validation
 
     folder = REPO_ROOT / "assignments/treasure-hunt/t1-multiprocessing"

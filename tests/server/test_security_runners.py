@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
-from runners import claimed, worker
+from runners.fleet import claimed, worker
 from runners.protocol import JobOffer, RunnerHello
 from server import security
 from server.db import Base, session_factory

@@ -9,10 +9,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from runners.claimed import post_outcome
+from runners.fleet.claimed import post_outcome
+from runners.fleet.worker import BundleCache, handle
 from runners.protocol import JobOffer
 from runners.settings import RunnerSettings
-from runners.worker import BundleCache, handle
 from server.db import session_factory
 from server.services import users
 from tests.server.conftest import RUNNER, World, claim, login

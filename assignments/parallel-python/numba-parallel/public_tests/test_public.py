@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 if TYPE_CHECKING:
-    from runners.pytest_plugin import Submission
+    from runners.grading.pytest_plugin import Submission
 
 
 def expected_density(points: np.ndarray, h: float) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Timing calls of function entries: interleaved baseline/submission blocks, frozen pairs, weak
-scaling (whole programs and job arrays: runners.whole_runs; figures: runners.stats; when to
-stop: runners.stopping).
+scaling (whole programs and job arrays: runners.measure.whole_runs; figures: runners.measure.stats; when to
+stop: runners.measure.stopping).
 
 Both sides get the same inputs, drawn per call, and every timed answer is checked on the trusted
 side. Each block opens a fresh sandbox per side and makes one untimed warm-up call there (import,
@@ -11,7 +11,7 @@ block and their calls alternate one by one, the idle side frozen: it uses no CPU
 timed, and a core lost for a while to another tenant of the machine spoils a call or two of each
 side rather than a whole side of a block. Elsewhere (and for real GPUs, whose queued kernels a
 freezer does not stop) a block runs one side's sandbox at a time, never two at once. A package
-with `[timing] fresh_calls` gets each call in a fresh process (runners.zygote.FreshCalls): what
+with `[timing] fresh_calls` gets each call in a fresh process (runners.runs.zygote.FreshCalls): what
 the warm-up or a timed call kept is not there for the next.
 """
 
@@ -26,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from runners import placement
-from runners.capacity import Gauge
-from runners.devicework import DeviceCall, Watch, input_bytes
-from runners.failures import SubmissionFailure, SubmissionRaised
-from runners.runconfig import RunConfig
-from runners.session import Session
-from runners.stats import Samples
-from runners.stopping import StopRule
-from runners.zygote import FreshCalls
+from runners.measure import placement
+from runners.measure.capacity import Gauge
+from runners.measure.devicework import DeviceCall, Watch, input_bytes
+from runners.measure.stats import Samples
+from runners.measure.stopping import StopRule
+from runners.runs.failures import SubmissionFailure, SubmissionRaised
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.zygote import FreshCalls
 
 CALLS_PER_BLOCK = 3
 EXIT_GRACE_S = 0.0
@@ -112,8 +112,8 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
     `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise.
     `gauge`: probe the node around each window and time again those it found short.
     `watch`: read what each timed call did on the GPU (real GPUs).
-    `place`: pin the baseline's calls to each of its cores in turn (runners/placement.py).
-    `fresh`: each call in a fresh process (runners.zygote.FreshCalls), with the modules its
+    `place`: pin the baseline's calls to each of its cores in turn (runners/measure/placement.py).
+    `fresh`: each call in a fresh process (runners.runs.zygote.FreshCalls), with the modules its
     zygote preloads for the baseline and for the submission."""
     samples = Samples(workers, windows=gauge.windows if gauge else None,
                       device_counter=watch.counter if watch else "")

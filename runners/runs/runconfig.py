@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from runners.overlay import Node
+from runners.nodes.overlay import Node
+from runners.runs.stage import Stage
 from runners.sandbox import Executor, Limits, Mount
-from runners.stage import Stage
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class RunConfig:
     """Arguments the program always gets first (those of a batch script's launch line)."""
     nodes: tuple[Node, ...] = ()
     """Several: an MPI run with its ranks spread over these nodes, one sandbox each
-    (runners/gang.py); none or one: one sandbox on this node."""
+    (runners/nodes/gang.py); none or one: one sandbox on this node."""
 
 def with_wall(cfg: RunConfig, wall_s: float | None) -> RunConfig:
     """`cfg` with a wall limit of at most `wall_s` (None: as it is): one test's own limit."""

@@ -11,13 +11,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from runners.codec import framed
-from runners.failures import SubmissionFailure, failure_from_exit
 from runners.harness import worker as wire
-from runners.runconfig import RunConfig, with_wall
+from runners.runs.codec import framed
+from runners.runs.failures import SubmissionFailure, failure_from_exit
+from runners.runs.runconfig import RunConfig, with_wall
+from runners.runs.session import Session
 from runners.sandbox import ExitInfo
 from runners.sandbox.base import OutputCollector
-from runners.session import Session
 
 # Libraries a zygote never imports before forking: they start MPI, a GPU context or servers.
 NOT_PRELOADED = ("mpi4py", "cupy", "torch", "ray", "numba.cuda", "tensorflow", "jax")

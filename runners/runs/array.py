@@ -8,7 +8,7 @@ too). Two launchers:
 
 - local: concurrent sandboxes on this runner's cores, one core per slot;
 - slurm (`PARAGRADE_ARRAY_LAUNCHER=slurm`): one `sbatch --array=0-(N-1)%concurrency`; each task
-  runs `python -m runners.array` on its node, a trusted process that starts the sandbox, makes the
+  runs `python -m runners.runs.array` on its node, a trusted process that starts the sandbox, makes the
   call and writes the value and its own start and end times to the shared scratch folder. A
   cluster's scheduler leaves gaps of seconds between tasks (dispatch, its polling), which would
   drown the work itself, so the makespan is the tasks' measured durations list-scheduled on
@@ -35,16 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runners import configure, hardware, package, slurm
-from runners.codec import decode, encode
-from runners.failures import ProtocolViolation, SubmissionFailure, SubmissionRaised
+from runners import package
+from runners.nodes import hardware, slurm
 from runners.package import Assignment
 from runners.protocol import Verdict
-from runners.runconfig import RunConfig
+from runners.runs import configure
+from runners.runs.codec import decode, encode
+from runners.runs.failures import ProtocolViolation, SubmissionFailure, SubmissionRaised
+from runners.runs.runconfig import RunConfig
+from runners.runs.session import Session
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
-from runners.session import Session
 from runners.settings import RunnerSettings, get_settings
-from runners.stage import Stage
 
 RESULT = "result-{}.json"
 
@@ -182,7 +184,7 @@ def run_slurm(cfg: RunConfig, function: str, inputs: dict[str, Any], *, n_tasks:
         if settings.slurm_partition:
             argv.append(f"--partition={settings.slurm_partition}")
         argv += [*settings.slurm_args, "--wrap",
-                 shlex.join([python, "-m", "runners.array", str(work)])]
+                 shlex.join([python, "-m", "runners.runs.array", str(work)])]
         proc = subprocess.run(argv, capture_output=True, text=True, env=client_env, timeout=60)
         job = proc.stdout.strip().split(";")[0]
         if proc.returncode != 0 or not job.isdigit():
@@ -300,8 +302,8 @@ def task_main(work: Path, task: int) -> None:
     tmp.rename(work / RESULT.format(task))
 
 
-if __name__ == "__main__":  # an array task, as SLURM starts it: python -m runners.array WORK
+if __name__ == "__main__":  # an array task, as SLURM starts it: python -m runners.runs.array WORK
     task_id = get_settings().slurm_array_task_id
     if len(sys.argv) != 2 or task_id is None:
-        sys.exit("usage: python -m runners.array WORK, inside an sbatch --array job")
+        sys.exit("usage: python -m runners.runs.array WORK, inside an sbatch --array job")
     task_main(Path(sys.argv[1]), task_id)

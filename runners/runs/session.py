@@ -2,7 +2,7 @@
 harness, and each call timed from outside the sandbox.
 
 Each `Session` is one fresh sandbox (its own work dir and control socket) over a stage
-(runners.stage); `runners.zygote` forks one per test instead where it can.
+(runners.runs.stage); `runners.runs.zygote` forks one per test instead where it can.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runners.codec import MAX_REPLY, ArgsFile, ResultReader, decode, encode, framed
-from runners.failures import (
+from runners.protocol import Verdict
+from runners.runs.codec import MAX_REPLY, ArgsFile, ResultReader, decode, encode, framed
+from runners.runs.failures import (
     ProtocolViolation,
     SubmissionFailure,
     SubmissionRaised,
     failure_from_exit,
 )
-from runners.launch import INSIDE_CTL, INSIDE_RESULT, Run
-from runners.protocol import Verdict
-from runners.runconfig import RunConfig
+from runners.runs.launch import INSIDE_CTL, INSIDE_RESULT, Run
+from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount
 
 

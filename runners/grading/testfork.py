@@ -1,6 +1,6 @@
 """The trusted test processes' fork server: one process per runner process, started with the
 test environment (the runner's credentials left out), that has the test process's modules
-imported once (pytest and its plugin: runners.testrun names them) and forks a fresh child for
+imported once (pytest and its plugin: runners.grading.testrun names them) and forks a fresh child for
 each run of a package's tests.
 
 A test run's child is a fork of a process that never ran a test, so it starts as a new
@@ -88,7 +88,7 @@ class ForkServer:
             errors = Path(self._dir) / ERRORS
             with errors.open("wb") as err:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "runners.testfork", path, *preload],
+                    [sys.executable, "-m", "runners.grading.testfork", path, *preload],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
                     start_new_session=True)
             assert self._proc.stdout is not None

@@ -1,8 +1,8 @@
 """pytest plugin for assignment tests: the `submission` fixture and the grader's result record.
 
 Test files run on the trusted side with their expected values; each test's calls through
-`submission` run in a fresh sandbox, or in a fresh child forked by a zygote (runners.zygote).
-Loaded by the grader as `pytest -p runners.pytest_plugin`.
+`submission` run in a fresh sandbox, or in a fresh child forked by a zygote (runners.runs.zygote).
+Loaded by the grader as `pytest -p runners.grading.pytest_plugin`.
 """
 
 from __future__ import annotations
@@ -17,20 +17,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners import array, configure, package, service
-from runners.array import ArrayUnavailable
-from runners.failures import SubmissionFailure, SubmissionRaised
-from runners.launch import ScriptResult, run_script
+from runners import package
+from runners.grading.runaway import TestClock
+from runners.grading.testrun import Context
 from runners.package import Assignment
 from runners.protocol import TestOutcome, Verdict
-from runners.runaway import TestClock
-from runners.runconfig import RunConfig, with_wall
+from runners.runs import array, configure, service
+from runners.runs.array import ArrayUnavailable
+from runners.runs.failures import SubmissionFailure, SubmissionRaised
+from runners.runs.launch import ScriptResult, run_script
+from runners.runs.runconfig import RunConfig, with_wall
+from runners.runs.session import Session
+from runners.runs.stage import Stage
+from runners.runs.zygote import ForkedSession, Zygote, ZygoteLost, preload_modules
 from runners.sandbox import create_executor
-from runners.session import Session
 from runners.settings import get_settings
-from runners.stage import Stage
-from runners.testrun import Context
-from runners.zygote import ForkedSession, Zygote, ZygoteLost, preload_modules
 
 OUTPUT_KEEP = 16 * 1024
 Runs = tuple[Assignment, Callable[[int], RunConfig]]  # run_configs(): per process
@@ -138,7 +139,7 @@ class Submission:
 
 class _ZygoteKeeper:
     """The test process's zygote: one sandbox whose trusted process forks each test's child
-    (runners.zygote.Zygote), started again after a test that ended badly discarded it."""
+    (runners.runs.zygote.Zygote), started again after a test that ended badly discarded it."""
 
     def __init__(self) -> None:
         self.zygote: Zygote | None = None
@@ -203,7 +204,7 @@ class Recorder:
 
 
 class NotRun(Exception):
-    """A test the grading's time rules did not start (runners.runaway); the reason is the message."""
+    """A test the grading's time rules did not start (runners.grading.runaway); the reason is the message."""
 
 
 def _name(item: pytest.Item, ctx: Context) -> str:

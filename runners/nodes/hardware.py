@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from runners import gang, overlay
+from runners.nodes import gang, overlay
 from runners.package import Assignment
 from runners.sandbox import Executor
 from runners.settings import RunnerSettings

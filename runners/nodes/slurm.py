@@ -9,11 +9,11 @@ a speedup is timed on. Only named variables cross into the job (`--export`): nev
 token. The JSON the engine prints is validated like any other message.
 
 An [array] package's engine job takes one core and submits the tasks as an `sbatch --array`
-from its node (runners/array.py); each task gets an allocation of its own.
+from its node (runners/runs/array.py); each task gets an allocation of its own.
 
 A package whose ranks span nodes (`resources.nodes` > 1) gets one allocation of that many whole
 nodes (`salloc --nodes=N --exclusive`); the engine runs on its first node and starts the other
-nodes' sandboxes as steps of the same job (`srun --overlap`, runners/nodeagent.py). Their
+nodes' sandboxes as steps of the same job (`srun --overlap`, runners/nodes/nodeagent.py). Their
 network is the job's overlay, made on every node by the prolog in containers/slurm/ (root's work:
 a namespace and a VXLAN device per job) and removed by the epilog.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from runners import package
-from runners.gang import JOB_NAME_PREFIX
+from runners.nodes.gang import JOB_NAME_PREFIX
 from runners.protocol import GradeReport, ValidationCheck
 from runners.settings import RunnerSettings
 

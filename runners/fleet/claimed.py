@@ -1,8 +1,8 @@
 """What a runner says to the server about a job it claimed: its lease while it grades, its
-outcome, or, when the runner is leaving, the job given back untouched (runners/leaving.py).
+outcome, or, when the runner is leaving, the job given back untouched (runners/fleet/leaving.py).
 
 Every request carries the job's own secret (X-Job-Token) beside the runner's credential and
-process key (runners/worker.py `Runner.client`); the server answers the process that claimed.
+process key (runners/fleet/worker.py `Runner.client`); the server answers the process that claimed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from types import FrameType
 
 import httpx
 
-from runners import leaving
+from runners.fleet import leaving
 from runners.protocol import JobHandBack, JobOffer, JobOutcome
 
 log = logging.getLogger("paragrade.runner")

@@ -12,7 +12,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from runners.hardware import gpu_present
+from runners.nodes.hardware import gpu_present
 from runners.protocol import Environment, MpiGpuPath
 from runners.sandbox import Executor
 from runners.settings import RunnerSettings

@@ -11,8 +11,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from runners.failures import ResultTooLarge
 from runners.harness import worker as wire
+from runners.runs.failures import ResultTooLarge
 
 MAX_REPLY = 64 * 1024 * 1024
 

@@ -10,9 +10,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from runners import gang
-from runners.failures import failure_from_exit
-from runners.runconfig import RunConfig
+from runners.nodes import gang
+from runners.runs.failures import failure_from_exit
+from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount, Running, SandboxSpec
 
 INSIDE_SUB = "/sub"
@@ -82,7 +82,11 @@ class Run:
         # Processes the code starts itself (Ray's workers, a spawn pool) import it by name too.
         env["PYTHONPATH"] = cfg.executor.path(self.m_sub)
         if len(cfg.nodes) > 1 and cfg.launcher == "mpirun":
-            self.running = gang.start(self, program, extra_mounts, env)
+            self.running = gang.start(gang.Plan(
+                nodes=tuple(cfg.nodes), ranks=cfg.ranks, executor=cfg.executor,
+                runtime_dir=cfg.runtime_dir, limits=cfg.limits, owner_uid=cfg.sandbox_uid,
+                dir=self.dir, mounts=self.mounts, harness=self.m_harness, work=self.m_work,
+                python=self.python), program, extra_mounts, env)
             return
         spec = SandboxSpec(argv=argv, mounts=self.mounts + extra_mounts, workdir=self.m_work,
                            env=env, limits=cfg.limits)

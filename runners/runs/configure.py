@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runners import batchscript, gang, overlay, service
-from runners.hardware import host_cpus
+from runners.nodes import gang, overlay
+from runners.nodes.hardware import host_cpus
 from runners.package import Assignment
-from runners.runconfig import RunConfig
+from runners.runs import batchscript, service
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
 from runners.sandbox import Executor, Limits, Mount
 from runners.settings import RunnerSettings, get_settings
-from runners.stage import Stage
 
 SIMULATOR_PIDS = 1024 + 256
 """Under the CUDA simulator every simulated thread is an OS thread: a full block of 1024 threads
@@ -73,7 +74,7 @@ def make_config(assignment: Assignment, *, executor: Executor, stage: Stage, cod
 
 def local_cores(settings: RunnerSettings, ranks: int, spans: int) -> list[int]:
     """The cores of this host that `ranks` ranks over `spans` held nodes take: a multi-node
-    run's serial baseline is placed over them (runners/placement.py), so that it sees the cores
+    run's serial baseline is placed over them (runners/measure/placement.py), so that it sees the cores
     the ranks ran on, each node's, as on one node ([]: the nodes are not held). A node on
     another host (a SLURM cluster's second machine) adds none: the baseline runs here."""
     held = gang.held_nodes(settings, host_cpus())

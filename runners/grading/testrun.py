@@ -1,4 +1,4 @@
-"""Running a package's tests: the trusted pytest process (with runners.pytest_plugin), what it
+"""Running a package's tests: the trusted pytest process (with runners.grading.pytest_plugin), what it
 is told (Context), and the verdict its results add up to."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runners import runaway, testfork
+from runners.grading import runaway, testfork
 from runners.package import Assignment
 from runners.protocol import VERDICT_SEVERITY, TestOutcome, TestResult, Verdict
 
@@ -28,7 +28,7 @@ class Context:
     cpus: list[int]
     reveal: bool = False
     tests_budget_s: float = float("inf")
-    """Seconds the tests may spend before the next one is not started (runners.runaway)."""
+    """Seconds the tests may spend before the next one is not started (runners.grading.runaway)."""
     test_limits: dict[str, float] = field(default_factory=dict)
     """Each test's time limit where calibrated (else the package's wall limit)."""
     limit_reasons: dict[str, str] = field(default_factory=dict)
@@ -40,8 +40,8 @@ class Context:
 
 
 
-PRELOAD = ("pytest", "runners.pytest_plugin")
-"""What each test process imports (`pytest -p runners.pytest_plugin`): its fork server's imports."""
+PRELOAD = ("pytest", "runners.grading.pytest_plugin")
+"""What each test process imports (`pytest -p runners.grading.pytest_plugin`): its fork server's imports."""
 
 
 def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
@@ -51,7 +51,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
               ) -> tuple[list[TestResult], str]:
     """Run the package's tests (trusted pytest process) against the code in `code_dir`: public
     and hidden, or one kind only; each test's time limit calibrated from `reference_test_s`
-    (the reference's seconds per test at validation; runners.runaway). `first_failure`: stop at
+    (the reference's seconds per test at validation; runners.grading.runaway). `first_failure`: stop at
     the first test that does not pass (the tests after it are left out of the results)."""
     resources = assignment.manifest.resources
     reference_test_s = reference_test_s or {}
@@ -72,7 +72,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
             targets.append(str(assignment.hidden_dir))
         ini = Path(tmp) / "pytest.ini"  # the package's tests never pick up a project's config
         ini.write_text("[pytest]\npython_files = test_*.py\n")
-        argv = ["-c", str(ini), "-p", "runners.pytest_plugin", f"--paragrade-context={ctx_path}",
+        argv = ["-c", str(ini), "-p", "runners.grading.pytest_plugin", f"--paragrade-context={ctx_path}",
                 "-q", "-p", "no:cacheprovider", "--rootdir", str(assignment.root),
                 "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning",
                 *(["--exitfirst"] if first_failure else []), *targets]
@@ -93,7 +93,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
 
 
 def prepare() -> None:
-    """Start this process's test-process fork server now (runners.testfork), so that the first
+    """Start this process's test-process fork server now (runners.grading.testfork), so that the first
     grading does not wait for its imports."""
     testfork.start(_test_env(), PRELOAD)
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runners import placement
-from runners.capacity import Windows
-from runners.devicework import DeviceCall
+from runners.measure import placement
+from runners.measure.capacity import Windows
+from runners.measure.devicework import DeviceCall
 from runners.protocol import DeviceWork, Parallelism, ScalingPoint, SpeedupFigure, WeakScalingPoint
 
 BOOTSTRAP = 2000
@@ -28,7 +28,7 @@ class Samples:
     baseline_cpu: list[float | None] = field(default_factory=list)
     submission_cpu: list[float | None] = field(default_factory=list)
     baseline_core: list[int | None] = field(default_factory=list)
-    """The core each baseline call was pinned to (runners/placement.py; empty: not placed)."""
+    """The core each baseline call was pinned to (runners/measure/placement.py; empty: not placed)."""
     windows: Windows | None = None  # what the node delivered around each window (capacity)
     # What each timed call did on the GPU (real GPUs with NVML only), and its input's bytes
     baseline_device: list[DeviceCall] = field(default_factory=list)
@@ -55,7 +55,7 @@ class Samples:
 def ratio_ci(baseline: list[float], submission: list[float], *, seed: int = 0,
              level: float = 0.95, cores: Sequence[int | None] = ()) -> tuple[float, float, float]:
     """median(baseline)/median(submission) with a percentile-bootstrap CI. `cores`: where each
-    baseline call ran, when the baseline was placed (runners/placement.py: its time is then the
+    baseline call ran, when the baseline was placed (runners/measure/placement.py: its time is then the
     mean of each core's median)."""
     b = np.asarray(baseline)
     s = np.asarray(submission)

@@ -38,20 +38,11 @@ import threadpoolctl
 from celery.exceptions import Reject, SecurityWarning, SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_ready
 
-from runners import (
-    claimed,
-    gang,
-    grader,
-    hardware,
-    leaving,
-    overlay,
-    package,
-    similarity,
-    slurm,
-    testrun,
-    validate,
-)
-from runners.broker import consumer_app
+from runners import package
+from runners.fleet import claimed, leaving
+from runners.fleet.broker import consumer_app
+from runners.grading import grader, similarity, testrun, validate
+from runners.nodes import gang, hardware, overlay, slurm
 from runners.protocol import (
     PROTOCOL_VERSION,
     TASK_NAME,
@@ -361,7 +352,7 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
           name: str | None = None, settings: RunnerSettings | None = None,
           idle_exit_s: float | None = None, drain_s: float | None = None) -> None:
     """Run a Celery worker on `queues` until stopped (one job at a time), or until idle for
-    `idle_exit_s`; SIGUSR1 drains it (its allocation ends in `drain_s`, runners/leaving.py)."""
+    `idle_exit_s`; SIGUSR1 drains it (its allocation ends in `drain_s`, runners/fleet/leaving.py)."""
     global _runner
     settings = settings or get_settings()
     if "gpu" in queues and settings.gpu_mode != "simulated" and settings.backend != "slurm" \

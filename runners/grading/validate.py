@@ -8,15 +8,18 @@ from pathlib import Path
 
 import numpy as np
 
-from runners import array, configure, grader, hardware, package, runaway, testrun
-from runners.array import ArrayUnavailable
-from runners.failures import SubmissionFailure, SubmissionRaised
-from runners.launch import run_script
+from runners import package
+from runners.grading import grader, runaway, testrun
+from runners.nodes import hardware
 from runners.protocol import GradeReport, TestOutcome, TestResult, ValidationCheck, Verdict
+from runners.runs import array, configure
+from runners.runs.array import ArrayUnavailable
+from runners.runs.failures import SubmissionFailure, SubmissionRaised
+from runners.runs.launch import run_script
+from runners.runs.session import Session
+from runners.runs.stage import Stage
 from runners.sandbox import create_executor
-from runners.session import Session
 from runners.settings import RunnerSettings, get_settings
-from runners.stage import Stage
 
 
 @dataclass
@@ -41,7 +44,7 @@ class Check:
 def _failures(tests: list[TestResult], *, hidden_only: bool = False) -> list[str]:
     return [f"{t.name}: {t.outcome.value}: {t.message}" for t in tests
             if (t.outcome not in (TestOutcome.PASSED, TestOutcome.SKIPPED)
-                or t.verdict is not Verdict.PASSED)  # not run (runners.runaway)
+                or t.verdict is not Verdict.PASSED)  # not run (runners.grading.runaway)
             and (t.hidden or not hidden_only)]
 
 
@@ -130,7 +133,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
 
 def _check_tests_time(a: package.Assignment, tests: list[TestResult]) -> Check:
     """The reference's tests leave a submission room within the grading's test budget
-    (runners.runaway): they may take at most half of it."""
+    (runners.grading.runaway): they may take at most half of it."""
     spent = sum(t.duration_s for t in tests)
     budget = runaway.tests_budget_s(a.manifest.resources)
     name = f"tests fit their time budget (the reference's took {spent:.0f} s of {budget:g} s)"

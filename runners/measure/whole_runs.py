@@ -9,20 +9,21 @@ from types import ModuleType
 
 import numpy as np
 
-from runners import batchscript, placement
-from runners.array import ArrayRun
-from runners.capacity import Gauge
-from runners.configure import make_config
-from runners.launch import ScriptResult, run_script
+from runners.measure import placement
+from runners.measure.capacity import Gauge
+from runners.measure.stats import Samples
+from runners.measure.stopping import StopRule
+from runners.measure.timing import blamed, judge
 from runners.package import Assignment
 from runners.protocol import SpeedupFigure
-from runners.runconfig import RunConfig
+from runners.runs import batchscript
+from runners.runs.array import ArrayRun
+from runners.runs.configure import make_config
+from runners.runs.launch import ScriptResult, run_script
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
 from runners.sandbox import Executor
 from runners.settings import RunnerSettings
-from runners.stage import Stage
-from runners.stats import Samples
-from runners.stopping import StopRule
-from runners.timing import blamed, judge
 
 STARTUP_RUNS = 3
 
@@ -109,7 +110,7 @@ def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
     are drawn per run (`hook.make_args(rng, workers)`) and every run's output is checked
     (`_checked`: a rejected run is run once more). One untimed run of each side first warms the
     page cache. `place`: each baseline run's sandbox gets one core of the set, in turn
-    (runners/placement.py)."""
+    (runners/measure/placement.py)."""
     samples = Samples(workers, windows=gauge.windows if gauge else None)
     sides = [("baseline", baseline_cfg, samples.baseline, samples.baseline_cpu),
              ("submission", submission_cfg, samples.submission, samples.submission_cpu)]

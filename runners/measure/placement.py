@@ -16,7 +16,7 @@ T_b = W · mean_j (1 / v_j). Then
 
 depends on the set's speeds, not on which core is the slow one: (1, 0.53) and (0.53, 1) both give
 1.53 for a static split; an even node gives n. A slow core still lowers S, since a static split
-waits for it; what the node delivered is the capacity probe's to say (runners/capacity.py: short
+waits for it; what the node delivered is the capacity probe's to say (runners/measure/capacity.py: short
 windows timed again, a figure measured under interference marked as such), not the placement's.
 
 The baseline is the instructor's code, so pinning it takes nothing from the submission, whose

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from runners.measure.stats import Samples
 from runners.protocol import Manifest, curve_share
-from runners.stats import Samples
 
 POINTS_TOLERANCE = 1.0
 """A headline figure stops once its 95 % CI fixes its performance points to within this many."""

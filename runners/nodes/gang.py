@@ -3,7 +3,7 @@
 The leader node's sandbox runs `mpiexec` with MPICH's manual launcher (runners/harness/mpilaunch.py)
 and rank 0, next to the grader's control socket; every other node's sandbox runs one MPI proxy,
 built here from `PROXY_TEMPLATE` (never from anything a sandbox printed). The sandboxes share
-nothing but the overlay (runners/overlay.py): separate pid, ipc and mount namespaces, so ranks on
+nothing but the overlay (runners/nodes/overlay.py): separate pid, ipc and mount namespaces, so ranks on
 different nodes talk over the network, as on a cluster. The run as a whole (`GangRunning`) is
 timed, frozen and killed together, and its CPU time is the sum of every node's cgroup.
 
@@ -21,17 +21,17 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runners import overlay
-from runners.nodeagent import RemoteRunning
-from runners.overlay import Node
+from runners.nodes import overlay
+from runners.nodes.nodeagent import RemoteRunning
+from runners.nodes.overlay import Node
 from runners.sandbox.base import ExitInfo, Limits, Mount, Running, SandboxSpec, WallClock
 
 if TYPE_CHECKING:
-    from runners.launch import Run
+    from runners.sandbox import Executor
     from runners.settings import RunnerSettings
 
 PROXY_TEMPLATE = (
@@ -101,7 +101,7 @@ def slurm_nodes(settings: RunnerSettings, job_id: str, names: list[str], cpus: l
 
 
 JOB_NAME_PREFIX = "paragrade-"
-"""The SLURM backend names its jobs so (runners/slurm.py): the prolog acts on those only."""
+"""The SLURM backend names its jobs so (runners/nodes/slurm.py): the prolog acts on those only."""
 
 
 def slurm_job_is_ours(job_id: str) -> bool:
@@ -246,12 +246,30 @@ class GangRunning(Running):
         return merged
 
 
-def start(run: Run, program: list[str], extra_mounts: list[Mount], env: dict[str, str]) -> Running:
-    """Start `program` under MPI with its ranks on `run.cfg.nodes`: one sandbox per node."""
-    cfg = run.cfg
-    nodes = list(cfg.nodes)
-    per_node = spread(cfg.ranks, len(nodes))
-    ex = cfg.executor
+@dataclass(frozen=True)
+class Plan:
+    """A multi-node run as the launching side lays it out (runners/runs/launch.py): its nodes and
+    ranks, its limits, the mounts every node's sandbox shares, the leader's work dir."""
+
+    nodes: tuple[Node, ...]
+    ranks: int
+    executor: Executor
+    runtime_dir: Path
+    limits: Limits
+    owner_uid: int  # who owns the nodes' work dirs (the sandbox's user)
+    dir: Path  # the run's own folder on the trusted side
+    mounts: list[Mount]  # the code, the harness, data
+    harness: Mount
+    work: Mount  # the leader's work dir; each follower gets one of its own
+    python: str
+
+
+def start(run: Plan, program: list[str], extra_mounts: list[Mount], env: dict[str, str]
+          ) -> Running:
+    """Start `program` under MPI with its ranks on `run.nodes`: one sandbox per node."""
+    nodes = list(run.nodes)
+    per_node = spread(run.ranks, len(nodes))
+    ex = run.executor
     adopted = all(n.netns for n in nodes)  # a SLURM job's, made by its prolog
     ov = overlay.adopt(nodes) if adopted else overlay.create(nodes)
     runs: list[Running] = []
@@ -261,14 +279,14 @@ def start(run: Run, program: list[str], extra_mounts: list[Mount], env: dict[str
         os.chmod(hosts, 0o644)
         shared = [*run.mounts, Mount(hosts, "/etc/hosts")]
         env = network_env(env)
-        runtime_bin = f"{cfg.runtime_dir}/bin"
+        runtime_bin = f"{run.runtime_dir}/bin"
         hosts_arg = ",".join(f"{n.name}:{r}" for n, r in zip(nodes, per_node, strict=True))
         for k, (node, ranks) in enumerate(zip(nodes, per_node, strict=True)):
-            limits: Limits = replace(cfg.limits, cpus=tuple(node.cpus[:ranks]) or node.cpus)
+            limits: Limits = replace(run.limits, cpus=tuple(node.cpus[:ranks]) or node.cpus)
             if k == 0:
-                argv = [run.python, "-I", "-B", f"{ex.path(run.m_harness)}/{INSIDE_LAUNCHER}",
-                        "--hosts", hosts_arg, "--ranks", str(cfg.ranks), "--", *program]
-                workdir, mounts = run.m_work, shared + extra_mounts
+                argv = [run.python, "-I", "-B", f"{ex.path(run.harness)}/{INSIDE_LAUNCHER}",
+                        "--hosts", hosts_arg, "--ranks", str(run.ranks), "--", *program]
+                workdir, mounts = run.work, shared + extra_mounts
             else:
                 argv = proxy_argv(runtime_bin, nodes[0].name, k)
                 workdir, mounts = _follower_workdir(run, k), shared
@@ -321,9 +339,9 @@ def _await_control_port(leader: Running, netns: str) -> None:
         time.sleep(0.02)
 
 
-def _follower_workdir(run: Run, k: int) -> Mount:
+def _follower_workdir(run: Plan, k: int) -> Mount:
     work: Path = run.dir / f"work-node{k + 1}"
     work.mkdir(mode=0o700)
     if os.getuid() == 0:
-        os.chown(work, run.cfg.sandbox_uid, run.cfg.sandbox_uid)
-    return Mount(work, run.m_work.inside, writable=True)
+        os.chown(work, run.owner_uid, run.owner_uid)
+    return Mount(work, run.work.inside, writable=True)

@@ -14,28 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from runners import (
-    array,
-    batchscript,
-    capacity,
-    configure,
-    credit,
-    devicework,
-    environment,
-    gang,
-    hardware,
-    overlay,
-    package,
-    placement,
-    service,
-    stats,
-    stopping,
-    testrun,
-    timing,
-    whole_runs,
-    zygote,
-)
-from runners.failures import SubmissionFailure, SubmissionRaised
+from runners import package
+from runners.grading import environment, testrun
+from runners.measure import capacity, credit, devicework, placement, stats, stopping, timing, whole_runs
+from runners.nodes import gang, hardware, overlay
 from runners.package import Assignment
 from runners.protocol import (
     Credit,
@@ -47,10 +29,12 @@ from runners.protocol import (
     credited_speedup,
     performance_share,
 )
-from runners.runconfig import RunConfig
+from runners.runs import array, batchscript, configure, service, zygote
+from runners.runs.failures import SubmissionFailure, SubmissionRaised
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
 from runners.sandbox import Executor, create_executor
 from runners.settings import RunnerSettings, get_settings
-from runners.stage import Stage
 
 Progress = Callable[[str], None]
 SIMULATED_NOTE = "simulated: no speedup points (numba CUDA simulator on a CPU-only runner)"
@@ -86,7 +70,7 @@ def load_hook(assignment: Assignment) -> ModuleType:
 
 
 def probes(gpu_mode: str, m: Manifest, settings: RunnerSettings) -> bool:
-    """Whether timing probes the node's capacity around its windows (runners.capacity): not on
+    """Whether timing probes the node's capacity around its windows (runners.measure.capacity): not on
     a real GPU (one side's sandbox at a time, kernels the probe cannot see), nor across nodes
     (the probe sees this node only), nor where the operator or the package turned it off (a
     speedup that does not depend on the cores: re-timing it would only cost time)."""
