@@ -553,7 +553,9 @@ def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
 KILLED_RUNNER = """
 import sys
 from pathlib import Path
-from runners import configure, hardware, package
+from runners import package
+from runners.nodes import hardware
+from runners.runs import configure
 from runners.sandbox import create_executor
 from runners.runs.session import Session
 from runners.settings import get_settings
