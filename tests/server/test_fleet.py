@@ -90,15 +90,17 @@ def test_cancelling_a_running_job_stops_it_and_the_runner_goes_on(platform: Plat
     ada = p.student("ada", p.course("quick"))
     p.start_runner("r")
     _ready(p)
-    sid = p.submit(ada, "quick", SLOW)
+    sid = p.submit(ada, "quick", SLOW.replace(b"sleep(5)", b"sleep(120)"))
     wait_until("the grading to start", lambda: p.get(
         ada, f"/api/submissions/{sid}")["status"] == "running", 30)
     r = p.http.post(f"/api/submissions/{sid}/cancel", headers=ada)
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
     wait_until("the runner to stop the job", lambda: "cancelled while it ran" in p.runner_log("r"),
                30)
-    left = subprocess.run(["pgrep", "-f", "/sub/solution.py"], capture_output=True, text=True)
-    assert left.stdout == "", "a sandbox outlived its cancelled job"
+    # Killed processes take a moment to exit; one the runner left behind would sleep on for two
+    # minutes.
+    wait_until("its sandbox to be gone", lambda: subprocess.run(
+        ["pgrep", "-f", "/sub/solution.py"], capture_output=True, text=True).stdout == "", 10)
     nxt = p.submit(ada, "quick", GOOD)
     done = wait_until("the next job", lambda: _settled(p, ada, nxt), 60)
     assert done["verdict"] == "passed"
