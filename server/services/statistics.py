@@ -2,9 +2,10 @@
 rate, speedups against the reference, credit outcomes, and when the class submitted.
 
 Every count is an SQL aggregate over the assignment's submissions; what reaches Python is one
-row per student (a class of 2 000: 2 000 rows, however many submissions) or one per test, never
-one per submission. Medians and standard deviations are taken in Python over those per-student
-values, which every database can give (SQLite has no percentile function).
+row per student (a class of 2 000: 2 000 rows, however many submissions), one per test or one
+per day, never one per submission; the one exception is SQLite's per-day durations (below).
+Medians and standard deviations are taken in Python over those per-student values, which every
+database can give (SQLite has no percentile function).
 
 Terms, for each student enrolled as a student:
 
