@@ -20,49 +20,57 @@ from runners.settings import REPO_ROOT, get_settings
 from tests import podman
 
 HOST = REPO_ROOT / "containers" / "apptainer-host"
+CPU_IMAGE = HOST / "build-image.sh"
+GPU_IMAGE = HOST / "build-gpu-image.sh"
 _early_lock = threading.Lock()
-_early_thread: threading.Thread | None = None
 _early_build: subprocess.Popen[bytes] | None = None
 _stopping = threading.Event()
+_finished: dict[Path, threading.Event] = {}  # each early build's script → set once it has ended
 
 
 def _binary() -> str:
     return shutil.which("apptainer") or str(HOST / "apptainer")
 
 
-def build_early() -> None:
-    """Build the image in the background from the session's start: once the deployment images'
-    early build is done (tests/podman.py: the runner image is this image's source), at the
-    lowest CPU and I/O priority, as that one. The apptainer tests run last (tests/conftest.py):
-    from nothing, a fresh CI machine, they find the image built instead of waiting minutes for
-    it with the cores idle. Its outcome is not judged: `_built` runs the script again, which
-    reuses whatever this build finished and reports what it could not."""
-    global _early_thread
-    if _early_thread is not None or os.getuid() != 0 or podman.skip_reason():
+def build_early(gpu: bool = False) -> None:
+    """Build the images in the background from the session's start, one after the other, at the
+    lowest CPU and I/O priority (podman.start_idle): once the deployment images' early build is
+    done (tests/podman.py: the runner images are these images' source), the CPU runner's
+    apptainer image, then, with `gpu`, the GPU runner's (its OCI image compiles Open MPI: tens of
+    minutes from nothing). The apptainer tests run last (tests/conftest.py), the GPU image's
+    last of all: from nothing, a fresh CI machine, they find the images built instead of waiting
+    minutes for them with the cores idle. Their outcome is not judged here: each test runs its
+    script again, which reuses whatever this build finished and reports what it could not."""
+    if _finished or os.getuid() != 0 or podman.skip_reason():
         return
+    scripts = [CPU_IMAGE, GPU_IMAGE] if gpu else [CPU_IMAGE]
+    for script in scripts:
+        _finished[script] = threading.Event()
     podman.build_images_early()
 
-    def after_the_images() -> None:
+    def one_after_the_other() -> None:
         global _early_build
         podman.wait_for_early_build(1500)
-        with _early_lock:
-            if _stopping.is_set():
-                return
-            _early_build = podman.start_idle(
-                ["bash", str(HOST / "build-image.sh")],
-                env={**os.environ, "PARAGRADE_APPTAINER_BIN": _binary(),
-                     "PARAGRADE_BUILD_IDLE": "1"})
+        for script in scripts:
+            with _early_lock:
+                if _stopping.is_set():
+                    break
+                _early_build = build = podman.start_idle(
+                    ["bash", str(script)],
+                    env={**os.environ, "PARAGRADE_APPTAINER_BIN": _binary(),
+                         "PARAGRADE_BUILD_IDLE": "1"})
+            build.wait()
+            _finished[script].set()
+        for done in _finished.values():
+            done.set()
 
-    _early_thread = threading.Thread(target=after_the_images, daemon=True)
-    _early_thread.start()
+    threading.Thread(target=one_after_the_other, daemon=True).start()
 
 
-def _wait_for_early_build(timeout: float) -> None:
-    if _early_thread is not None:
-        _early_thread.join(timeout)
-    if _early_build is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            _early_build.wait(timeout)
+def _wait_for_early_build(script: Path, timeout: float) -> None:
+    """Until `script`'s early build has ended (at once where none was started)."""
+    if script in _finished:
+        _finished[script].wait(timeout)
 
 
 def stop_early_build() -> None:
@@ -87,16 +95,33 @@ def _built() -> tuple[str, str] | str:
     # From nothing: the root file system (30 s), the runner image (minutes) and its conversion
     # (2 min); a cached image answers at once. The session's background build may be at it
     # already: it is waited for, not repeated alongside.
-    folder = subprocess.run(["bash", str(HOST / "build-image.sh"), "--path"], env=env,
+    folder = subprocess.run(["bash", str(CPU_IMAGE), "--path"], env=env,
                             capture_output=True, text=True, check=False).stdout.strip()
     if not (Path(folder).parent / ".complete").is_file():
-        _wait_for_early_build(1500)
-    build = subprocess.run(["bash", str(HOST / "build-image.sh")], env=env, capture_output=True,
+        _wait_for_early_build(CPU_IMAGE, 1500)
+    build = subprocess.run(["bash", str(CPU_IMAGE)], env=env, capture_output=True,
                            text=True, timeout=1200, check=False)
     if build.returncode == 2:  # a prerequisite is missing, not a failure of the build
         return f"cannot build the apptainer image: {build.stderr.strip()[-500:]}"
     assert build.returncode == 0, f"build-image.sh failed:\n{build.stderr[-3000:]}"
     return binary, build.stdout.strip().splitlines()[-1]
+
+
+@functools.cache
+def gpu_image() -> dict[str, str] | str:
+    """What build-gpu-image.sh says of the GPU runner's image and its CPU path (its `key: value`
+    lines), or why it cannot be built here. Waits for the session's early build (tens of
+    minutes from nothing), then runs the script again: the image and SIF are reused as made."""
+    if os.getuid() != 0:
+        return "building the GPU image needs root"
+    _wait_for_early_build(GPU_IMAGE, 3600)
+    built = subprocess.run(["bash", str(GPU_IMAGE)],
+                           env={**os.environ, "PARAGRADE_APPTAINER_BIN": _binary()},
+                           capture_output=True, text=True, timeout=3600, check=False)
+    if built.returncode == 2:  # a prerequisite is missing, not a failure of the build
+        return f"cannot build the GPU image: {built.stderr.strip()[-500:]}"
+    assert built.returncode == 0, f"build-gpu-image.sh failed:\n{built.stderr[-3000:]}"
+    return dict(line.split(": ", 1) for line in built.stdout.splitlines() if ": " in line)
 
 
 def image() -> tuple[str, str]:

@@ -54,8 +54,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.path.relative_to(REPO_ROOT).as_posix()
         if module in CONCURRENT and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.concurrent)
-    # The apptainer tests run last, in their order: their image builds meanwhile (below).
-    items.sort(key=lambda item: item.get_closest_marker("apptainer") is not None)
+    # The apptainer tests run last, in their order, the GPU image's last of all: their images
+    # build meanwhile (below).
+    items.sort(key=lambda item: (item.get_closest_marker("apptainer") is not None,
+                                 item.get_closest_marker("gpu_image") is not None))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -64,7 +66,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from tests import apptainer, podman
 
     if any(item.get_closest_marker("apptainer") for item in session.items):
-        apptainer.build_early()  # after the deployment images' build, which it starts
+        # after the deployment images' build, which it starts
+        apptainer.build_early(gpu=any(item.get_closest_marker("gpu_image") for item in session.items))
     elif any(item.get_closest_marker("images") for item in session.items):
         podman.build_images_early()
 
