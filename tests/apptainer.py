@@ -85,43 +85,55 @@ def stop_early_build() -> None:
             build.wait(30)
 
 
+def _run(script: Path, *args: str, timeout: float) -> str:
+    """`script`'s standard output once it has built its image (reusing what is built), or raises
+    Unbuildable saying why this machine cannot build it (exit 2: a prerequisite is missing, not a
+    failure of the build)."""
+    built = subprocess.run(["bash", str(script), *args],
+                           env={**os.environ, "PARAGRADE_APPTAINER_BIN": _binary()},
+                           capture_output=True, text=True, timeout=timeout, check=False)
+    if built.returncode == 2:
+        raise Unbuildable(f"cannot build the image ({script.name}): {built.stderr.strip()[-500:]}")
+    assert built.returncode == 0, f"{script.name} failed:\n{built.stderr[-3000:]}"
+    return built.stdout
+
+
+class Unbuildable(Exception):
+    """Why an image cannot be built here (its tests skip, saying so)."""
+
+
 @functools.cache
 def _built() -> tuple[str, str] | str:
     """(binary, image), or why there is none here."""
-    binary = _binary()
-    env = {**os.environ, "PARAGRADE_APPTAINER_BIN": binary}
     if os.getuid() != 0:
         return "the apptainer tests build their image and drop to the sandbox user (run as root)"
     # From nothing: the root file system (30 s), the runner image (minutes) and its conversion
     # (2 min); a cached image answers at once. The session's background build may be at it
     # already: it is waited for, not repeated alongside.
-    folder = subprocess.run(["bash", str(CPU_IMAGE), "--path"], env=env,
-                            capture_output=True, text=True, check=False).stdout.strip()
+    folder = subprocess.run(["bash", str(CPU_IMAGE), "--path"], capture_output=True, text=True,
+                            env={**os.environ, "PARAGRADE_APPTAINER_BIN": _binary()},
+                            check=False).stdout.strip()
     if not (Path(folder).parent / ".complete").is_file():
         _wait_for_early_build(CPU_IMAGE, 1500)
-    build = subprocess.run(["bash", str(CPU_IMAGE)], env=env, capture_output=True,
-                           text=True, timeout=1200, check=False)
-    if build.returncode == 2:  # a prerequisite is missing, not a failure of the build
-        return f"cannot build the apptainer image: {build.stderr.strip()[-500:]}"
-    assert build.returncode == 0, f"build-image.sh failed:\n{build.stderr[-3000:]}"
-    return binary, build.stdout.strip().splitlines()[-1]
+    try:
+        return _binary(), _run(CPU_IMAGE, timeout=1200).strip().splitlines()[-1]
+    except Unbuildable as why:
+        return str(why)
 
 
 @functools.cache
 def gpu_image() -> dict[str, str] | str:
     """What build-gpu-image.sh says of the GPU runner's image and its CPU path (its `key: value`
     lines), or why it cannot be built here. Waits for the session's early build (tens of
-    minutes from nothing), then runs the script again: the image and SIF are reused as made."""
+    minutes from nothing), then runs the script again: the images are reused as made."""
     if os.getuid() != 0:
         return "building the GPU image needs root"
     _wait_for_early_build(GPU_IMAGE, 3600)
-    built = subprocess.run(["bash", str(GPU_IMAGE)],
-                           env={**os.environ, "PARAGRADE_APPTAINER_BIN": _binary()},
-                           capture_output=True, text=True, timeout=3600, check=False)
-    if built.returncode == 2:  # a prerequisite is missing, not a failure of the build
-        return f"cannot build the GPU image: {built.stderr.strip()[-500:]}"
-    assert built.returncode == 0, f"build-gpu-image.sh failed:\n{built.stderr[-3000:]}"
-    return dict(line.split(": ", 1) for line in built.stdout.splitlines() if ": " in line)
+    try:
+        said = _run(GPU_IMAGE, timeout=3600)
+    except Unbuildable as why:
+        return str(why)
+    return dict(line.split(": ", 1) for line in said.splitlines() if ": " in line)
 
 
 def image() -> tuple[str, str]:
