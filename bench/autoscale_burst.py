@@ -20,7 +20,8 @@ back, and whether every submission was graded exactly once. The fleet's size ove
 waiting, is drawn in docs/operators/autoscale-burst.svg.
 
 Usage (root, SLURM and Redis as the suite needs them):
-  .venv/bin/python -m bench.autoscale_burst [N]   (default 60)
+  .venv/bin/python -m bench.autoscale_burst [N] [--modes fixed,scaled,faults]   (default 60,
+  every run; the scaled run is always among them: the figure draws its queue)
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from sqlalchemy import func, select
 from bench.common import figure, publish
 from server.models import GradeReportRow, Job, aware
 from tests.pilots import PACKAGES, Scaled, available
-from tests.server.live import wait_until
+from tests.server.live import wait_until, wait_while_moving
 from tests.slurm_cluster import SlurmCluster, missing
 
 GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
@@ -73,8 +74,11 @@ def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster
                                             "drain_s": 600, **RUNS[mode]})
     try:
         code = s.p.course("quick")
-        wait_until("the package to validate", lambda: s.p.get(
-            s.p.prof, "/api/courses/c/assignments/quick")["validation"] == "ready", 120)
+        # A pilot starts, then validates: on a busy host that takes longer, so the wait follows
+        # the validation's job (its state, its runner's heartbeats) and the pilots' states.
+        wait_while_moving("the package to validate", lambda: s.p.get(
+            s.p.prof, "/api/courses/c/assignments/quick")["validation"] == "ready",
+            lambda: (s.jobs(), s.pilots()))
         students = [s.p.student(f"s{k}", code) for k in range((n + 3) // 4)]
         if mode == "fixed":
             wait_until("the fixed fleet", lambda: [st for _, st in s.pilots().values()]
@@ -189,7 +193,12 @@ def _svg(series: dict[str, list[tuple[float, int, int, int]]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=60)
+    parser.add_argument("--modes", default="fixed,scaled,faults")
     args = parser.parse_args()
+    short = {mode.split(", ")[-1]: mode for mode in RUNS}  # fixed, scaled, faults
+    modes = [short[m] for m in args.modes.split(",") if m in short]
+    if "scaled" not in modes or len(modes) != len(args.modes.split(",")):
+        raise SystemExit(f"--modes: some of {', '.join(short)}, scaled among them")
     if why := missing():
         raise SystemExit(f"needs SLURM: {why}")
     if not available():
@@ -199,7 +208,7 @@ def main() -> None:
     cluster = SlurmCluster(shared / "cluster", nodes=2).start()
     try:
         rows, series = [], {}
-        for mode in RUNS:
+        for mode in modes:
             row, samples = one_run(mode, args.n, shared, cluster)
             rows.append(row)
             series[mode] = samples

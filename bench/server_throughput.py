@@ -1,6 +1,7 @@
-"""Figure 3: server throughput and latency on the real PostgreSQL, through real HTTP.
+"""Figure 3: server throughput and latency on the real PostgreSQL (or SQLite), through real HTTP.
 
-Creates a scratch database (`paragrade_bench` on 127.0.0.1:5432, user postgres), migrates it, seeds
+Creates a scratch database (`paragrade_bench` on 127.0.0.1:5432, user postgres; with
+--database sqlite a file of its own), migrates it, seeds
 one course with t1 imported, --students students and --stored stored submissions (most of them
 graded, with reports stored through the grading service, copied in SQL beyond 10 000, so the
 leaderboard has real work), then runs the server with uvicorn in a subprocess on a free port
@@ -9,6 +10,8 @@ leaderboard has real work), then runs the server with uvicorn in a subprocess on
 * leaderboard latency (`GET .../leaderboard`), one client, then CLIENTS clients;
 * the leaderboard page (HTML, a browser session), one client;
 * the class's statistics (`GET .../stats`, and its page), the instructor, one client;
+* the staff's submissions list (`GET .../submissions`, every submission with its queue place),
+  the instructor, one client;
 * upload latency (`POST .../submissions`, multipart), one client;
 * upload throughput: CLIENTS clients uploading for --seconds; submissions accepted per second;
 * with --sse N: the server's CPU and the database's transactions per second while nothing
@@ -28,6 +31,7 @@ the whole box. The database is dropped at the end (unless --keep).
 
 Usage: .venv/bin/python -m bench.server_throughput [--seconds 60] [--clients 8] [--stored N]
        [--students N] [--broker embedded|redis] [--sse N] [--before REV] [--workers 1,2]
+       [--database postgresql|sqlite]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -76,17 +81,25 @@ QUEUED_SHARE = 0.02  # still queued; the remainder ended in a platform error
 
 # database --------------------------------------------------------------------------------------
 def recreate_db() -> None:
+    if URL.startswith("sqlite:///"):
+        Path(URL.removeprefix("sqlite:///")).unlink(missing_ok=True)
+        return
     with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {DB}")
 
 
-def pg_version() -> str:
+def db_version() -> str:
+    if URL.startswith("sqlite:///"):
+        return f"SQLite {sqlite3.sqlite_version}"
     with psycopg.connect(PG_ADMIN, connect_timeout=5) as conn:
-        return conn.info.parameter_status("server_version") or "?"
+        return f"PostgreSQL {conn.info.parameter_status('server_version') or '?'}"
 
 
 def drop_db() -> None:
+    if URL.startswith("sqlite:///"):
+        Path(URL.removeprefix("sqlite:///")).unlink(missing_ok=True)
+        return
     with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
 
@@ -256,8 +269,8 @@ SERVE = f"""
 import os, sys, uvicorn
 from pathlib import Path
 port, artifacts, broker = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-workers = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-os.environ.update(PARAGRADE_SERVER_DATABASE_URL={URL!r}, PARAGRADE_SERVER_ARTIFACTS_DIR=str(artifacts),
+workers, url = int(sys.argv[4]), sys.argv[5]
+os.environ.update(PARAGRADE_SERVER_DATABASE_URL=url, PARAGRADE_SERVER_ARTIFACTS_DIR=str(artifacts),
                   PARAGRADE_SERVER_ASSIGNMENTS_DIR=str(Path("assignments").resolve()),
                   PARAGRADE_SERVER_RUNNER_TOKEN={RUNNER_TOKEN!r},
                   PARAGRADE_SERVER_SECRET_KEY="bench-secret-key-0123456789",
@@ -284,7 +297,7 @@ def start_server(source: Path, artifacts: Path, broker: str, workers: int = 1
     `paragrade serve --workers` runs them (a process group of their own)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(artifacts), broker,
-                             str(workers)], cwd=source, start_new_session=True,
+                             str(workers), URL], cwd=source, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": str(source)})
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -498,6 +511,9 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
         def stats_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
             return c.get(f"/c/{COURSE}/{SLUG}/stats", headers=staff)
 
+        def staff_list(c: httpx.Client, w: int, i: int) -> httpx.Response:
+            return c.get(f"{assignment}/submissions", headers=prof)
+
         def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
             body = reference + f"\n# {label} upload {next(uploads)}\n".encode()  # all distinct
             return c.post(f"{assignment}/submissions", headers=student(w, i),
@@ -518,6 +534,9 @@ def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
                          server_pid=pid)},
                 {"endpoint": "class statistics page (HTML)",
                  **drive(base, stats_page, clients=1, expect=200, count=max(1, n // 5),
+                         server_pid=pid)},
+                {"endpoint": "the staff's submissions list (API)",
+                 **drive(base, staff_list, clients=1, expect=200, count=max(1, n // 20),
                          server_pid=pid)},
                 {"endpoint": "upload",
                  **drive(base, upload, clients=1, expect=201, count=n, server_pid=pid)},
@@ -570,7 +589,15 @@ def main() -> None:
                     help="also uploads offered at this many per second in all (0: no such phase)")
     ap.add_argument("--workers", default="1",
                     help="server processes of today's code, or a list (1,2): each measured")
+    ap.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql",
+                    help="PostgreSQL on 127.0.0.1, or a SQLite file of the bench's own")
     args = ap.parse_args()
+    global URL
+    if args.database == "sqlite":
+        if args.sse or args.stored > SEEDED:
+            ap.error(f"on SQLite: no --sse (it reads PostgreSQL's statistics) and --stored at "
+                     f"most {SEEDED} (more are copied in PostgreSQL's SQL)")
+        URL = f"sqlite:///{Path(tempfile.gettempdir()) / f'{DB}-{os.getpid()}.db'}"
 
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="paragrade-bench-"))
@@ -599,11 +626,11 @@ def main() -> None:
             print(json.dumps({"code": label, "rows": got, "live": got_live}), file=sys.stderr)
         extra = {"students": args.students, "stored_submissions": args.stored,
                  "graded_share": GRADED_SHARE, "passed_share": PASSED_SHARE, "seed_s": seed_s,
-                 "database": f"PostgreSQL {pg_version()}", "server": f"uvicorn, {args.workers} process(es)",
+                 "database": db_version(), "server": f"uvicorn, {args.workers} process(es)",
                  "broker": args.broker, "cores": len(os.sched_getaffinity(0)),
                  "total_s": time.perf_counter() - started, "live": live}
         print(f"{args.stored} stored submissions ({int(args.stored * GRADED_SHARE)} graded), "
-              f"{args.students} students; PostgreSQL, uvicorn ({args.workers} process(es)), "
+              f"{args.students} students; {db_version()}, uvicorn ({args.workers} process(es)), "
               f"{args.broker} broker, "
               f"{extra['cores']} cores")
         publish("server_throughput", rows, {

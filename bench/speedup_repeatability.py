@@ -7,11 +7,15 @@ grade the reference on disjoint core slices (a node's runner slots all busy) aga
 (a shared VM taking a core away now and then); with `--compare`, gradings alternate between the
 node's probing off and on (runners/measure/capacity.py: before/after in one run); with `--placement`,
 between the baseline left to the kernel and placed on each core in turn (runners/measure/placement.py);
-with `--retime`, a grading marked unreliable is graded again after the others and replaced, as
+with `--anchor`, between the plain ratio to the baseline and the figure anchored to the reference
+(runners/measure/anchor.py), the reference's speedup first measured by 3 plain gradings of it
+(`--reference-speedup X` gives it instead); with `--file PATH`, that file is graded instead of
+the reference; with `--retime`, a grading marked unreliable is graded again after the others and replaced, as
 the server's reaper does (the figures are then the final ones a student would see).
 
 Usage: .venv/bin/python -m bench.speedup_repeatability [N] [COURSE/SLUG ...] [--busy K]
-  [--tenant ON,OFF] [--compare] [--placement] [--retime] (default: 10 gradings of
+  [--tenant ON,OFF] [--compare] [--placement] [--anchor] [--reference-speedup X] [--file PATH]
+  [--retime] (default: 10 gradings of
   treasure-hunt/t1-multiprocessing). A grader takes the package's cores from the first cores of
   the node; with --busy the K neighbours take the next slices, and the node needs (K + 1) × cores
   cores. `--neighbour REF` is the neighbours' own mode (grade forever).
@@ -26,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.common import publish
@@ -41,30 +46,35 @@ def _load(ref: str) -> package.Assignment:
 
 
 def gradings(ref: str, n: int, probes: tuple[bool, ...] = (True,), retime: bool = False,
-             placements: tuple[bool, ...] = (True,)) -> list[dict[str, Any]]:
-    """n gradings of the reference of `ref` per probing mode, one at a time and the modes in
-    turn, on this process's cores. `retime`: as the server's reaper does, a grading the platform
-    marked unreliable is graded once more, here after the others (the server waits
-    `retime_after_s`), and the new figure replaces it, higher or lower."""
+             placements: tuple[bool, ...] = (True,), anchors: tuple[bool, ...] = (False,),
+             reference_speedup: float | None = None, file: Path | None = None
+             ) -> list[dict[str, Any]]:
+    """n gradings of the reference of `ref` (or of `file`) per mode, one at a time and the modes
+    in turn, on this process's cores. `retime`: as the server's reaper does, a grading the
+    platform marked unreliable is graded once more, here after the others (the server waits
+    `retime_after_s`), and the new figure replaces it, higher or lower. `anchors`: the plain
+    figure and the anchored one (to `reference_speedup`), in turn."""
     a = _load(ref)
-    code = package.code_of(a, "reference")
-    modes = {(p, q): get_settings().model_copy(update={"timing_probe": p, "baseline_placement": q})
-             for p in probes for q in placements}
+    code = ({a.manifest.entry.file: file.read_bytes()} if file else package.code_of(a, "reference"))
+    modes = {(p, q, x): get_settings().model_copy(update={"timing_probe": p, "baseline_placement": q,
+                                                          "anchor": x})
+             for p in probes for q in placements for x in anchors}
     rows = []
     for i in range(n):
-        for (probe, placed), settings in modes.items():
-            rows.append(_one(a, ref, code, settings, probe, placed))
+        for (probe, placed, _), settings in modes.items():
+            rows.append(_one(a, ref, code, settings, probe, placed, reference_speedup))
             r = rows[-1]
             print(f"{ref} grading {i + 1} (probe {'on' if probe else 'off'}, baseline "
-                  f"{'placed' if placed else 'left to the kernel'}): speedup "
+                  f"{'placed' if placed else 'left to the kernel'}"
+                  f"{', anchored' if r['anchored'] else ''}): speedup "
                   f"{r['speedup']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] perf points "
                   f"{r['points']}, {r['short']} of {r['windows']} windows short"
                   f"{' (unreliable)' if r['unreliable'] else ''}", flush=True)
     if retime:
         for i, r in enumerate(rows):
             if r["unreliable"]:
-                rows[i] = {**_one(a, ref, code, modes[r["probe"], r["placed"]], r["probe"], r["placed"]),
-                           "retimed": True}
+                rows[i] = {**_one(a, ref, code, modes[r["probe"], r["placed"], r["anchor_mode"]],
+                                  r["probe"], r["placed"], reference_speedup), "retimed": True}
                 print(f"{ref} grading re-timed: speedup {rows[i]['speedup']:.3f} (was "
                       f"{r['speedup']:.3f}), perf points {rows[i]['points']} (was {r['points']})"
                       f"{' (unreliable again)' if rows[i]['unreliable'] else ''}", flush=True)
@@ -72,18 +82,36 @@ def gradings(ref: str, n: int, probes: tuple[bool, ...] = (True,), retime: bool 
 
 
 def _one(a: package.Assignment, ref: str, code: dict[str, bytes], settings: RunnerSettings,
-         probe: bool, placed: bool = True) -> dict[str, Any]:
+         probe: bool, placed: bool = True, reference_speedup: float | None = None
+         ) -> dict[str, Any]:
     started = time.monotonic()
-    r = grader.grade(a, code, settings=settings)
+    r = grader.grade(a, code, settings=settings, reference_speedup=reference_speedup)
     if r.speedup is None:
         raise SystemExit(f"{ref}: no speedup measured ({r.summary})")
     seen = r.speedup.interference
-    return {"package": ref, "probe": probe, "placed": placed, "speedup": r.speedup.median,
+    anchor = r.speedup.anchor
+    return {"package": ref, "probe": probe, "placed": placed, "anchor_mode": settings.anchor,
+            "anchored": anchor is not None, "speedup": r.speedup.median,
+            "plain": anchor.baseline_speedup if anchor else r.speedup.median,
+            "versus_reference": anchor.versus_reference if anchor else None,
             "ci_low": r.speedup.ci_low, "ci_high": r.speedup.ci_high,
             "points": r.performance_points, "credit": r.credit.status if r.credit else "-",
             "reps": r.speedup.repetitions, "windows": seen.windows if seen else 0,
             "short": seen.short if seen else 0, "unreliable": bool(seen and seen.unreliable),
             "wall_s": time.monotonic() - started}
+
+
+def measure_reference(ref: str, n: int = 3) -> float:
+    """The reference's speedup as a careful validation would take it: the median of n plain
+    gradings of it."""
+    plain = get_settings().model_copy(update={"anchor": False})
+    a = _load(ref)
+    figures: list[float] = [_one(a, ref, package.code_of(a, "reference"), plain, True)["speedup"]
+                             for _ in range(n)]
+    print(f"{ref}: the reference's speedup, {n} plain gradings: "
+          f"{', '.join(f'{f:.3f}' for f in figures)}; anchored to their median "
+          f"{statistics.median(figures):.3f}", flush=True)
+    return statistics.median(figures)
 
 
 def cv(values: list[float]) -> float:
@@ -141,10 +169,17 @@ def main() -> None:
                              "(runners/measure/placement.py), in turn")
     parser.add_argument("--retime", action="store_true",
                         help="grade a grading marked unreliable once more, as the server does")
+    parser.add_argument("--anchor", action="store_true",
+                        help="the plain ratio to the baseline and the figure anchored to the "
+                             "reference (runners/measure/anchor.py), in turn")
+    parser.add_argument("--reference-speedup", type=float,
+                        help="the reference's speedup to anchor to (default: measured first)")
+    parser.add_argument("--file", type=Path, help="grade this file instead of the reference")
     parser.add_argument("--neighbour", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     probes = (False, True) if opts.compare else (True,)
     placements = (False, True) if opts.placement else (True,)
+    anchors = (False, True) if opts.anchor else (False,)
     on, off = (float(x) for x in opts.tenant.split(",")) if opts.tenant else (0.0, 0.0)
     if opts.neighbour:
         while True:
@@ -156,15 +191,27 @@ def main() -> None:
         confine(set(node[:cores]))  # this grader's slice (its BLAS threads too): the first cores
         try:
             with tenant(node[cores - 1] if opts.tenant else None, on, off):
-                idle = gradings(ref, opts.n, probes, opts.retime, placements)
+                s_ref = opts.reference_speedup
+                if opts.anchor and s_ref is None:
+                    s_ref = measure_reference(ref)
+                idle = gradings(ref, opts.n, probes, opts.retime, placements, anchors, s_ref,
+                                opts.file)
             rows += idle
             label = f"tenant {on:g} s of {on + off:g} s" if opts.tenant else "idle"
             for p in probes:
                 for q in placements:
-                    where = f", baseline {'placed' if q else 'left to the kernel'}"
-                    table.append(summary(
-                        ref, [r for r in idle if r["probe"] == p and r["placed"] == q],
-                        f"{label}, probe {'on' if p else 'off'}{where if opts.placement else ''}"))
+                    for x in anchors:
+                        where = f", baseline {'placed' if q else 'left to the kernel'}"
+                        how = f", {'anchored to ' + format(s_ref, '.3f') if x else 'plain'}"
+                        table.append(summary(
+                            ref, [r for r in idle if (r["probe"], r["placed"], r["anchor_mode"])
+                                  == (p, q, x)],
+                            f"{label}, probe {'on' if p else 'off'}{where if opts.placement else ''}"
+                            f"{how if opts.anchor else ''}"))
+            inside = [r["plain"] for r in idle if r["anchored"]]
+            if len(inside) > 1:
+                print(f"{ref}: the anchored gradings' own ratio to the baseline: median "
+                      f"{statistics.median(inside):.3f}, CV {cv(inside):.1%}")
             if opts.busy:
                 procs = neighbours(ref, opts.busy, cores)
                 try:

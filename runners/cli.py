@@ -117,16 +117,27 @@ def grade(
     backend: Backend = None,
     seed: Annotated[int | None, typer.Option(help="reuse a grading's seed")] = None,
     timing: Annotated[bool, typer.Option(help="measure the speedup")] = True,
+    reference_speedup: Annotated[float | None, typer.Option(
+        min=0.001, help="the reference's speedup on this machine (as validation measures it): "
+        "the figure is then anchored to the reference, timed beside the solution")] = None,
+    timing_only: Annotated[bool, typer.Option(hidden=True, help="a final run's turn: no tests, "
+                                              "the headline worker count only")] = False,
+    timing_share: Annotated[float, typer.Option(hidden=True, min=0.01, max=1.0, help=(
+        "the share of the timing budget a final run's turn takes"))] = 1.0,
 ) -> None:
     """Grade a solution: hidden tests in the sandbox, speedup, scaling, points."""
     a = _load(assignment)
     content = _files(a, files)
     try:
         if as_json:
-            result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing)
+            result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing,
+                                  reference_speedup=reference_speedup, timing_only=timing_only,
+                                  timing_share=timing_share)
         else:
             with console.status(f"grading {a.ref}") as status:
                 result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing,
+                                      reference_speedup=reference_speedup,
+                                      timing_only=timing_only, timing_share=timing_share,
                                       progress=lambda msg: status.update(msg))
     except BackendUnavailable as exc:
         _fail(str(exc))

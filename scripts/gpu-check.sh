@@ -15,8 +15,8 @@
 # docs/gpu-validation.md records a run. TASKS names the treasure-hunt tasks (default t3 and t4;
 # t5-ddp too on a node with two GPUs), SKIP_ENGINE / SKIP_PLATFORM skip a part, REPEAT=N grades
 # each package of REPEAT_PACKAGES N times one at a time (bench.speedup_repeatability; BUSY=K adds
-# K neighbours), and DEADLINE=S (seconds from the start) ends every step's timeout there and skips
-# what would start too late. PROBE=0 / STARTER=0 skip the probe / the starter, CHEATS names the
+# K neighbours, REPEAT_OPTIONS more of its options), and DEADLINE=S (seconds from the start)
+# ends every step's timeout there and skips what would start too late. PROBE=0 / STARTER=0 skip the probe / the starter, CHEATS names the
 # fixtures tried (default "cpu_loop token_context numpy_sum"), REPEAT_REFERENCE=N grades the first
 # task's reference N more times, CPU_RUNNER=1 adds a `cpu,mpi` runner to the platform part, and
 # the output ends with a digest line per grading.
@@ -162,8 +162,9 @@ fi
 
 if [ -n "${REPEAT:-}" ] && in_time; then
   step "repeatability: $REPEAT gradings of each of ${REPEAT_PACKAGES:=treasure-hunt/t1-multiprocessing}"
-  # shellcheck disable=SC2086  # a list of packages
-  timeout "$(left 36000)" "$py" -m bench.speedup_repeatability "$REPEAT" $REPEAT_PACKAGES ${BUSY:+--busy "$BUSY"}
+  # shellcheck disable=SC2086  # lists of packages and options
+  timeout "$(left 36000)" "$py" -m bench.speedup_repeatability "$REPEAT" $REPEAT_PACKAGES ${BUSY:+--busy "$BUSY"} \
+    ${REPEAT_OPTIONS:-}
   cp bench/results/speedup_repeatability.* "$out/" 2>/dev/null
 fi
 

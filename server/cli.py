@@ -1,9 +1,8 @@
 """Server commands: `paragrade serve`, `paragrade admin create-instructor`, `paragrade admin
-runner add|list|revoke` (runners' own credentials)."""
+backup|restore|downgrade`, `paragrade admin runner add|list|revoke` (runners' own credentials)."""
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import os
 import shutil
@@ -20,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runners.protocol import QUEUES
-from server import migrate
+from server import backup, migrate
 from server.db import make_engine, session_factory
 from server.dispatch import publishing_sessions
 from server.services import runners as runner_service
@@ -127,6 +126,7 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     import uvicorn
 
     from server import reaper
+    from server.stopping import RunnersFirst, stop_runners
 
     def stop_on_sigterm(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)  # unwinds to the `finally` below, which stops the runner
@@ -141,26 +141,20 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                         max_attempts=settings.max_job_attempts,
                         login_window_s=settings.login_window_s,
                         retime_after_s=settings.retime_after_s,
-                        live_s=settings.runner_live_s)
+                        final_runs=settings.final_runs, live_s=settings.runner_live_s)
     try:
         if workers == 1:
             # The app is built here, over the settings with this installation's secrets.
-            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning",
-                        proxy_headers=False)  # the app trusts the proxies settings name
+            config = uvicorn.Config(create_app(settings), host=host, port=port,
+                                    log_level="warning",
+                                    proxy_headers=False)  # the app trusts the proxies settings name
+            RunnersFirst(config, procs).run()
         else:
             serve_processes(host, port, workers)
     finally:
         stop.set()
-        for p in procs:  # the runner finishes its job (warm shutdown) …
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:  # … or, a long one, is stopped with its sandboxes
-                with contextlib.suppress(ProcessLookupError):  # (the job's lease re-queues it)
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
+        stop_runners(procs)  # at once where the server stopped them first
+        console.print(f"paragrade stopped ({url}{' and its local runner' * bool(procs)})")
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:
@@ -229,6 +223,66 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
             raise typer.Exit(2) from exc
     console.print(f"instructor [bold]{email}[/] created")
     import_shipped_courses()  # the first instructor owns the shipped courses
+
+
+@admin_app.command("backup")
+def backup_cmd(dest: Annotated[Path, typer.Argument(
+        help="a new folder for the backup (tar it to move it)")],
+               check: Annotated[bool, typer.Option(
+                   "--verify", help="check the backup already at DEST instead")] = False) -> None:
+    """Back up the database and every artifact it names, while the server runs."""
+    settings = get_settings()
+    try:
+        if check:
+            done = backup.verify(dest)
+        else:
+            done = backup.backup(url=settings.database_url, artifacts_dir=settings.artifacts_dir,
+                                 dest=dest)
+    except backup.BackupError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    console.print(f"{'checked' if check else 'backed up'} {done.database} (schema "
+                  f"{done.revision}): {done.submissions} submissions, {done.artifacts} artifacts "
+                  f"({done.artifact_bytes:,} bytes) {'in' if check else 'into'} {dest}",
+                  highlight=False)
+
+
+@admin_app.command("restore")
+def restore_cmd(src: Annotated[Path, typer.Argument(help="a folder `admin backup` made")]
+                ) -> None:
+    """Restore a backup into this install's empty database and artifacts folder, then bring
+    the schema to this release's."""
+    settings = get_settings()
+    try:
+        done = backup.restore(src=src, url=settings.database_url,
+                              artifacts_dir=settings.artifacts_dir)
+    except backup.BackupError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    console.print(f"restored {done.submissions} submissions and {done.artifacts} artifacts "
+                  f"from {src} (taken {done.created_at}, schema {done.revision}, now at this "
+                  "release's)", highlight=False)
+
+
+@admin_app.command("downgrade")
+def downgrade_cmd(revision: Annotated[str, typer.Argument(
+        help="the earlier release's schema revision, e.g. 0013")],
+                  yes: Annotated[bool, typer.Option(
+                      "--yes", help="I have a backup and the server is stopped")] = False) -> None:
+    """Take the schema back to an earlier release's, to roll back (the server stopped): the
+    rows stay, what later migrations added (their columns and tables) goes."""
+    if not yes:
+        console.print("[red]error:[/] a downgrade drops what later releases added: take a "
+                      "backup (paragrade admin backup), stop the server, then add --yes",
+                      highlight=False)
+        raise typer.Exit(2)
+    try:
+        migrate.downgrade(get_settings().database_url, revision)
+    except Exception as exc:  # Alembic's own errors name the revision it could not find
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    console.print(f"the schema is at {revision}: install that release and start it",
+                  highlight=False)
 
 
 runner_app = typer.Typer(help="Runners' own credentials: the production way runners join.",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, select, update
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 from server.settings import get_settings
@@ -56,3 +57,15 @@ def committing(session: Session) -> Iterator[None]:
     except BaseException:
         session.rollback()
         raise
+
+
+def hold(session: Session, model: Any, row_id: int) -> bool:
+    """Take this row's changes one at a time until the transaction ends, so that a check and the
+    write it allows are one step; False if the row is gone. A row lock on PostgreSQL; on SQLite
+    the database's one write lock, taken by a write that changes nothing (the transaction's
+    reads then see every committed change)."""
+    if session.get_bind().dialect.name == "sqlite":
+        held = session.execute(update(model).where(model.id == row_id).values(id=model.id)
+                               .execution_options(synchronize_session=False))
+        return bool(held.rowcount)  # type: ignore[attr-defined]
+    return session.scalar(select(model.id).where(model.id == row_id).with_for_update()) is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import multiprocessing
 import os
 import re
@@ -14,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
@@ -22,6 +24,7 @@ from server.api import (
     auth,
     courses,
     exports,
+    finals,
     fleet,
     health,
     lti,
@@ -32,6 +35,7 @@ from server.api import (
     statistics,
     submissions,
 )
+from server.boundary import ControlCharacters
 from server.dispatch import publishing_sessions
 from server.metrics import REQUESTS
 from server.schemas import ErrorPublic
@@ -53,6 +57,8 @@ DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.j
             "font-src 'self' https://fonts.gstatic.com; img-src 'self' data: https:; "
             "worker-src 'self' blob:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 DOCS_PATHS = ("/docs", "/redoc")
+
+log = logging.getLogger(__name__)
 
 
 def security_headers(path: str) -> dict[str, str]:
@@ -184,7 +190,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
-                   runner, health, lti, statistics):
+                   runner, health, lti, statistics, finals):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:
@@ -215,6 +221,15 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": pages.reasons(exc) or "invalid request"}, status_code=422)
 
+    @app.exception_handler(OperationalError)
+    def _database_away(request: Request, exc: OperationalError) -> Response:
+        # The database restarting, unreachable or busy: a moment's outage, not a failure of the
+        # request; the connection pool reconnects by itself (pool_pre_ping).
+        log.warning("the database did not answer: %s", str(exc).splitlines()[0][:300])
+        return JSONResponse({"detail": "the database is not answering; nothing was changed. "
+                                       "Try again in a few seconds"}, status_code=503,
+                            headers={**security_headers(request.url.path), "Retry-After": "5"})
+
     @app.exception_handler(Exception)
     def _crash(request: Request, exc: Exception) -> Response:
         # Starlette still logs the traceback and re-raises after this answer; the body says
@@ -222,6 +237,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
         return JSONResponse({"detail": "internal error: the server failed; it was logged"},
                             status_code=500, headers=security_headers(request.url.path))
 
+    app.add_middleware(ControlCharacters)  # inside BodyLimit: what it reads is bounded
     app.add_middleware(BodyLimit, limits=body_limits(settings))
     app.add_middleware(CountAndSecure)
     if settings.trusted_proxies:

@@ -20,3 +20,9 @@ def config(url: str) -> Config:
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` to `revision`."""
     command.upgrade(config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Take the database at `url` back to `revision` (an earlier release's): its rows stay, what
+    the later migrations added goes."""
+    command.downgrade(config(url), revision)

@@ -1,7 +1,8 @@
 """The reaper: re-queues jobs whose runner went silent, publishes again what the broker lost,
 moves GPU tasks that can be simulated between the GPU and the simulator queues as runners come
 and go (services/routing.py), queues again the gradings timed while the node was short of
-cores, posts the grades owed to LMS gradebooks (retrying those that failed), and deletes expired
+cores, starts the final run of an assignment whose last deadline passed (services/finals.py),
+posts the grades owed to LMS gradebooks (retrying those that failed), and deletes expired
 or revoked tokens, failed logins older than the throttle's window and expired LTI launch data."""
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import threading
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.dispatch import Dispatcher
+from server.services import finals, retiming, routing
 from server.services import jobs as job_service
 from server.services import outcomes as outcome_service
-from server.services import retiming, routing
 from server.services import users as user_service
 from server.services.lti import launch as lti_launch
 from server.services.lti import passback as lti_passback
@@ -24,7 +25,8 @@ log = logging.getLogger("paragrade.reaper")
 
 def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
           max_attempts: int, grace_s: float, login_window_s: int = 900,
-          retime_after_s: int = 0, live_s: int = 45) -> tuple[int, int]:
+          retime_after_s: int = 0, final_runs: bool = False,
+          live_s: int = 45) -> tuple[int, int]:
     """One pass: (jobs re-queued or failed, jobs published again)."""
     with sessions() as session:
         reaped = outcome_service.reap(session=session, lease_s=lease_s, max_attempts=max_attempts)
@@ -41,6 +43,12 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
         if retimed:
             log.info("queued %d grading(s) measured while the node was short of cores again",
                      retimed)
+    if final_runs:
+        with sessions() as session:
+            if started := finals.start_due(session=session):
+                log.info("started the final run of %d assignment(s) past their last deadline",
+                         started)
+            session.commit()
     with sessions() as session:
         user_service.purge(session=session, login_window_s=login_window_s)
         lti_launch.purge(session=session)
@@ -61,7 +69,7 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
 
 def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
           max_attempts: int, every_s: float | None = None,
-          login_window_s: int = 900, retime_after_s: int = 0,
+          login_window_s: int = 900, retime_after_s: int = 0, final_runs: bool = False,
           live_s: int = 45) -> threading.Event:
     """Run the reaper in a daemon thread; set the returned event to stop it."""
     stop = threading.Event()
@@ -73,7 +81,8 @@ def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
                 reaped, republished = sweep(sessions, dispatcher, lease_s=lease_s,
                                             max_attempts=max_attempts, grace_s=2 * every,
                                             login_window_s=login_window_s,
-                                            retime_after_s=retime_after_s, live_s=live_s)
+                                            retime_after_s=retime_after_s,
+                                            final_runs=final_runs, live_s=live_s)
                 if reaped or republished:
                     log.warning("re-queued or failed %d job(s); published %d again",
                                 reaped, republished)

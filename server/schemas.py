@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -158,9 +159,15 @@ class AssignmentPublic(Public):
                                   "(validating, or failed its checks); instructors only")
 
 
+ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")  # how every ISO 8601 time starts
+
+
 def _a_date_not_a_number(value: object) -> object:
-    """JSON numbers are refused for times: pydantic would read 0 or -1 as seconds since 1970."""
-    if isinstance(value, int | float):
+    """A time is ISO 8601 text or null: pydantic would read a JSON number, or a string of digits
+    ("0", "-1", "1700000000"), as seconds since 1970."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not ISO_TIME.match(value.strip()):
         raise ValueError("a deadline is a date and time (ISO 8601, e.g. 2026-12-01T23:59:00Z), "
                          "not a number")
     return value
@@ -177,7 +184,10 @@ def _deadline_in_range(value: datetime | None) -> datetime | None:
 
 
 class AssignmentUpdate(Input):
-    """Strict types: `true` is not a count, a number is not a deadline."""
+    """Strict types: `true` is not a count, a number is not a deadline; a field it does not know
+    is named in a 422 rather than ignored (a typo would otherwise change nothing, silently)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     deadline: Annotated[datetime | None, BeforeValidator(_a_date_not_a_number)] = None
     late_policy: Literal["accept", "penalty", "reject"] | None = None
@@ -253,6 +263,12 @@ class SubmissionPublic(Public):
         default=None, description="Why a queued submission is not moving (no live runner serves "
                                   "its queue), e.g. 'waiting for a GPU runner'")
     report: dict[str, Any] | None = Field(default=None, description="The GradeReport")
+    final_score: float | None = Field(
+        default=None, description="The points the assignment's final run settled for this "
+        "submission, which count instead of `score` (None: no final run timed it; `score` is "
+        "provisional)")
+    final_speedup: float | None = Field(
+        default=None, description="The final run's figure: the median of its rounds")
 
 
 class RunnerPublic(Public):
@@ -367,6 +383,40 @@ class SimilarityRunPublic(BaseModel):
     tool: str | None = None
     pairs: list[SimilarPairPublic] | None = Field(
         default=None, description="Most similar first (the run's own page; not in the list)")
+
+
+class FinalRunCreate(Input):
+    rounds: int = Field(default=3, ge=1, le=9, description="Rounds: each times every student's "
+                        "counted submission once, in a random order of its own, on 1/rounds "
+                        "of a grading's timing budget; a student's figure is their median")
+
+
+class FinalGradePublic(BaseModel):
+    email: str
+    alias: str | None
+    submission_id: int
+    speedup: float | None = Field(description="The median of the speedups its rounds earned")
+    low: float | None = Field(description="The lowest round's figure; `high` the highest")
+    high: float | None
+    score: float = Field(description="Final points: the live grading's test points and the "
+                         "performance points the median earns, after the late policy")
+    live_score: float | None = Field(description="The live grading's points (provisional)")
+    turns: int = Field(description="Rounds whose timing succeeded")
+
+
+class FinalRunPublic(BaseModel):
+    id: int
+    status: str = Field(description="running | done | cancelled")
+    automatic: bool = Field(description="Started by the platform once the last deadline passed")
+    rounds: int
+    turns: int
+    done: int
+    failed: int
+    runner_seconds: float = Field(description="Runner wall seconds the finished turns took")
+    created_at: UtcDatetime
+    finished_at: UtcDatetime | None
+    grades: list[FinalGradePublic] | None = Field(
+        default=None, description="Once done (the run's own page; not in the list)")
 
 
 class LtiPlatformCreate(Input):

@@ -52,8 +52,16 @@ SITE_WORDS = ("paragrade", "grader", "autograde", "parallel")
 
 GUESSED_FIRST = ("spring", "summer", "autumn", "fall", "winter", "welcome", "password",
                  "passwort", "semester", "january", "february", "march", "april", "may", "june",
-                 "july", "august", "september", "october", "november", "december")
+                 "july", "august", "september", "october", "november", "december", "jan", "feb",
+                 "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+                 "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+                 "student", "students", "qwerty", "qwertz", "azerty", "asdf", "zxcv", "letmein")
 """Words a guesser tries with a year and a `!` before anything else (`Summer2026!`)."""
+LEET = (str.maketrans("034@5$71", "oeaasstl"), str.maketrans("034@5$71", "oeaassti"))
+"""Digits and signs read as the letters they stand for (`P@tSm1th`, `Wint3r`, `$mith`): a
+`1` both ways, as an l and as an i."""
+SEPARATORS = re.compile(r"(?<=[a-z])[.\-_ ]+(?=[a-z])")
+"""Dots, dashes, underscores and spaces between letters (`P.a.t.S.m.i.t.h`)."""
 MIN_OWN_LETTERS = 4
 """Letters a password must keep once the words a guesser tries first are taken out."""
 YEAR = re.compile(r"(19|20)\d\d")
@@ -71,14 +79,25 @@ def _pieces(item: str) -> list[str]:
 
 def _remainder(password: str, words: t.Iterable[str]) -> str:
     """The password without the words a guesser tries first (longest first), years, and the
-    digits and punctuation around them: what is left is what the guesser must find."""
-    rest = password.lower()
-    for word in sorted({w for w in words if len(w) >= 2}, key=len, reverse=True):
-        rest = rest.replace(word, " ")
-    return re.sub(r"[^a-z]+", " ", YEAR.sub(" ", rest)).strip()
+    digits and punctuation around them: what is left is what the guesser must find. It is read
+    as a guesser's rules read it: years first, then digits and signs as letters, separators
+    between letters dropped, forwards and backwards; the shortest of those readings counts."""
+    ordered = sorted({w for w in words if len(w) >= 2}, key=len, reverse=True)
+    plain = YEAR.sub(" ", password.lower())
+    readings = []
+    for table in LEET:
+        joined = SEPARATORS.sub("", plain.translate(table))
+        readings += [joined, joined[::-1]]
+    rests = []
+    for rest in readings:
+        for word in ordered:
+            rest = rest.replace(word, " ")
+        rests.append(re.sub(r"[^a-z]+", " ", rest).strip())
+    return min(rests, key=lambda r: len(r.replace(" ", "")))
 
 
-def password_problem(password: str, user_inputs: t.Iterable[str] = ()) -> str | None:
+def password_problem(password: str, user_inputs: t.Iterable[str] = (),
+                     join_codes: t.Iterable[str] = ()) -> str | None:
     """Why a password is refused, or None.
 
     zxcvbn (its list of the 30,000 most common passwords, dictionaries, keyboard patterns,
@@ -86,13 +105,18 @@ def password_problem(password: str, user_inputs: t.Iterable[str] = ()) -> str | 
     guesses an attacker needs; below `MIN_PASSWORD_SCORE` the password is refused. zxcvbn scores
     `PatSmith2026!` for Pat Smith well (it does not try names run together with a year), so the
     password is read a second time without the words a guesser tries first (the user's own, the
-    course's, seasons, months, `welcome`), years, digits and punctuation: at least
-    `MIN_OWN_LETTERS` letters must be left. A
+    course's, seasons, months, days, `welcome`, `student`, keyboard rows), years, digits and
+    punctuation, read with digits and signs as letters (`P@tSm1th`), separators dropped
+    (`P.a.t.S.m.i.t.h`) and backwards too: at least `MIN_OWN_LETTERS` letters must be left; no
+    course's join code (`join_codes`) may be in it. A
     password longer than zxcvbn reads is judged by its first 72 characters.
     """
     if not MIN_PASSWORD_CHARS <= len(password) <= MAX_PASSWORD_CHARS:
         return (f"a password has {MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters "
                 "(a passphrase of a few words is good)")
+    if any(code and code.lower() in password.lower() for code in join_codes):
+        return ("a course's join code is never a password: everyone in the course has it; "
+                "choose a few words of your own")
     inputs = [*SITE_WORDS]
     words: list[str] = [*SITE_WORDS, *GUESSED_FIRST]
     for item in user_inputs:

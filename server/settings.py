@@ -59,6 +59,9 @@ class ServerSettings(BaseSettings):
     retime_after_s: int = Field(default=600, ge=0, description="A grading whose speedup was "
                                 "measured while the node was short of cores is graded again this "
                                 "long after it finished, once (0: never)")
+    final_runs: bool = Field(default=True, description="Once an assignment's last deadline "
+                             "(extensions included) has passed, its final run starts by itself "
+                             "(services/finals.py); instructors can always start one")
     metrics_token: str | None = Field(
         default=None,
         description="Outside development, /metrics answers only a request with "

@@ -32,6 +32,8 @@ CONCURRENT = {
     "tests/server/test_guide.py", "tests/server/test_lti.py", "tests/server/test_migrations.py",
     "tests/server/test_pages.py", "tests/server/test_readiness.py", "tests/server/test_retiming.py",
     "tests/server/test_schemathesis.py", "tests/server/test_security_accounts.py",
+    "tests/server/test_upload_races.py", "tests/server/test_backup.py",
+    "tests/server/test_upgrade.py", "tests/server/test_crashes.py",
     "tests/server/test_security_auth.py", "tests/server/test_security_bodies.py",
     "tests/server/test_security_fuzz.py", "tests/server/test_security_input.py",
     "tests/server/test_security_lti.py", "tests/server/test_security_runners.py",
@@ -39,7 +41,8 @@ CONCURRENT = {
     # Files, manifests and rules read on the trusted side.
     "tests/test_architecture.py", "tests/test_batchscript.py", "tests/test_containers.py",
     "tests/test_docs.py", "tests/test_gpu_kernels.py", "tests/test_package.py", "tests/test_paths.py",
-    "tests/test_plugin_messages.py", "tests/test_similarity.py", "tests/test_testfork.py",
+    "tests/test_plugin_messages.py", "tests/test_similarity.py", "tests/test_student_kit.py",
+    "tests/test_testfork.py",
     "tests/test_timing_math.py",
 }
 """Modules whose tests start no sandbox or runner and time nothing: their non-slow tests are

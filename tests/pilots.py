@@ -4,6 +4,8 @@ bench/autoscale_burst.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -61,6 +63,16 @@ class Scaled:
         return {name: (jid, state) for jid, name, state in
                 (line.split("|") for line in out.splitlines()) if name.startswith(self.name)}
 
+    def jobs(self) -> list[tuple[int, str, str | None]]:
+        """Every job's id, state and last heartbeat: what moves while work is done."""
+        from sqlalchemy import select
+
+        from server.models import Job
+
+        with self.p.sessions() as db:
+            return [(j.id, j.state, str(j.heartbeat_at))
+                    for j in db.scalars(select(Job).order_by(Job.id))]
+
     def fleet(self) -> dict:  # type: ignore[type-arg]
         return dict(self.p.get(self.p.prof, "/api/fleet")["queues"]["cpu"])
 
@@ -69,12 +81,24 @@ class Scaled:
         return f.read_text(errors="replace") if f.exists() else ""
 
     def close(self) -> None:
-        self.scaler.terminate()
-        self.scaler.wait(20)
-        for jid, _ in self.pilots().values():
-            subprocess.run(["scancel", jid], env=self.cluster.env, check=False)
-        wait_until("the pilots to end", lambda: not self.pilots(), 60)
-        self.p.close()
-        r = redis.Redis.from_url(REDIS)
-        for key in r.scan_iter(f"{self.prefix}*"):
-            r.delete(key)
+        """Stop everything this started, each step whatever the one before did (a failing test
+        or bench leaves no scaler, pilot, server or key behind)."""
+        try:
+            self.scaler.terminate()
+            try:
+                self.scaler.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.scaler.pid, signal.SIGKILL)
+                self.scaler.wait(10)
+        finally:
+            try:
+                for jid, _ in self.pilots().values():
+                    subprocess.run(["scancel", jid], env=self.cluster.env, check=False)
+                wait_until("the pilots to end", lambda: not self.pilots(), 60)
+            finally:
+                try:
+                    self.p.close()
+                finally:
+                    r = redis.Redis.from_url(REDIS)
+                    for key in r.scan_iter(f"{self.prefix}*"):
+                        r.delete(key)

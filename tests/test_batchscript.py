@@ -130,3 +130,19 @@ def test_a_script_that_starts_nothing_or_too_late_a_directive() -> None:
         parse("#!/bin/bash\n#SBATCH --nodes=2\necho hi\n", TWO_NODES, FILES)
     with pytest.raises(ScriptRefused, match="move it up"):
         parse(SEED + "#SBATCH --nodes=1\n", TWO_NODES, FILES)
+
+
+@pytest.mark.parametrize("script, line", [
+    ('#SBATCH --job-name="abc\nsrun python task2.py\n', 1),
+    ("#SBATCH --nodes=2\nsrun python 'task2.py\n", 2),
+])
+def test_an_unclosed_quote_is_the_students_refusal_naming_its_line(script: str,
+                                                                    line: int) -> None:
+    with pytest.raises(ScriptRefused, match=f"line {line}: cannot be read .*unclosed quote"):
+        parse(script, TWO_NODES, FILES)
+
+
+def test_the_note_of_options_not_used_here_names_a_dozen() -> None:
+    script = "#SBATCH --ntasks=4\n" + "#SBATCH -o out.txt\n" * 10_000 + "srun python task2.py\n"
+    note = parse(script, TWO_NODES, FILES).unused_note()
+    assert note is not None and note.endswith("and 9988 more") and len(note) < 400, note

@@ -13,25 +13,33 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from runners.settings import REPO_ROOT, get_settings
+from tests.server.live import wait_until
 
 pytestmark = pytest.mark.slow
 
 TINY: dict[str, tuple[str, ...]] = {
     "array_makespan": ("1",),
-    "autoscale_burst": ("4",),
+    # The scaled run alone: the fixed fleet has no step of its own, and the faults' drain and
+    # cancel are tests/test_autoscale.py's (a 2-minute allocation each: past 10 min in a slow CI).
+    "autoscale_burst": ("4", "--modes", "scaled"),
+    "backup": ("20", "5"),
     "backends": ("1",),  # bwrap alone: the other backends only where configured
     "core_speed": ("1",),
     "credit": ("1", "t1-multiprocessing reference"),
     "early_stop": ("1", "t1-multiprocessing reference"),
     "fresh_calls": ("0",),  # the cost alone
     "gpu_probe": (),
+    "final_run": ("--per-variant", "1", "--shares", "50", "--rounds", "1", "--runs", "1"),
     "grading_overhead": ("1",),
     "lti_launches": ("5",),
     "placement": ("1", "treasure-hunt/t1-multiprocessing"),
@@ -41,7 +49,7 @@ TINY: dict[str, tuple[str, ...]] = {
     "server_throughput": ("--stored", "200", "--students", "20", "--requests", "10",
                           "--seconds", "1", "--quiet", "1"),
     "similarity": ("5",),
-    "speedup_repeatability": ("1",),
+    "speedup_repeatability": ("1", "--anchor", "--reference-speedup", "1.5"),
     "staging": ("1",),
     "timing_interference": ("1", "2", "1", "1"),
 }
@@ -55,6 +63,26 @@ def test_every_bench_has_a_tiny_run() -> None:
     assert benches == set(TINY), "a bench without a tiny run here, or one that is gone"
 
 
+def _run_to_the_end(cmd: list[str], env: dict[str, str], timeout: float = 600
+                    ) -> subprocess.CompletedProcess[str]:
+    """Run a bench; past `timeout`, interrupt it (SIGINT: its `finally` blocks stop what it
+    started: clusters, scalers, pilots) and give it two minutes before its group is killed."""
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        pytest.fail(f"{cmd[2]} ran past {timeout:.0f} s and was interrupted:\n"
+                    f"{(out + err)[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=NEEDS.get(n, ())) for n in TINY])
 def test_the_bench_runs_to_its_table(name: str, tmp_path: Path) -> None:
     args = list(TINY[name])
@@ -62,9 +90,8 @@ def test_the_bench_runs_to_its_table(name: str, tmp_path: Path) -> None:
     if name == "gpu_probe":
         python = str(get_settings().runtime_dir / "bin" / "python")
         args.append(str(tmp_path / "gpu_probe.json"))
-    r = subprocess.run([python, "-m", f"bench.{name}", *args], cwd=REPO_ROOT,
-                       env={**os.environ, "PARAGRADE_BENCH_RESULTS": str(tmp_path)},
-                       capture_output=True, text=True, timeout=600)
+    r = _run_to_the_end([python, "-m", f"bench.{name}", *args],
+                        env={**os.environ, "PARAGRADE_BENCH_RESULTS": str(tmp_path)})
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     if name == "gpu_probe":
         rows = json.loads((tmp_path / "gpu_probe.json").read_text())["t3_sizes"]
@@ -73,3 +100,67 @@ def test_the_bench_runs_to_its_table(name: str, tmp_path: Path) -> None:
     tables = sorted(tmp_path.glob("*.json"))  # named by the bench (and its filter, if any)
     assert tables and all(json.loads(t.read_text())["rows"] for t in tables), r.stdout[-2000:]
     assert "|---|" in r.stdout  # the Markdown table the docs copy
+
+
+def _mentioning(text: str) -> list[str]:
+    """The processes whose command line or environment names `text`."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            seen = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        if text.encode() in seen:
+            found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:200]!r}")
+    return found
+
+
+def _run_cgroups() -> set[Path]:
+    return set(Path("/sys/fs/cgroup").rglob("paragrade-*"))
+
+
+def _empty(cgroups: set[Path]) -> set[Path]:
+    """Those of `cgroups` that hold no process (a live sandbox of other work holds some)."""
+    empty = set()
+    for d in cgroups:
+        try:
+            if not (d / "cgroup.procs").read_text().strip():
+                empty.add(d)
+        except OSError:
+            continue  # removed meanwhile
+    return empty
+
+
+@pytest.mark.slurm
+def test_an_interrupted_burst_leaves_nothing_running(tmp_path: Path) -> None:
+    """The burst bench stopped mid-burst (SIGINT, as the suite stops one past its time): its
+    SLURM cluster, scaler, pilots and their sandboxes all end, and its folder goes."""
+    before = set(Path(tempfile.gettempdir()).glob("paragrade-burst-*"))
+    cgroups = _run_cgroups()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.autoscale_burst", "8", "--modes",
+                             "scaled"], cwd=REPO_ROOT, start_new_session=True,
+                            env={**os.environ, "PARAGRADE_BENCH_RESULTS": str(tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def pilots_running() -> Path | None:
+            made = set(Path(tempfile.gettempdir()).glob("paragrade-burst-*")) - before
+            if made and any("slurmstepd" in p for p in _mentioning(str(next(iter(made))))):
+                return next(iter(made))
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            return None
+
+        shared = wait_until("the bench's pilots to run", pilots_running, 300, 1.0)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, out[-2000:]  # interrupted, not finished
+    left = _mentioning(str(shared))
+    assert not left, left
+    assert not shared.exists()
+    # A run cgroup the bench's pilots left: empty, and still there a while later (a sandbox of
+    # other work on this host is not empty, and goes).
+    empty = _empty(_run_cgroups() - cgroups)
+    time.sleep(3)
+    assert not _empty(empty), _empty(empty)

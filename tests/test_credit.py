@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from runners.measure import credit, stats
-from runners.protocol import Credit, Parallelism, ScalingPoint, SpeedupFigure, credited_speedup
+from runners.measure import anchor, credit, stats
+from runners.protocol import Anchor, Credit, Parallelism, ScalingPoint, SpeedupFigure, credited_speedup
 from runners.sandbox import base, cgroups
 from tests.conftest import SessionFactory
 
@@ -172,3 +172,42 @@ def test_no_negative_serial_fraction() -> None:
     assert points[0].cpu.work_ratio == pytest.approx(0.6)
     s.submission_cpu[2] = None  # one call unmeasured: no figure at all rather than a biased one
     assert stats.parallelism(s) is None
+
+
+def _anchored(speedup: float, *, busy: float, base_busy: float, beside: float | None
+              ) -> Credit:
+    """An anchored figure of `speedup` (the reference's 1.9× × r) on `busy` cores against the
+    baseline's `base_busy`, and `beside` times the reference's busy cores in the same turns."""
+    fig, point = _figures(speedup, busy=busy, work=1.0, base_busy=base_busy)
+    pinned = Anchor(reference_speedup=1.9, versus_reference=speedup / 1.9, versus_ci_low=0.9,
+                    versus_ci_high=1.1, reference_median_s=0.2, turns=6,
+                    baseline_speedup=1.3, cores_versus_reference=beside)
+    return credit.decide(policy="parallel", figure=fig.model_copy(update={"anchor": pinned}),
+                         point=point, cores=2)
+
+
+def test_an_anchored_figure_is_explained_by_busy_cores_beside_the_reference() -> None:
+    """A host that slows cores unseen lowers the busy cores against the serial baseline (1.4
+    here: 1.61× explained); beside the reference, in the same turns, the submission kept as
+    many cores busy as it: its 2.0× is explained by the reference's parallel 1.9×."""
+    beside = _anchored(2.0, busy=1.4, base_busy=1.0, beside=1.0)
+    assert beside.status == "credited" and beside.speedup == 2.0, beside
+    assert "1.00× the reference's beside it" in beside.reason
+    plain = _anchored(2.0, busy=1.4, base_busy=1.0, beside=None)  # CPU time beside not read
+    assert plain.status == "capped" and plain.speedup == pytest.approx(1.4 * 1.15)
+    # A serial answer beside the reference: half its busy cores, no tolerance (one busy core
+    # against the baseline's), so no more than 1.9 × 0.52 of whatever r says.
+    serial = _anchored(1.2, busy=1.0, base_busy=1.0, beside=0.52)
+    assert serial.status == "capped" and serial.speedup == pytest.approx(1.9 * 0.52), serial
+
+
+def test_the_anchor_reads_busy_cores_beside_the_reference_turn_by_turn() -> None:
+    s = stats.Samples(2, baseline=[0.4] * 4, reference=[0.2, 0.3, 0.2, 0.2],
+                      submission=[0.2, 0.3, 0.4, 0.2])
+    s.reference_cpu.extend([0.38, 0.57, 0.38, 0.38])  # 1.9 busy cores in every turn
+    s.submission_cpu.extend([0.38, 0.57, 0.38, 0.2])  # 1.9, 1.9, 0.95, 1.0
+    a = anchor.measure(s, 1.9)
+    assert a is not None and a.cores_versus_reference == pytest.approx(0.763, abs=1e-3)
+    s.submission_cpu[2] = None  # one call's CPU time not read: no figure rather than a guess
+    a = anchor.measure(s, 1.9)
+    assert a is not None and a.cores_versus_reference is None

@@ -51,7 +51,9 @@ def test_reference_grades_passed_with_json_keys(tmp_path: Path) -> None:
     ref = COURSE / "t1-multiprocessing" / "reference" / "solution.py"
 
     def graded() -> dict[str, Any]:
-        out = cli("grade", "treasure-hunt/t1-multiprocessing", str(ref), "--json")
+        # A reference figure given, the anchor off (the default): the plain ratio, unanchored.
+        out = cli("grade", "treasure-hunt/t1-multiprocessing", str(ref), "--json",
+                  "--reference-speedup", "1.5")
         assert out.returncode == 0, out.stderr
         return cast(dict[str, Any], json.loads(out.stdout))
 
@@ -65,7 +67,7 @@ def test_reference_grades_passed_with_json_keys(tmp_path: Path) -> None:
     assert all({"name", "outcome", "message"} <= set(t) for t in data["tests"])
     assert data["test_points"] == 60
     sp = data["speedup"]
-    assert sp["ci_low"] <= sp["median"] <= sp["ci_high"]
+    assert sp["ci_low"] <= sp["median"] <= sp["ci_high"] and sp["anchor"] is None
     assert sp["median"] > 1.2 or (sp["interference"] or {}).get("unreliable"), sp  # said noisy
     assert [p["workers"] for p in data["scaling"]] == [1, 2]
     assert all(abs(p["efficiency"] - p["speedup"] / p["workers"]) < 1e-3 for p in data["scaling"])

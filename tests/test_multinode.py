@@ -448,6 +448,31 @@ def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) ->
         assert not r.tests  # nothing of it ran
 
 
+UNEVEN = b"""import os, sys, time
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+if os.environ.get("PMI_RANK") == "0":  # rank 0 alone does the work, no MPI: rank 1 ends at once
+    time.sleep(2)
+    print(f"total: {sum(i * 0.001 for i in range(N))!r}", flush=True)
+"""
+
+
+def test_ranks_that_end_apart_are_waited_for(two_nodes: tuple) -> None:
+    """As srun waits for every task: rank 1 ending well at once leaves rank 0 to finish its
+    work (it was stopped a second later, exit status 137); a rank that fails still fails the
+    run, with its status."""
+    _, settings = two_nodes
+    a = package.load(SEED_FORM)
+    reference = package.code_of(a, "reference")
+    r = grader.grade(a, {**reference, "task2.py": UNEVEN}, settings=settings, with_timing=False)
+    assert r.verdict == Verdict.PASSED, (r.summary, [t.message for t in r.tests])
+    fails = UNEVEN.replace(b'if os.environ.get("PMI_RANK") == "0":',
+                           b'if os.environ.get("PMI_RANK") == "1":\n    sys.exit(3)\nif True:')
+    r = grader.grade(a, {**reference, "task2.py": fails}, settings=settings, with_timing=False)
+    assert r.verdict != Verdict.PASSED
+    assert "the job exited with status 3" in " ".join(t.message for t in r.tests), r
+
+
 def test_the_shipped_two_node_package_validates_and_its_reference_works_on_both_nodes(
         two_nodes: tuple) -> None:
     """The treasure hunt's t2-cluster, the course's own form of task 2, on two stand-in nodes:

@@ -100,6 +100,20 @@ def test_crash_is_named(make_session: SessionFactory, backend: str) -> None:
     assert err.value.verdict is Verdict.CRASHED and "status 3" in err.value.message
 
 
+def test_a_sandbox_that_ended_between_calls_crashed_and_tampered_with_nothing(
+        make_session: SessionFactory) -> None:
+    """Its end of the channel closed (a thread of its own called os._exit after a call): the
+    next call says how it ended, not that the result channel was tampered with."""
+    s = make_session("import os, threading, time\n"
+                     "def later():\n    threading.Timer(0.2, os._exit, (4,)).start()\n"
+                     "    return 1\n")
+    assert s.call("later")[0] == 1
+    time.sleep(1.5)
+    with pytest.raises(SubmissionFailure) as err:
+        s.call("later")
+    assert err.value.verdict is Verdict.CRASHED and "status 4" in err.value.message, err.value
+
+
 def test_wall_clock_limit(make_session: SessionFactory) -> None:
     s = make_session("def spin():\n    while True:\n        pass\n", wall_s=2)
     with pytest.raises(SubmissionFailure) as err:

@@ -186,3 +186,16 @@ def test_cpu_time_is_measured_on_the_compute_node(cluster: SlurmCluster,
     assert report.scaling and report.scaling[-1].cpu is not None
     assert report.credit is not None and report.credit.status == "refused", report.credit
     assert report.performance_points == 0
+
+
+def test_a_final_runs_turn_is_timed_only_there(cluster: SlurmCluster,
+                                              settings: RunnerSettings) -> None:
+    """A final run's turn through SLURM is what it is on the runner (the server vouches for the
+    tests): no test runs, the headline worker count alone, on its share of the budget."""
+    a = package.load(COURSE / "t1-multiprocessing")
+    assert len(a.scaling_workers) > 1
+    report = slurm.grade(a, package.code_of(a, "reference"), settings=settings, time_limit_s=600,
+                         tag="final-turn", timing_only=True, timing_share=0.3)
+    assert report.tests == [], [t.name for t in report.tests]
+    assert [p.workers for p in report.scaling] == [max(a.scaling_workers)], report.scaling
+    assert report.speedup is not None, report.summary

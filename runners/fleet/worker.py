@@ -177,10 +177,13 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         assert offer.job is not None
         a = package.load(folder)
         report: GradeReport = (
-            slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag)
+            slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag,
+                        reference_speedup=offer.job.reference_speedup,
+                        timing_only=offer.job.timing_only, timing_share=offer.job.timing_share)
             if on_slurm else grader.grade(
                 a, files, settings=settings, reference_speedup=offer.job.reference_speedup,
-                reference_test_s=offer.job.reference_test_seconds))
+                reference_test_s=offer.job.reference_test_seconds,
+                timing_only=offer.job.timing_only, timing_share=offer.job.timing_share))
         return outcome_of(report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")
@@ -224,7 +227,8 @@ def _run_job(runner: Runner, job_id: int) -> str:
     offer = JobOffer.model_validate(r.json())
     what = offer.job or offer.validate_job or offer.similarity_job
     assert what is not None
-    kind = "validate" if offer.validate_job else "compare" if offer.similarity_job else "grade"
+    kind = ("validate" if offer.validate_job else "compare" if offer.similarity_job
+            else "time (final run)" if offer.job and offer.job.timing_only else "grade")
     # The message is a turn on its queue: the server hands out the most urgent job queued there.
     job_id = offer.job_id
     log.info("job %s: %s %s", job_id, kind, what.assignment)

@@ -16,7 +16,17 @@ import numpy as np
 
 from runners import package
 from runners.grading import environment, testrun
-from runners.measure import capacity, credit, devicework, placement, stats, stopping, timing, whole_runs
+from runners.measure import (
+    anchor,
+    capacity,
+    credit,
+    devicework,
+    placement,
+    stats,
+    stopping,
+    timing,
+    whole_runs,
+)
 from runners.nodes import gang, hardware, overlay
 from runners.package import Assignment
 from runners.protocol import (
@@ -112,11 +122,16 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
           seed: int | None = None, with_timing: bool = True, progress: Progress = _noop,
           settings: RunnerSettings | None = None,
           reference_speedup: float | None = None,
-          reference_test_s: dict[str, float] | None = None) -> GradeReport:
+          reference_test_s: dict[str, float] | None = None, timing_only: bool = False,
+          timing_share: float = 1.0) -> GradeReport:
     """Grade one submission of `assignment` and return its report (never raises for its code).
 
-    `reference_speedup`: the reference's, measured at validation (GPU packages hold a speedup far
-    above it for review); `reference_test_s`: its seconds per test there (per-test limits)."""
+    `reference_speedup`: the reference's, measured at validation: a function entry's figure is
+    anchored to it (runners/measure/anchor.py), and a GPU package holds a speedup far above it for
+    review; `reference_test_s`: its seconds per test there (per-test limits). `timing_only`: a
+    final run's turn (the server vouches that this code passed this version's hidden tests), so
+    no test runs and the report holds only the speedup, measured on `timing_share` of the budget
+    (every timed answer is still checked)."""
     settings = settings or get_settings()
     started = time.monotonic()
     laps = _Laps()
@@ -186,15 +201,21 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                          f"{'s' * (job.tasks > 1)} on {job.nodes} node{'s' * (job.nodes > 1)}")
             if unused := job.unused_note():
                 notes.append(unused)
-        laps.start("tests")
-        progress("running tests in the sandbox")
-        tests, output = testrun.run_tests(assignment, code_dir, backend=executor.name, seed=seed,
-                                          gpu_mode=gpu_mode, cpus=cpus, reference_test_s=reference_test_s)
-        laps.start("report")
-        verdict = testrun.overall_verdict(tests)
-        hidden = [t for t in tests if t.hidden]
-        n_ok = sum(t.outcome == TestOutcome.PASSED for t in hidden)
-        summary = f"{n_ok}/{len(hidden)} hidden tests passed"
+        tests: list[TestResult]
+        if timing_only:
+            tests, output, verdict = [], "", Verdict.PASSED
+            summary = "timing only (a final run): the hidden tests passed in its grading"
+        else:
+            laps.start("tests")
+            progress("running tests in the sandbox")
+            tests, output = testrun.run_tests(assignment, code_dir, backend=executor.name,
+                                              seed=seed, gpu_mode=gpu_mode, cpus=cpus,
+                                              reference_test_s=reference_test_s)
+            laps.start("report")
+            verdict = testrun.overall_verdict(tests)
+            hidden = [t for t in tests if t.hidden]
+            n_ok = sum(t.outcome == TestOutcome.PASSED for t in hidden)
+            summary = f"{n_ok}/{len(hidden)} hidden tests passed"
         if verdict != Verdict.PASSED:
             return report(verdict, f"{summary}; verdict {verdict.value}", tests, output=output)
         if not (with_timing and m.timing.enabled and m.scoring.performance_points > 0):
@@ -209,6 +230,12 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         if assignment.data_dir is not None:
             stage.add_data(assignment.data_dir)
         base_dir = stage.add_code("baseline", package.code_of(assignment, "baseline"))
+        # The reference beside the submission at the headline worker count, where its figure is
+        # known; whole programs, job arrays and ranks on several nodes are not anchored yet.
+        anchor_to = (reference_speedup if settings.anchor and not script and m.array is None
+                     and m.resources.nodes == 1 else None)
+        ref_dir = (stage.add_code("reference", package.code_of(assignment, "reference"))
+                   if anchor_to is not None else None)
         if m.timing.note:
             notes.append(m.timing.note)
         hook = load_hook(assignment)
@@ -217,10 +244,13 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         weak_samples: list[stats.Samples] = []
         counts = assignment.scaling_workers
         weak_counts = [k for k in counts if k > 1] if m.timing.weak_scaling else []
+        if timing_only:  # a final run wants the headline figure alone: its share of the whole
+            counts, weak_counts = [max(counts)], []  # budget goes to the top worker count
         # The operator's cap (PARAGRADE_TIMING_BUDGET_S) bounds the package's own budget.
-        total = min(m.timing.budget_s, settings.timing_budget_s)
+        total = min(m.timing.budget_s, settings.timing_budget_s) * timing_share
         budget = total / (len(counts) + len(weak_counts))
-        stops = stopping.stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0))
+        stops = stopping.stop_rules(m, budget, top=max(counts), weak_top=max(weak_counts, default=0),
+                                    anchor_to=anchor_to)
         paired = can_pair(assignment, executor, gpu_mode)
         # Each call in a fresh process: the zygotes preload what each side's trusted code imports.
         fresh = ((zygote.preload_modules(package.code_of(assignment, "baseline")),
@@ -276,8 +306,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
                     rng=rng, stop=stops(k), paired=paired, on_progress=lambda s: progress(
                         f"timing with {s.workers} workers: {len(s.submission)} runs"),
-                    gauge=gauge(k), watch=watch, place=settings.baseline_placement, fresh=fresh)
-                timed_total += sum(samples.baseline) + sum(samples.submission)
+                    gauge=gauge(k), watch=watch, place=settings.baseline_placement, fresh=fresh,
+                    reference_cfg=cfg(ref_dir, k, False) if ref_dir and k == max(counts) else None)
+                timed_total += sum(samples.baseline) + sum(samples.submission) + sum(samples.reference)
                 all_samples.append(samples)
             for k in weak_counts:
                 progress(f"weak scaling: {k} workers on a {k}× larger problem")
@@ -305,10 +336,13 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         laps.start("report")
         figure, scaling = stats.summarize(all_samples)
         weak = stats.summarize_weak(weak_samples)
+        widest = max(all_samples, key=lambda x: x.workers)
+        if anchor_to is not None and (pinned := anchor.measure(widest, anchor_to)) is not None:
+            figure, scaling[-1] = anchor.apply(figure, scaling[-1], pinned)
+            notes.append(anchor.note(pinned))
         for s in all_samples:
             if s.windows is not None and (said := s.windows.note()):
                 notes.append(f"timing with {s.workers} worker{'s' * (s.workers > 1)}: {said}")
-        widest = max(all_samples, key=lambda x: x.workers)
         if placed := placement.note(widest.baseline_core):
             notes.append(placed)
         if widest.windows is not None and (speeds := widest.windows.speeds_note()):
@@ -344,7 +378,11 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 scaling = [p.model_copy(update={"cpu": o.cpu})
                            for p, o in zip(scaling, own, strict=True)]
                 notes.append(whole_runs.startup_note(figure))
-        if any(s.paired for s in all_samples + weak_samples):
+        if widest.paired and widest.reference:
+            notes.append("timed in turns: the baseline's, the reference's and your sandboxes "
+                         "alive together, calls alternating, the idle ones frozen (no CPU while "
+                         "another side is timed)")
+        elif any(s.paired for s in all_samples + weak_samples):
             notes.append("timed in pairs: both sandboxes alive, calls alternating, the idle one "
                          "frozen (no CPU while the other side is timed)")
         if m.resources.nodes > 1:

@@ -50,7 +50,7 @@ def run_configs(ctx: Context) -> tuple[Assignment, Callable[[int], RunConfig]]:
     def cfg_for(workers: int) -> RunConfig:
         return configure.make_config(assignment, executor=executor, stage=stage,
                                      code_dir=Path(ctx.code_dir), cpus=ctx.cpus,
-                                     workers=workers, gpu_mode=ctx.gpu_mode)
+                                     workers=workers, gpu_mode=ctx.gpu_mode, serial=ctx.serial)
 
     return assignment, cfg_for
 

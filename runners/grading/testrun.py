@@ -33,6 +33,8 @@ class Context:
     """Each test's time limit where calibrated (else the package's wall limit)."""
     limit_reasons: dict[str, str] = field(default_factory=dict)
     """Which limit applied to each calibrated test, in words (a timed-out test's message)."""
+    serial: bool = False
+    """The code runs as the serial baseline is timed: one plain process (runners/runs/configure.py)."""
 
     @classmethod
     def load(cls, path: str) -> Context:
@@ -47,12 +49,13 @@ PRELOAD = ("pytest", "runners.grading.pytest_plugin")
 def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int, gpu_mode: str,
               cpus: list[int], reveal: bool = False, public_only: bool = False,
               hidden_only: bool = False, timeout: float | None = None,
-              reference_test_s: dict[str, float] | None = None, first_failure: bool = False
-              ) -> tuple[list[TestResult], str]:
+              reference_test_s: dict[str, float] | None = None, first_failure: bool = False,
+              serial: bool = False) -> tuple[list[TestResult], str]:
     """Run the package's tests (trusted pytest process) against the code in `code_dir`: public
     and hidden, or one kind only; each test's time limit calibrated from `reference_test_s`
     (the reference's seconds per test at validation; runners.grading.runaway). `first_failure`: stop at
-    the first test that does not pass (the tests after it are left out of the results)."""
+    the first test that does not pass (the tests after it are left out of the results).
+    `serial`: run the code as the serial baseline is timed (validation's "baseline is correct")."""
     resources = assignment.manifest.resources
     reference_test_s = reference_test_s or {}
     limits = runaway.test_limits(resources, reference_test_s)
@@ -64,7 +67,7 @@ def run_tests(assignment: Assignment, code_dir: Path, *, backend: str, seed: int
                       tests_budget_s=runaway.tests_budget_s(resources), test_limits=limits,
                       limit_reasons={name: runaway.limit_reason(
                           limit, reference_test_s[name], resources)
-                          for name, limit in limits.items()})
+                          for name, limit in limits.items()}, serial=serial)
         ctx_path = Path(tmp) / "context.json"
         ctx_path.write_text(json.dumps(ctx.__dict__))
         targets = [] if hidden_only else [str(assignment.public_dir)]

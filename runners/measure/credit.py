@@ -80,13 +80,19 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
         return Credit(policy="parallel", status="held", speedup=0.0, measured=True, reason=(
             f"{s:.2f}× on {cores} cores is superlinear ({did}): held for an instructor's "
             "review"))
-    if s <= gain * (1 + EXPLAINED_TOLERANCE) and s <= cap:
+    explains, against = gain, f"against the baseline's {cpu.baseline_parallelism:.1f}"
+    if (a := figure.anchor) is not None and a.cores_versus_reference is not None:
+        # Anchored: the gain is the reference's, scaled by busy cores beside it in the same turns.
+        explains = a.reference_speedup * a.cores_versus_reference
+        against = (f"{a.cores_versus_reference:.2f}× the reference's beside it, whose "
+                   f"{a.reference_speedup:.2f}× is parallel")
+    if s <= explains * (1 + EXPLAINED_TOLERANCE) and s <= cap:
         return Credit(policy="parallel", status="credited", speedup=s, measured=True, reason=(
-            f"{_cores(cpu.parallelism)} against the baseline's {cpu.baseline_parallelism:.1f}, "
-            f"work ratio {w:.2f}: parallel execution explains the speedup"))
+            f"{_cores(cpu.parallelism)}, {against}, work ratio {w:.2f}: parallel execution "
+            "explains the speedup"))
     # The tolerance is for the noise of measured parallel work only: an answer on one busy core
     # (G below MIN_PARALLEL_GAIN) earns nothing above its gain, however close to 1.15 it is.
-    explained = gain * (1 + EXPLAINED_TOLERANCE) if gain >= MIN_PARALLEL_GAIN else gain
+    explained = explains * (1 + EXPLAINED_TOLERANCE) if gain >= MIN_PARALLEL_GAIN else explains
     credited = min(s, explained, cap)
     return Credit(policy="parallel", status="capped", speedup=round(credited, 4), measured=True,
                   reason=(f"{did}: parallelism explains {credited:.2f}× of the {s:.2f}×, and "

@@ -27,6 +27,9 @@ class Samples:
     # CPU seconds of the whole sandbox per timed call, beside each time (None: not measurable)
     baseline_cpu: list[float | None] = field(default_factory=list)
     submission_cpu: list[float | None] = field(default_factory=list)
+    reference: list[float] = field(default_factory=list)
+    """The reference's times, where it was timed beside the submission (runners/measure/anchor.py)."""
+    reference_cpu: list[float | None] = field(default_factory=list)
     baseline_core: list[int | None] = field(default_factory=list)
     """The core each baseline call was pinned to (runners/measure/placement.py; empty: not placed)."""
     windows: Windows | None = None  # what the node delivered around each window (capacity)

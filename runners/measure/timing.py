@@ -18,6 +18,7 @@ the warm-up or a timed call kept is not there for the next.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ class WrongTimedAnswer(Exception):
 
 
 class BaselineBroken(Exception):
-    """The instructor's baseline failed during timing: the assignment's fault."""
+    """The instructor's baseline (or reference) failed during timing: the assignment's fault."""
 
 
 class FreezeUnavailable(Exception):
@@ -59,12 +60,13 @@ Checker = Callable[[dict[str, Any], Any], str | None]
 
 @contextlib.contextmanager
 def blamed(side: str) -> Iterator[None]:
-    """A failure of the baseline's code is the author's (BaselineBroken), not the student's."""
+    """A failure of the instructor's code (the baseline's, the reference's) is the author's
+    (BaselineBroken), not the student's."""
     try:
         yield
     except (SubmissionFailure, SubmissionRaised) as exc:
-        if side == "baseline":
-            raise BaselineBroken(f"the baseline failed while timed: {exc}") from exc
+        if side != "submission":
+            raise BaselineBroken(f"the {side} failed while timed: {exc}") from exc
         raise
 
 
@@ -72,8 +74,8 @@ def judge(problem: str | None, side: str, what: str = "run") -> None:
     """Raise for a timed answer the checker rejected: the author's or the student's fault."""
     if problem is None:
         return
-    if side == "baseline":
-        raise BaselineBroken(f"the baseline's timed answer is wrong: {problem}")
+    if side != "submission":
+        raise BaselineBroken(f"the {side}'s timed answer is wrong: {problem}")
     raise WrongTimedAnswer(f"a timed {what} returned a wrong answer: {problem}")
 
 
@@ -106,7 +108,8 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
             stop: StopRule, paired: bool = True,
             on_progress: Callable[[Samples], None] | None = None,
             gauge: Gauge | None = None, watch: Watch | None = None, place: bool = True,
-            fresh: tuple[list[str], list[str]] | None = None) -> Samples:
+            fresh: tuple[list[str], list[str]] | None = None,
+            reference_cfg: RunConfig | None = None) -> Samples:
     """A/B blocks at one worker count until `stop` says enough.
 
     `paired`: try the frozen-pair blocks (a CPU-only run); one side at a time otherwise.
@@ -114,30 +117,36 @@ def measure(*, hook: ModuleType, function: str, workers: int, workers_arg: str |
     `watch`: read what each timed call did on the GPU (real GPUs).
     `place`: pin the baseline's calls to each of its cores in turn (runners/measure/placement.py).
     `fresh`: each call in a fresh process (runners.runs.zygote.FreshCalls), with the modules its
-    zygote preloads for the baseline and for the submission."""
+    zygote preloads for the baseline and for the submission (the reference's: the latter).
+    `reference_cfg`: a third side, the package's reference on the submission's cores, timed in
+    the same turns on the same inputs (runners/measure/anchor.py)."""
     samples = Samples(workers, windows=gauge.windows if gauge else None,
                       device_counter=watch.counter if watch else "")
     started = time.monotonic()
     extra = {workers_arg: workers} if workers_arg else {}
     warm_input = getattr(hook, "make_warmup_input", hook.make_input)
-    return _blocks(samples, function, hook.check, [
+    sides = [
         _Side("baseline", baseline_cfg, {}, samples.baseline, samples.baseline_cpu,
               samples.baseline_device, cores_into=samples.baseline_core,
               rotation=placement.Rotation(baseline_cfg.limits.cpus if place else ()),
               preload=fresh[0] if fresh else None),
         _Side("submission", submission_cfg, extra, samples.submission, samples.submission_cpu,
               samples.submission_device, samples.input_bytes,
-              preload=fresh[1] if fresh else None)],
-        lambda: [hook.make_input(rng, workers)] * 2, paired=paired,
-        enough=lambda: stop.enough(samples, started), on_progress=on_progress,
-        warm=lambda: [warm_input(rng, workers)] * 2, gauge=gauge, watch=watch)
+              preload=fresh[1] if fresh else None)]
+    if reference_cfg is not None:
+        sides.append(_Side("reference", reference_cfg, extra, samples.reference,
+                           samples.reference_cpu, preload=fresh[1] if fresh else None))
+    return _blocks(samples, function, hook.check, sides,
+                   lambda: [hook.make_input(rng, workers)] * len(sides), paired=paired,
+                   enough=lambda: stop.enough(samples, started), on_progress=on_progress,
+                   warm=lambda: [warm_input(rng, workers)] * len(sides), gauge=gauge, watch=watch)
 
 
 @dataclass
 class _Side:
     """One side of a block: whose code (blamed for its failures), how it runs, where its times go."""
 
-    name: str  # baseline | submission
+    name: str  # baseline | submission | reference
     cfg: RunConfig
     extra: dict[str, Any]
     into: list[float]
@@ -202,9 +211,10 @@ def _blocks(samples: Samples, function: str, check: Checker, sides: list[_Side],
     `warm` (default: `draw`) per sandbox's untimed first call. A window is one turn of a frozen
     pair, or both sides' blocks."""
     warm = warm or draw
+    orders = list(itertools.permutations(range(len(sides))))  # which side starts, in turn
     block = 0
     while True:
-        order = [1, 0] if block % 2 else [0, 1]  # which side starts alternates
+        order = list(orders[block % len(orders)])
         if paired:
             try:
                 _paired_block(function, check, sides, order, draw, warm, enough, on_progress,

@@ -43,7 +43,6 @@ PROXY_TEMPLATE = (
 test compares it with what that mpiexec prints, so an upgrade that changes it fails there)."""
 INSIDE_LAUNCHER = "mpilaunch.py"
 POLL_S = 0.05
-LEADER_GRACE_S = 1.0
 
 
 def held_nodes(settings: RunnerSettings, cpus: list[int]) -> list[Node]:
@@ -191,26 +190,22 @@ class GangRunning(Running):
             r.kill()
 
     def _leader_end(self, timeout: float | None) -> ExitInfo | None:
-        """The leader's ending. A node whose sandbox ended ends the run: at once when it failed,
-        after LEADER_GRACE_S when it ended well (the leader's mpiexec has the last word on a run
-        that went well; after a rank died it may wait on the others for a long time)."""
+        """The leader's ending. A node whose sandbox failed ends the run at once (after a rank
+        died the leader's mpiexec may wait on the others for a long time); one that ended well
+        leaves the leader to end as it will, within its wall limit, as srun waits for every
+        task: a program's ranks may end apart (rank 0 summing on after the others printed)."""
         end = None if timeout is None else time.monotonic() + timeout
-        followers_done: float | None = None
         while True:
             lead = self.runs[0].wait(POLL_S)
             if lead is not None:
                 return lead
             ended = [i for r in self.runs[1:] if (i := r.wait(0)) is not None]
-            now = time.monotonic()
-            if ended and followers_done is None:
-                followers_done = now
-            if any(i.returncode != 0 for i in ended) or (
-                    followers_done is not None and now - followers_done > LEADER_GRACE_S):
+            if any(i.returncode != 0 for i in ended):
                 self.stopped_by = [n.name for n, r in zip(self.nodes[1:], self.runs[1:],
                                                           strict=True) if not r.alive()]
                 self.runs[0].kill()
                 return self.runs[0].wait(10)
-            if end is not None and now >= end:
+            if end is not None and time.monotonic() >= end:
                 return None
 
     def wait(self, timeout: float | None = None) -> ExitInfo | None:
@@ -242,7 +237,7 @@ class GangRunning(Running):
             merged.node_lost = ", ".join(lost)
         elif self.stopped_by:
             merged.output_excerpt += (f"\n[the MPI processes on node {', '.join(self.stopped_by)}"
-                                      " ended before the run did: it was stopped]\n")
+                                      " failed before the run ended: it was stopped]\n")
         return merged
 
 

@@ -134,8 +134,12 @@ def _run(argv: list[str], name: str, timeout_s: float) -> str:
 
 
 def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: RunnerSettings,
-          time_limit_s: int, tag: str = "", with_timing: bool = True) -> GradeReport:
-    """Grade on a compute node; SlurmError when SLURM or the engine there failed."""
+          time_limit_s: int, tag: str = "", with_timing: bool = True,
+          reference_speedup: float | None = None, timing_only: bool = False,
+          timing_share: float = 1.0) -> GradeReport:
+    """Grade on a compute node, as grader.grade would here (anchored to `reference_speedup`; a
+    final run's turn: `timing_only` on `timing_share` of the budget); SlurmError when SLURM or
+    the engine there failed."""
     work = (settings.scratch_dir or Path("/tmp")) / "paragrade-slurm" / uuid.uuid4().hex
     sub = work / "submission"
     sub.mkdir(parents=True)
@@ -150,7 +154,11 @@ def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: 
         name = f"{JOB_NAME_PREFIX}{tag or work.name[:8]}"
         argv = _srun(settings, assignment, name, time_limit_s,
                      ["grade", str(assignment.root), *paths, "--json",
-                      *([] if with_timing else ["--no-timing"])])
+                      *([] if with_timing else ["--no-timing"]),
+                      *([] if reference_speedup is None
+                        else ["--reference-speedup", f"{reference_speedup!r}"]),
+                      *(["--timing-only", "--timing-share", f"{timing_share!r}"]
+                        if timing_only else [])])
         out = _run(argv, name, time_limit_s + 120)
         try:
             return GradeReport.model_validate_json(out)

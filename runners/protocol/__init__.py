@@ -47,6 +47,7 @@ from runners.protocol.queues import (
 )
 from runners.protocol.report import (
     CORES_TOLERANCE,
+    Anchor,
     Credit,
     CreditStatus,
     DeviceWork,
@@ -82,6 +83,7 @@ __all__ = [
     "SLUG_RE",
     "TASK_NAME",
     "VERDICT_SEVERITY",
+    "Anchor",
     "Array",
     "Credit",
     "CreditStatus",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 7
 """2: reports carry the speedup credit and CPU figures, jobs the reference's speedup, checks a
 figure (an older server refuses those fields: upgrade servers before runners). 5: a speedup
 carries what the node delivered around its timed windows (`Interference`); the reference's
-seconds per test go from validation to every grading (per-test time limits)."""
+seconds per test go from validation to every grading (per-test time limits). 6: a speedup may be
+anchored to the reference (`Anchor`). 7: a job may be a final run's timing only
+(`timing_only`, `timing_share`)."""
 
 
 class Frozen(BaseModel):

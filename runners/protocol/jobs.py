@@ -24,11 +24,20 @@ class GradeJob(Frozen):
     entry_file: str = Field(description="Name the submission's main file is graded under")
     reference_speedup: float | None = Field(
         default=None, description="The reference's speedup measured when this version was "
-        "validated (GPU packages: a speedup far above it is held for review)")
+        "validated: a function entry's figure is anchored to it (the reference timed beside the "
+        "submission), and on a GPU a speedup far above it is held for review")
     reference_test_seconds: dict[str, float] = Field(
         default_factory=dict, description="The reference's seconds per test at validation "
         "(test name -> seconds): each test's time limit is calibrated from them "
         "(runners/grading/runaway.py)")
+    timing_only: bool = Field(
+        default=False, description="A final run's turn: this submission passed the hidden tests "
+        "of this very version already, so only its speedup is measured (every timed answer "
+        "is still checked)")
+    timing_share: float = Field(
+        default=1.0, gt=0, le=1, description="The part of the timing budget this job spends (a "
+        "final run splits one grading's budget over its rounds, each spending its part on the "
+        "top worker count alone)")
 
 
 class ValidateJob(Frozen):
@@ -71,7 +80,8 @@ class RunnerHello(Frozen):
     protocol_version: int = PROTOCOL_VERSION
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")
     queues: list[Queue] = Field(min_length=1)
-    backend: str = Field(max_length=40, description="bwrap | docker | apptainer | slurm | process")
+    backend: str = Field(max_length=40, pattern=r"^[^\x00]*$",
+                         description="bwrap | docker | apptainer | slurm | process")
     cores: int = Field(ge=1, le=1 << 20)
     memory_mb: int = Field(ge=0, le=1 << 40)
     gpus: int = Field(default=0, ge=0, le=1024)

@@ -45,6 +45,31 @@ class SpeedupFigure(Frozen):
     interference: Interference | None = Field(
         default=None, description="What the node delivered around the timed windows (None: "
         "not probed: a real GPU, or ranks on several nodes)")
+    anchor: Anchor | None = Field(
+        default=None, description="Where the figure is anchored to the reference (median and "
+        "CI are then the reference's speedup × the submission's ratio to it); None: the plain "
+        "ratio to the serial baseline")
+
+
+class Anchor(Frozen):
+    """A speedup anchored to the reference (runners/measure/anchor.py): the submission timed
+    beside the package's reference solution on the same cores, in the same turns, and that
+    ratio scaled by the reference's own speedup over the serial baseline, measured beforehand."""
+
+    reference_speedup: float = Field(gt=0, description="The reference's speedup over the serial "
+                                     "baseline on this runner class, measured at validation")
+    versus_reference: float = Field(description="Median over timed turns of T_reference / "
+                                    "T_submission: above 1, faster than the reference")
+    versus_ci_low: float
+    versus_ci_high: float
+    reference_median_s: float
+    turns: int = Field(description="Timed turns with both the reference and the submission")
+    baseline_speedup: float = Field(description="This grading's own ratio to the serial "
+                                    "baseline (the figure before anchoring), for comparison")
+    cores_versus_reference: float | None = Field(
+        default=None, description="Median over the same turns of the submission's busy cores "
+        "over the reference's (CPU seconds per wall second of each call); None where CPU time "
+        "was not read")
 
 
 class Interference(Frozen):

@@ -56,11 +56,28 @@ class BatchJob:
     unused: tuple[str, ...] = ()
 
     def unused_note(self) -> str | None:
-        """The report's line for the options not used here (None: there were none)."""
+        """The report's line for the options not used here (None: there were none), naming at
+        most NOTED of them."""
         if not self.unused:
             return None
+        more = len(self.unused) - NOTED
         return ("not used here, the course's runner decides (partition, account, GPUs, cores "
-                f"per task, memory, time, log files): {', '.join(self.unused)}")
+                f"per task, memory, time, log files): {', '.join(self.unused[:NOTED])}"
+                + (f" and {more} more" if more > 0 else ""))
+
+
+NOTED = 12
+"""Options not used here that the report names (a script of 10,000 `#SBATCH -o` lines put a
+620 KB note in the report)."""
+
+
+def _split(line: str, where: str, *, comments: bool = False) -> list[str]:
+    """The line's words as the shell reads them; ScriptRefused naming the line when it cannot
+    (an unclosed quote)."""
+    try:
+        return shlex.split(line, comments=comments)
+    except ValueError as exc:
+        raise ScriptRefused(f"{where}: cannot be read ({exc}: an unclosed quote?)") from exc
 
 
 def _options(tokens: list[str], where: str, flags: tuple[str, ...] = ()
@@ -127,7 +144,7 @@ def parse(text: str, resources: Resources, files: set[str]) -> BatchJob:
             if launch is not None:
                 raise ScriptRefused(f"{where}: #SBATCH after the first command is ignored by "
                                     "SLURM: move it up")
-            opts = _options(shlex.split(line[len("#SBATCH"):], comments=True), where)
+            opts = _options(_split(line[len("#SBATCH"):], where, comments=True), where)
             for key, value in opts.items():
                 if key in PLACE_OPTIONS:
                     unused.append(_shown(key, value))
@@ -148,7 +165,7 @@ def parse(text: str, resources: Resources, files: set[str]) -> BatchJob:
         if SHELL_META.search(line):
             raise ScriptRefused(f"{where}: shell syntax ($, quotes' expansions, pipes, "
                                 "redirections) is not run here: give the arguments literally")
-        launch = (number, shlex.split(line))
+        launch = (number, _split(line, where))
     if launch is None:
         raise ScriptRefused("the script starts no program: add a line such as "
                             "'srun python task.py'")

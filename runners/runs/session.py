@@ -181,6 +181,8 @@ class Session:
         """
         assert self._sock is not None, "session not started"
         if self._readable():
+            if not self._sock.recv(1, socket.MSG_PEEK):  # no message: the sandbox has ended
+                raise self._died()
             raise ProtocolViolation("a message arrived before any request")
         self._next_id += 1
         name = f"args-{self._next_id}"

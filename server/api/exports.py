@@ -14,6 +14,7 @@ from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import exports as export_service
+from server.services import final_grades
 from server.services import submissions as submission_service
 from server.services.errors import Forbidden, NotFound
 
@@ -43,5 +44,6 @@ def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> 
     row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
     if row is None:
         raise NotFound("this submission has no report yet")
-    return export_service.gradescope(report=row.report, score=row.score,
-                                     manifest=Manifest.model_validate(sub.version.manifest))
+    return export_service.gradescope(
+        report=row.report, score=row.score, manifest=Manifest.model_validate(sub.version.manifest),
+        final=final_grades.settled(session=session, sub=sub))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Header, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
@@ -13,6 +13,7 @@ from server.metrics import exposition
 from server.security import same_secret
 from server.services import jobs as job_service
 from server.services.errors import Forbidden
+from server.settings import is_loopback
 
 router = APIRouter(tags=["health"])
 
@@ -39,15 +40,21 @@ def ready(session: SessionDep, response: Response) -> dict[str, str]:
 @router.get("/metrics", response_class=Response,
             responses={403: {"description": "outside development: the operator's metrics token "
                                             "is needed"}})
-def metrics(session: SessionDep, settings: SettingsDep,
+def metrics(request: Request, session: SessionDep, settings: SettingsDep,
             authorization: Annotated[str, Header()] = "") -> Response:
     """Prometheus metrics: every server process's, and the queue depth read now. Outside
     development only for the operator's scraper (`PARAGRADE_SERVER_METRICS_TOKEN`): the counts
-    (failed logins per route among them) are not for everyone."""
-    if settings.environment != "development":
+    (failed logins per route among them) are not for everyone; in development, without a
+    token, only for this machine (a development server bound to a host name others reach)."""
+    if settings.environment == "development" and settings.metrics_token is None:
+        client = request.client.host if request.client else ""
+        if not is_loopback(client):
+            raise Forbidden("in development /metrics answers this machine only (set "
+                            "PARAGRADE_SERVER_METRICS_TOKEN to scrape it from elsewhere)")
+    else:
         token = settings.metrics_token
-        given = authorization.removeprefix("Bearer ").strip()
-        if token is None or not same_secret(given, token):
+        scheme, _, given = authorization.partition(" ")
+        if token is None or scheme != "Bearer" or not same_secret(given.strip(), token):
             raise Forbidden("/metrics needs the operator's metrics token "
                             "(Authorization: Bearer …; PARAGRADE_SERVER_METRICS_TOKEN)")
     depth = job_service.depth(session=session)

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from runners.protocol import PROTOCOL_VERSION, JobHandBack, JobOffer, JobOutcome, RunnerHello
 from server.api import RowId
 from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
-from server.models import AssignmentVersion, SimilarityRun, Submission
+from server.models import AssignmentVersion, FinalTurn, SimilarityRun, Submission
 from server.schemas import ErrorPublic
 from server.services import artifacts
 from server.services import claims as claim_service
@@ -55,7 +55,9 @@ def claim(job_id: RowId, identity: RunnerDep, key: RunnerKey, session: SessionDe
     runner_service.check_name(session=session, identity=identity, name=runner)
     return claim_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key,
                                queues=runner_service.served(session=session, identity=identity,
-                                                            name=runner))
+                                                            name=runner),
+                               across=runner_service.announced(session=session, identity=identity,
+                                                               name=runner))
 
 
 @router.post("/jobs/{job_id}/heartbeat", status_code=status.HTTP_204_NO_CONTENT)
@@ -88,7 +90,8 @@ def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: st
             raise NotFound("a validation job has only a bundle")
         sha = version.bundle_sha256
     else:
-        sub = session.get(Submission, job.submission_id)
+        turn = session.get(FinalTurn, job.turn_id) if job.kind == "final" else None
+        sub = turn.submission if turn is not None else session.get(Submission, job.submission_id)
         assert sub is not None
         sha = sub.version.bundle_sha256 if which == "bundle" else sub.archive_sha256
     return Response(artifacts.read(root=settings.artifacts_dir, sha256=sha),

@@ -95,6 +95,9 @@ class AssignmentStatsPublic(BaseModel):
     tests: list[TestStatPublic] = Field(description="The class's weakest tests first")
     speedups: list[float] = Field(description="Each student's best passed submission's measured "
                                   "speedup")
+    credited_speedups: list[float] = Field(
+        description="The same submissions' credited speedups, what their performance points "
+        "come from (0: none: held, refused), sorted")
     reference_speedup: float | None
     speedup_min: float | None
     speedup_full: float | None
@@ -125,7 +128,8 @@ def public(st: stats_service.AssignmentStats) -> AssignmentStatsPublic:
             discrimination=t.discrimination, flagged=t.flagged,
             failures=[FailurePublic(message=m, count=n, example_submission_id=sid)
                       for m, n, sid in t.failures]) for t in st.tests],
-        speedups=st.speedups, reference_speedup=st.reference_speedup,
+        speedups=st.speedups, credited_speedups=st.credited_speedups,
+        reference_speedup=st.reference_speedup,
         speedup_min=st.speedup_min, speedup_full=st.speedup_full, credit=st.credit,
         scaling=[ScalingPointPublic(workers=p.workers, median_speedup=p.median,
                                     students=p.students, quartile_low=p.low,

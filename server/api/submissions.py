@@ -13,6 +13,7 @@ from server.models import GradeReportRow, Job, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
+from server.services import final_grades
 from server.services import fleet as fleet_service
 from server.services import submissions as submission_service
 from server.settings import ServerSettings
@@ -23,8 +24,10 @@ router = APIRouter(prefix="/api", tags=["submissions"],
 
 
 def public(session: SessionDep, sub: Submission, *, with_report: bool,
-           settings: ServerSettings, job: Job | None = None) -> SubmissionPublic:
-    """The submission as its reader sees it; `job`: its latest job, when the caller has it."""
+           settings: ServerSettings, job: Job | None = None, position: int | None = None,
+           waiting: dict[str, str | None] | None = None) -> SubmissionPublic:
+    """The submission as its reader sees it; `job`: its latest job, `position` that job's place
+    in its queue, and `waiting` what each queue waits for so far, when the caller has them."""
     report = None
     if with_report:
         row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
@@ -34,12 +37,18 @@ def public(session: SessionDep, sub: Submission, *, with_report: bool,
         id=sub.id, assignment=f"{a.course.slug}/{a.slug}", status=sub.status, verdict=sub.verdict,
         score=sub.score, late=sub.late, filenames=sub.filenames, created_at=sub.created_at,
         finished_at=sub.finished_at, report=report)
+    if with_report and (final := final_grades.settled(session=session, sub=sub)) is not None:
+        out.final_score, out.final_speedup = final.score, final.speedup
     job = job or submission_service.latest_job(session=session, submission=sub)
     out.queue = job.queue if job is not None else None
     if job is not None and job.state == "queued":
-        out.queue_position = submission_service.queue_position(session=session, job=job)
-        out.waiting_for = fleet_service.waiting_for(session=session, queue=job.queue,
-                                                    live_s=settings.runner_live_s)
+        out.queue_position = position or submission_service.queue_position(session=session,
+                                                                            job=job)
+        waiting = {} if waiting is None else waiting
+        if job.queue not in waiting:
+            waiting[job.queue] = fleet_service.waiting_for(session=session, queue=job.queue,
+                                                           live_s=settings.runner_live_s)
+        out.waiting_for = waiting[job.queue]
     return out
 
 
@@ -68,9 +77,15 @@ def course_submissions(slug: str, access: CourseStaffDep, session: SessionDep,
                        settings: SettingsDep) -> list[SubmissionPublic]:
     """Every submission of the assignment, newest first (the course's instructors and TAs)."""
     a = assignment_service.get(session=session, course=access.course, slug=slug)
+    # A few queries for the whole list, not a few per submission (a deadline night's queue).
+    jobs = submission_service.latest_jobs(session=session, assignment=a)
+    positions = submission_service.queue_positions(session=session, jobs=jobs.values())
+    waiting: dict[str, str | None] = {}
     out = []
     for s in submission_service.of_assignment(session=session, assignment=a)[::-1]:
-        out.append(public(session, s, with_report=False, settings=settings))
+        job = jobs.get(s.id)
+        out.append(public(session, s, with_report=False, settings=settings, job=job,
+                          position=positions.get(job.id) if job else None, waiting=waiting))
         out[-1].student = s.user.email
     return out
 

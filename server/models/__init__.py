@@ -6,6 +6,7 @@ from server.clock import aware, now
 from server.models.accounts import ApiToken, AuditLog, LoginFailure, User
 from server.models.assignments import Artifact, Assignment, AssignmentVersion, Extension
 from server.models.courses import Course, Enrollment, RosterEntry
+from server.models.finals import FinalGrade, FinalRun, FinalTurn
 from server.models.fleet import Job, QueueScale, Runner, RunnerCredential
 from server.models.lti import LtiGradePost, LtiIdentity, LtiLaunchData, LtiPlatform
 from server.models.submissions import (
@@ -19,7 +20,8 @@ from server.models.submissions import (
 
 __all__ = [
     "ApiToken", "Artifact", "Assignment", "AssignmentVersion", "AuditLog", "BoardEntry", "Course",
-    "Enrollment", "Extension", "GradeReportRow", "Job", "LoginFailure", "LtiGradePost",
+    "Enrollment", "Extension", "FinalGrade", "FinalRun", "FinalTurn", "GradeReportRow", "Job",
+    "LoginFailure", "LtiGradePost",
     "LtiIdentity", "LtiLaunchData", "LtiPlatform", "QueueScale", "RosterEntry", "Runner",
     "RunnerCredential",
     "ScalingPointRow", "SimilarityRun", "Submission", "TestResultRow", "User", "aware", "now",

@@ -26,13 +26,16 @@ class Job(Base):
                             sqlite_where=text("state = 'queued'")),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16), default="grade")  # grade|validate|similarity
+    kind: Mapped[str] = mapped_column(String(16), default="grade")  # grade validate similarity final
     submission_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="CASCADE"), index=True, default=None)
     version_id: Mapped[int | None] = mapped_column(
         ForeignKey("assignment_versions.id", ondelete="CASCADE"), default=None)
     run_id: Mapped[int | None] = mapped_column(
         ForeignKey("similarity_runs.id", ondelete="CASCADE"), default=None)
+    turn_id: Mapped[int | None] = mapped_column(
+        ForeignKey("final_turns.id", ondelete="CASCADE"), default=None)
+    """A final run's turn (kind "final"): a timing-only job of the turn's submission."""
     queue: Mapped[str] = mapped_column(String(8), index=True)
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     token_hash: Mapped[str | None] = mapped_column(String(64), default=None)

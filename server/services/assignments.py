@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, joinedload
 
 from runners.protocol import MANIFEST, SLUG_RE, Manifest, check_relpath
 from server.models import Assignment, AssignmentVersion, AuditLog, Course, User
-from server.services import artifacts, jobs
+from server.services import artifacts, jobs, student_kit
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
 ZIP_EPOCH = (2000, 1, 1, 0, 0, 0)
@@ -247,4 +247,8 @@ def student_files(*, assignment: Assignment, artifacts_root: Path) -> bytes:
                            max_total=1 << 30)
     public = (f"{m.files.starter}/", f"{m.files.public_tests}/")
     keep = {n: c for n, c in members.items() if n == m.statement or n.startswith(public)}
+    # Plain pytest runs the public tests on the student's machine (services/student_kit.py),
+    # unless the package brings its own conftest.
+    keep.setdefault(f"{m.files.public_tests}/conftest.py", student_kit.conftest(m).encode())
+    keep.setdefault("README.txt", student_kit.readme(m).encode())
     return bundle(keep)

@@ -5,7 +5,9 @@ so no job is claimed twice) and receives a per-job secret for the job's bundle, 
 heartbeats and result.
 
 A message is a turn on its job's queue: the claim takes the most urgent job queued there
-(priority, then age), which is the message's own unless a more urgent one came after it. The
+(priority, then age), which is the message's own unless a more urgent one came after it, there
+or, strictly more urgent, on another queue the runner said it serves (a check of a two-node
+package on `mpinodes` does not go before a student's first submission on `cpu`). The
 embedded broker delivers in publish order whatever the priority, so without this a student's
 first submission waited behind every shipped package's validation on a fresh start (about 2.5
 minutes). A message whose job is taken, or gone, takes the next one; one finding none is
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from sqlalchemy import select, update
+from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from runners.protocol import (
@@ -41,7 +43,7 @@ from runners.protocol import (
 )
 from server import security
 from server.models import AssignmentVersion, Job, Runner, SimilarityRun, Submission, now
-from server.services import jobs
+from server.services import finals, jobs
 from server.services.errors import Conflict, Forbidden, NotFound
 
 
@@ -59,7 +61,8 @@ def grade_job(submission: Submission, job: Job) -> GradeJob:
 
 
 def reference_speedup(version: AssignmentVersion) -> float | None:
-    """The reference's speedup its validation measured (GPU runners measure it), if any."""
+    """The reference's speedup its validation measured, if any: gradings anchor their figure to
+    it (runners/measure/anchor.py), and GPU gradings hold one far above it for review."""
     for check in version.checks or []:
         if check.get("figure") is not None and str(check.get("name", "")).startswith(
                 "reference speeds up"):
@@ -82,10 +85,11 @@ CLAIM_TRIES = 5
 
 
 def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
-          queues: Collection[str] = QUEUES) -> JobOffer:
+          queues: Collection[str] = QUEUES, across: Collection[str] = ()) -> JobOffer:
     """Claim for `runner`, bound to its key (compare-and-set), the most urgent queued job of the
-    queue of job `job_id` (the message's) whose time limit fits that job's; Conflict if none
-    is queued, Forbidden (the jobs left queued) if the queue is not one of `queues`."""
+    queue of job `job_id` (the message's), or of one of `across` (the queues the runner serves)
+    where one is strictly more urgent, whose time limit fits that job's; Conflict if none is
+    queued, Forbidden (the jobs left queued) if the queue is not one of `queues`."""
     named = session.execute(select(Job.queue, Job.time_limit_s, Job.state)
                             .where(Job.id == job_id)).one_or_none()
     if named is None:
@@ -96,10 +100,11 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
                         f"and its hello give it {', '.join(sorted(queues)) or 'none'})")
     token = security.new_token()
     job = None
+    pool = {queue} | (set(across) & set(queues))
     for _ in range(CLAIM_TRIES):
         pick = session.scalar(select(Job.id).where(
-            Job.state == "queued", Job.queue == queue, Job.time_limit_s <= limit)
-            .order_by(Job.priority, Job.id).limit(1))
+            Job.state == "queued", Job.queue.in_(pool), Job.time_limit_s <= limit)
+            .order_by(Job.priority, case((Job.queue == queue, 0), else_=1), Job.id).limit(1))
         if pick is None:
             break
         won = session.execute(
@@ -137,6 +142,11 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
         return JobOffer(job_id=job.id, token=token, validate_job=ValidateJob(
             version_id=version.id, assignment=f"{a.course.slug}/{a.slug}",
             bundle_sha256=version.bundle_sha256, queue=job.queue))  # type: ignore[arg-type]
+    if job.kind == "final":
+        timed, share = finals.claimed(session=session, job=job, runner=runner)
+        session.commit()
+        return JobOffer(job_id=job.id, token=token, job=grade_job(timed, job).model_copy(
+            update={"timing_only": True, "timing_share": share}))
     sub = session.get(Submission, job.submission_id)
     assert sub is not None
     sub.status, sub.started_at = "running", now()

@@ -33,6 +33,12 @@ class QuotaExceeded(DomainError):
     status = 429
 
 
+class StorageFull(DomainError):
+    """The server's disk (or the artifacts folder's quota) is full: nothing was stored."""
+
+    status = 507
+
+
 class Unauthenticated(DomainError):
     """No credential, or one the server does not (or no longer) accept."""
 

@@ -10,7 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.protocol import Manifest
-from server.models import Assignment, Enrollment, GradeReportRow, Submission, User
+from server.models import Assignment, Enrollment, FinalGrade, GradeReportRow, Submission, User
+from server.services import final_grades
 
 FORMULA_START = ("=", "+", "-", "@", "＝", "＋", "－", "＠")
 """What starts a formula in Excel, LibreOffice or Google Sheets; the
@@ -36,9 +37,10 @@ def csv_cell(value: object) -> object:
 
 
 def assignment_csv(*, session: Session, assignment: Assignment) -> str:
-    """One row per enrolled student: best score, its verdict and speedup, attempts."""
+    """One row per enrolled student: best score, its verdict and speedup, the final run's
+    points and speedup (once one is done), attempts."""
     rows = session.execute(
-        select(User.email, User.name, Enrollment.alias, Submission.id, Submission.score,
+        select(User.id, User.email, User.name, Enrollment.alias, Submission.id, Submission.score,
                Submission.verdict, Submission.late, Submission.created_at,
                GradeReportRow.speedup_median)
         .join(Enrollment, (Enrollment.user_id == User.id)
@@ -48,8 +50,9 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
         .outerjoin(GradeReportRow, GradeReportRow.submission_id == Submission.id)
         .where(Enrollment.role == "student").order_by(User.email, Submission.id))
     best: dict[str, dict[str, Any]] = {}
-    for email, name, alias, sid, score, verdict, late, created, speedup in rows:
-        entry = best.setdefault(email, {"email": email, "name": name, "alias": alias or "",
+    for user_id, email, name, alias, sid, score, verdict, late, created, speedup in rows:
+        entry = best.setdefault(email, {"user_id": user_id, "email": email, "name": name,
+                                        "alias": alias or "",
                                         "attempts": 0, "best_score": "", "verdict": "",
                                         "speedup": "", "late": "", "submission_id": "",
                                         "submitted_at": ""})
@@ -60,9 +63,14 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
             entry.update(best_score=score, verdict=verdict or "", submission_id=sid,
                          speedup="" if speedup is None else speedup, late="yes" if late else "",
                          submitted_at=created.isoformat())
+    settled = final_grades.grades(session=session, assignment_id=assignment.id)
+    for entry in best.values():
+        final = settled.get(entry.pop("user_id"))
+        entry["final_score"] = "" if final is None else final.score
+        entry["final_speedup"] = "" if final is None or final.speedup is None else final.speedup
     out = io.StringIO()
-    fields = ["email", "name", "alias", "best_score", "verdict", "speedup", "late", "attempts",
-              "submission_id", "submitted_at"]
+    fields = ["email", "name", "alias", "best_score", "verdict", "speedup", "final_score",
+              "final_speedup", "late", "attempts", "submission_id", "submitted_at"]
     writer = csv.DictWriter(out, fieldnames=fields, quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
     for email in sorted(best):
@@ -70,8 +78,10 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
     return out.getvalue()
 
 
-def gradescope(*, report: dict[str, Any], score: float, manifest: Manifest) -> dict[str, Any]:
-    """A Gradescope autograder results.json for one graded submission."""
+def gradescope(*, report: dict[str, Any], score: float, manifest: Manifest,
+               final: FinalGrade | None = None) -> dict[str, Any]:
+    """A Gradescope autograder results.json for one graded submission; `final`: the final run's
+    grade of it (its points replace the live grading's performance points)."""
     tests = report.get("tests", [])
     weights = sum(t["weight"] for t in tests) or 1.0
     test_max = manifest.scoring.test_points
@@ -85,11 +95,17 @@ def gradescope(*, report: dict[str, Any], score: float, manifest: Manifest) -> d
                         "output": t["message"],
                         "visibility": "after_published" if t["hidden"] else "visible"})
     sp = report.get("speedup")
-    results.append({"name": "performance (speedup)", "max_score": perf_max,
-                    "score": report.get("performance_points", 0.0),
-                    "status": "passed" if sp else "failed",
-                    "output": f"{sp['median']:.2f}× (95 % CI {sp['ci_low']:.2f}–{sp['ci_high']:.2f})"
-                    if sp else "not measured"})
+    live = (f"{sp['median']:.2f}× (95 % CI {sp['ci_low']:.2f}–{sp['ci_high']:.2f})"
+            if sp else "not measured")
+    perf = report.get("performance_points", 0.0)
+    if final is not None:
+        score = final.score
+        perf = round(final.score - report.get("test_points", 0.0), 2)
+        live = (("final run: no speedup earned" if final.speedup is None else
+                 f"final run: {final.speedup:.2f}×, the median of {final.turns} rounds "
+                 f"({final.ci_low:.2f}–{final.ci_high:.2f})") + f"; live grading: {live}")
+    results.append({"name": "performance (speedup)", "max_score": perf_max, "score": perf,
+                    "status": "passed" if sp else "failed", "output": live})
     out: dict[str, Any] = {"score": score, "output": report.get("summary", ""),
                            "execution_time": round(report.get("wall_time_s", 0)),
                            "tests": results}

@@ -85,14 +85,27 @@ def ranked_speedup(sub: Submission, earned: float | None, review: str | None) ->
 def course_score(*, sub: Submission, report: GradeReport, review: str | None = None) -> float:
     """The report's score under the assignment's own scoring curve and late policy; `review`:
     an instructor granted ("granted") or refused ("refused") a held or refused speedup."""
-    a, score = sub.assignment, report.score
+    a = sub.assignment
     if report.speedup is not None and (a.speedup_min or a.speedup_full or review):
-        scoring = Manifest.model_validate(sub.version.manifest).scoring
-        weak = report.weak_scaling[-1].efficiency if report.weak_scaling else None
         earned = credited_speedup(report.credit, report.speedup.median, review=review)
-        share = 0.0 if earned is None or report.verdict.value != "passed" else performance_share(
-            scoring, earned, weak, speedup_min=a.speedup_min, speedup_full=a.speedup_full)
-        score = report.test_points + scoring.performance_points * share
+        return points(sub=sub, report=report, earned=earned)
+    return late(sub, report.score)
+
+
+def points(*, sub: Submission, report: GradeReport, earned: float | None) -> float:
+    """The report's test points and the performance points `earned` (a credited speedup; None:
+    none) earns under the assignment's curve, after its late policy."""
+    a = sub.assignment
+    scoring = Manifest.model_validate(sub.version.manifest).scoring
+    weak = report.weak_scaling[-1].efficiency if report.weak_scaling else None
+    share = 0.0 if earned is None or report.verdict.value != "passed" else performance_share(
+        scoring, earned, weak, speedup_min=a.speedup_min, speedup_full=a.speedup_full)
+    return late(sub, report.test_points + scoring.performance_points * share)
+
+
+def late(sub: Submission, score: float) -> float:
+    """`score` after the assignment's late policy."""
+    a = sub.assignment
     if sub.late and a.late_policy == "penalty":
         score *= 1 - a.late_penalty
     return round(score, 2)

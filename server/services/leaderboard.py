@@ -11,11 +11,22 @@ from typing import Any
 from sqlalchemy import case, delete, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
-from server.models import Assignment, BoardEntry, Enrollment, GradeReportRow, Submission, User
+from server.models import (
+    Assignment,
+    BoardEntry,
+    Enrollment,
+    FinalGrade,
+    GradeReportRow,
+    Submission,
+    User,
+)
+from server.services import final_grades
 
 MARKS = {"held": "held for review", "refused": "speedup not credited"}
 INTERFERED = "measured while the node was short of cores"
 """The mark of a ranked speedup the platform measured under interference (it may be low)."""
+FINAL = "final run"
+"""The mark of a figure and points the assignment's final run settled (others are provisional)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,9 @@ def rebuild(*, session: Session, assignment_id: int) -> None:
 
 
 def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
-    """Ranked entries; an entry whose CI overlaps the one above shares its rank.
+    """Ranked entries; an entry whose CI overlaps that of the entry holding the rank above (the
+    first of its tie) shares that rank. Ties do not chain: with A ≈ B and B ≈ C but A and C
+    apart, B shares A's rank and C takes its own place.
 
     One row per student comes from the board's own table (`refresh` keeps it), so the cost does
     not grow with the submissions the assignment holds. A speedup the credit policy held or
@@ -109,7 +122,10 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
         .join(Enrollment, (Enrollment.user_id == BoardEntry.user_id)
               & (Enrollment.course_id == assignment.course_id))
         .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student")).all()
-    ordered = sorted(rows, key=lambda x: (x.unranked, -float(x.speed), -x.score, x.submission_id))
+    settled = final_grades.grades(session=session, assignment_id=assignment.id)
+    board: list[Any] = [_settled(row, settled[row.user_id]) if row.user_id in settled else row
+                        for row in rows]
+    ordered = sorted(board, key=lambda x: (x.unranked, -float(x.speed), -x.score, x.submission_id))
     out: list[Entry] = []
     for i, row in enumerate(ordered):
         alias = row.alias or f"student-{row.user_id}"
@@ -126,16 +142,45 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
             lo, hi = min(lo, speed), min(hi, speed)  # capped: no more than the credited figure
         tied, rank = False, i + 1
         prev = out[-1] if out else None
-        if prev is not None and prev.rank is not None and speed is not None \
-                and prev.speedup is not None and lo is not None and prev.ci_low is not None \
-                and hi is not None and hi >= prev.ci_low:
-            tied, rank = True, prev.rank
-            if not prev.tied:
-                out[-1] = replace(prev, tied=True)
+        head = next((e for e in out if prev is not None and e.rank == prev.rank), None)
+        if head is not None and head.rank is not None and speed is not None \
+                and head.speedup is not None and lo is not None and head.ci_low is not None \
+                and hi is not None and hi >= head.ci_low:
+            tied, rank = True, head.rank
+            if not head.tied:
+                out[out.index(head)] = replace(head, tied=True)
         out.append(Entry(rank=rank, tied=tied, user_id=row.user_id, alias=alias,
                          submission_id=row.submission_id, speedup=speed, ci_low=lo, ci_high=hi,
-                         score=row.score, mark=INTERFERED if row.timing_interfered else None))
+                         score=row.score, mark=FINAL if isinstance(row, _Settled)
+                         else INTERFERED if row.timing_interfered else None))
     return out
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """A board row whose figure and points a final run settled."""
+
+    user_id: int
+    submission_id: int
+    score: float
+    speed: float
+    speedup_median: float | None
+    speedup_ci_low: float | None
+    speedup_ci_high: float | None
+    credit_status: str | None
+    timing_interfered: bool
+    unranked: int
+    alias: str | None
+
+
+def _settled(row: Any, grade: FinalGrade) -> _Settled:
+    """The row as the final run settled it: its median speedup and the range of its rounds,
+    its final points; ranked only where the final run earned a speedup."""
+    return _Settled(user_id=row.user_id, submission_id=grade.submission_id, score=grade.score,
+                    speed=grade.speedup if grade.speedup is not None else -1.0,
+                    speedup_median=grade.speedup, speedup_ci_low=grade.ci_low,
+                    speedup_ci_high=grade.ci_high, credit_status=row.credit_status,
+                    timing_interfered=False, unranked=row.unranked, alias=row.alias)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from runners.protocol import JobOutcome
 from server.metrics import GRADING_LATENCY
 from server.models import AssignmentVersion, Job, Runner, SimilarityRun, Submission, aware, now
-from server.services import grading, jobs
+from server.services import finals, grading, jobs
 
 PLATFORM_ERROR = "platform_error"
 
@@ -27,6 +27,9 @@ def record(*, session: Session, job: Job, outcome: JobOutcome, max_attempts: int
         return
     if job.kind == "similarity":
         _record_similarity(session=session, job=job, outcome=outcome, max_attempts=max_attempts)
+        return
+    if job.kind == "final":
+        _record_final(session=session, job=job, outcome=outcome, max_attempts=max_attempts)
         return
     sub = session.get(Submission, job.submission_id)
     assert sub is not None
@@ -66,6 +69,9 @@ def release(*, session: Session, job: Job, max_attempts: int, reason: str) -> No
     elif job.kind == "similarity":
         _record_similarity(session=session, job=job, max_attempts=max_attempts,
                            outcome=JobOutcome(platform_error=reason))
+    elif job.kind == "final":
+        _record_final(session=session, job=job, max_attempts=max_attempts,
+                      outcome=JobOutcome(platform_error=reason))
     else:
         sub = session.get(Submission, job.submission_id)
         assert sub is not None
@@ -87,6 +93,8 @@ def hand_back(*, session: Session, job: Job) -> None:
         sub = session.get(Submission, job.submission_id)
         if sub is not None:
             sub.status, sub.started_at = "queued", None
+    elif job.kind == "final":
+        finals.requeued(session=session, job=job)
     session.flush()
 
 
@@ -147,6 +155,18 @@ def _record_similarity(*, session: Session, job: Job, outcome: JobOutcome,
     run.finished_at = now()
     _done(job)
     session.flush()
+
+
+def _record_final(*, session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> None:
+    """A final run's turn: its figure, or, failed on the platform's side, queued again until its
+    last attempt (then the turn is left out of the student's median)."""
+    if outcome.report is None and job.attempts < max_attempts:
+        _queued_again(session, job)
+        finals.requeued(session=session, job=job)
+        return
+    _done(job)
+    finals.turn_ended(session=session, job=job, report=outcome.report,
+                      error=outcome.platform_error)
 
 
 def _platform_failure(*, session: Session, job: Job, sub: Submission, max_attempts: int,

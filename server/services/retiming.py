@@ -18,7 +18,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.models import GradeReportRow, Job, Submission, now
+from server.models import GradeReportRow, Job, Submission, aware, now
 from server.services import jobs as job_service
 
 MAX_AUTO_RETIMES = 1
@@ -56,5 +56,10 @@ def promise(*, sub: Submission, row: GradeReportRow | None, after_s: float) -> s
             or sub.auto_retimes >= MAX_AUTO_RETIMES):
         return None
     minutes = max(1, round(after_s / 60))
-    return (f"The platform will time it again by itself, about {minutes} min after it was "
-            "graded; that grading's report replaces this one.")
+    when = "shortly"
+    if sub.finished_at is not None:
+        at = aware(sub.finished_at) + timedelta(seconds=after_s)
+        when = f"at about {at:%H:%M} UTC" if at > now() else "shortly"
+    return (f"The node was busy while you were timed: the platform will time it again by "
+            f"itself {when}, about {minutes} min after it was graded; that grading's report "
+            "replaces this one.")

@@ -90,6 +90,13 @@ def check_name(*, session: Session, identity: RunnerIdentity, name: str) -> None
                         "presents its own, not the fleet token")
 
 
+def announced(*, session: Session, identity: RunnerIdentity, name: str) -> frozenset[str]:
+    """The queues a runner said in its hello that it serves, as far as its credential allows
+    (none before its hello): those it consumes messages from, so it may take their jobs."""
+    said = session.get(Runner, name)
+    return frozenset() if said is None else frozenset(identity.queues) & frozenset(said.queues)
+
+
 def served(*, session: Session, identity: RunnerIdentity, name: str) -> frozenset[str]:
     """The queues a runner may claim from: its credential's, narrowed to those it said it serves
     in its hello (a message whose job moved to another queue, services/routing.py, is refused

@@ -170,6 +170,7 @@ class AssignmentStats:
     max_score: float | None
     tests: list[TestStat]
     speedups: list[float]  # each student's board submission's measured speedup
+    credited_speedups: list[float]  # …and the speedup its points come from (0: none)
     reference_speedup: float | None
     speedup_min: float | None
     speedup_full: float | None
@@ -381,10 +382,11 @@ def _of_assignment(session: Session, a: Assignment, days: Callable[[], list[Day]
                    ) -> AssignmentStats:
     students, max_score = _students(session, a)
     r = GradeReportRow
-    board = session.execute(select(r.speedup_median).join(
+    board = session.execute(select(r.speedup_median, r.credited_speedup).join(
         BoardEntry, BoardEntry.submission_id == r.submission_id).where(
-        BoardEntry.assignment_id == a.id, r.speedup_median.is_not(None)))
-    speedups = sorted(float(v) for (v,) in board if v is not None)
+        BoardEntry.assignment_id == a.id, r.speedup_median.is_not(None))).all()
+    speedups = sorted(float(v) for v, _ in board if v is not None)
+    credited = sorted(float(c or 0.0) for _, c in board)  # one that earns nothing counts 0
     firsts = [x.first_id for x in students if x.first_id is not None]
     lasts = [x.last_id for x in students if x.last_id is not None]
     credit = {str(k): int(n) for k, n in session.execute(
@@ -406,7 +408,7 @@ def _of_assignment(session: Session, a: Assignment, days: Callable[[], list[Day]
                if s.first_pass_at is not None and s.first_at is not None]
     return AssignmentStats(
         students=students, max_score=max_score, tests=_tests(session, firsts, lasts),
-        speedups=speedups,
+        speedups=speedups, credited_speedups=credited,
         reference_speedup=reference_speedup(version) if version is not None else None,
         speedup_min=a.speedup_min or (scoring.speedup_min if scoring else None),
         speedup_full=a.speedup_full or (scoring.speedup_full if scoring else None), credit=credit,

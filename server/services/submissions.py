@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import func, select, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from runners.protocol import LOWEST_PRIORITY, Manifest, Verdict, check_relpath
 from server.models import Assignment, AuditLog, GradeReportRow, Job, Submission, User, now
@@ -19,6 +20,7 @@ from server.services import (
     jobs,
     readiness,
     routing,
+    users,
 )
 from server.services.assignments import bundle, manifest_of, safe_members
 from server.services.errors import (
@@ -111,6 +113,9 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     late = is_late(session=session, assignment=assignment, user=user)
     if late and assignment.late_policy == "reject" and not courses.is_staff(role):
         raise Forbidden("the deadline has passed; this assignment takes no late submissions")
+    if not users.hold(session=session, user_id=user.id):
+        raise Conflict("this account was just linked to another one: sign in with that account "
+                       "and upload again")
     window_start = now() - timedelta(seconds=assignment.quota_window_s)
     used = session.scalar(select(func.count()).select_from(Submission).where(
         Submission.user_id == user.id, Submission.assignment_id == assignment.id,
@@ -158,13 +163,34 @@ def mine(*, session: Session, user: User, assignment: Assignment | None = None) 
 
 
 def of_assignment(*, session: Session, assignment: Assignment) -> list[Submission]:
+    """Every submission of the assignment, oldest first, their students read in one query."""
     return list(session.scalars(select(Submission).where(Submission.assignment_id == assignment.id)
-                                .order_by(Submission.id)))
+                                .options(selectinload(Submission.user)).order_by(Submission.id)))
 
 
 def latest_job(*, session: Session, submission: Submission) -> Job | None:
     return session.scalar(select(Job).where(Job.submission_id == submission.id)
                           .order_by(Job.id.desc()).limit(1))
+
+
+def latest_jobs(*, session: Session, assignment: Assignment) -> dict[int, Job]:
+    """Each submission's latest job (submission id -> job), in one query for the assignment."""
+    latest = (select(func.max(Job.id)).join(Submission, Submission.id == Job.submission_id)
+              .where(Submission.assignment_id == assignment.id).group_by(Job.submission_id))
+    return {j.submission_id: j for j in session.scalars(select(Job).where(Job.id.in_(latest)))
+            if j.submission_id is not None}
+
+
+def queue_positions(*, session: Session, jobs: Iterable[Job]) -> dict[int, int]:
+    """The queue position (as queue_position counts it) of each of these jobs that is queued:
+    one query per queue, however many jobs and however long the queue."""
+    wanted = {j.id: j.queue for j in jobs if j.state == "queued"}
+    positions: dict[int, int] = {}
+    for queue in set(wanted.values()):
+        order = session.scalars(select(Job.id).where(Job.state == "queued", Job.queue == queue)
+                                .order_by(Job.priority, Job.id))
+        positions |= {job_id: i for i, job_id in enumerate(order, 1) if job_id in wanted}
+    return positions
 
 
 def queue_position(*, session: Session, job: Job) -> int:

@@ -27,7 +27,7 @@ from datetime import timedelta
 from sqlalchemy import ColumnElement, delete, or_, select, update
 from sqlalchemy.orm import Session, joinedload
 
-from server import security
+from server import db, security
 from server.models import ApiToken, Course, LoginFailure, User, aware, now
 from server.services import courses as course_service
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound, QuotaExceeded
@@ -67,7 +67,8 @@ def register(*, session: Session, email: str, name: str, password: str, join_cod
         raise NotFound("no course has this join code")
     # The course's own words are what a classmate guesses first (`Treasure-Hunt1`).
     words = (email, name, alias or "", course.title, course.slug)
-    if (problem := security.password_problem(password, words)) is not None:
+    if (problem := security.password_problem(password, words,
+                                             join_codes=(course.join_code, join_code))) is not None:
         raise Invalid(problem)
     user = create(session=session, email=email, name=name, password=password, alias=alias)
     course_service.join(session=session, user=user, join_code=join_code, alias=alias)
@@ -209,3 +210,12 @@ def purge(*, session: Session, login_window_s: int) -> tuple[int, int]:
     failures = session.execute(delete(LoginFailure).where(
         LoginFailure.at <= now() - timedelta(seconds=login_window_s)))
     return (int(tokens.rowcount), int(failures.rowcount))  # type: ignore[attr-defined]
+
+
+def hold(*, session: Session, user_id: int) -> bool:
+    """Take this user's uploads and account changes one at a time until the transaction ends,
+    so that a check and the write it allows are one step (a quota's count and the upload it lets
+    in; "no submission yet" and the linking that deletes the account); False if the account is
+    gone. A row lock on PostgreSQL; on SQLite the database's one write lock, taken by a write
+    that changes nothing (the transaction's reads then see every committed change)."""
+    return db.hold(session, User, user_id)

@@ -22,6 +22,7 @@ from server.schemas import (
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
+from server.services import final_grades, finals
 from server.services import fleet as fleet_service
 from server.services import policies as policy_service
 from server.services import readiness as readiness_service
@@ -151,6 +152,9 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
     verdict = request.query_params.get("verdict", "")
     if request.query_params.get("saved"):
         extra.setdefault("done", "Saved.")
+    if request.query_params.get("final"):
+        extra.setdefault("done", "Final run queued: every student's counted submission is timed "
+                                 "again, in rounds, behind students' own submissions.")
     if (n := request.query_params.get("regraded", "")).isdigit():
         extra.setdefault("done", f"{int(n)} submission(s) queued for regrading, behind "
                                  "students' own")
@@ -159,6 +163,10 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
     if verdict:
         subs = [s for s in subs if (s.verdict or s.status) == verdict]
     extra.setdefault("extensions", extension_service.of_assignment(session=session, assignment=a))
+    runs = finals.of_assignment(session=session, assignment=a)[:5]
+    extra.setdefault("final_runs", [(r, finals.progress(session=session, run=r)) for r in runs])
+    extra.setdefault("final_grades", final_grades.grades(session=session, assignment_id=a.id))
+    extra.setdefault("last_deadline", finals.last_deadline(session=session, assignment=a))
     return render(request, "manage.html", user=user, course=c, role=role, a=a, subs=subs[::-1][:500],
                   scoring=assignment_service.manifest_of(a).scoring,
                   student=who, verdict=verdict, newest=a.versions[-1], **extra)
@@ -213,6 +221,35 @@ def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
     with committing(session):
         n = submission_service.regrade_all(session=session, actor=user, assignment=a, role=role)
     return RedirectResponse(f"/c/{course}/{slug}/manage?regraded={n}", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/final-run", dependencies=[Csrf])
+def final_run(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+              rounds: Annotated[int, Form()] = finals.ROUNDS) -> Response:
+    c, role = course_for(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        with committing(session):
+            finals.start(session=session, assignment=a, actor=user, role=role, rounds=rounds)
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?final=1", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/final-run/{run_id}/cancel", dependencies=[Csrf])
+def final_run_cancel(course: str, slug: str, run_id: int, request: Request, session: SessionDep,
+                     user: PageUser) -> Response:
+    c, role = course_for(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        with committing(session):
+            run = finals.get(session=session, assignment=a, run_id=run_id)
+            finals.cancel(session=session, run=run, actor=user, role=role)
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
 
 @router.post("/c/{course}/{slug}/manage/extensions", dependencies=[Csrf])

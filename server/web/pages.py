@@ -18,13 +18,14 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server import security
 from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, GradeReportRow, Submission, User
 from server.schemas import JoinCreate, UserCreate
-from server.services import artifacts, retiming, routing
+from server.services import artifacts, final_grades, retiming, routing
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
@@ -63,9 +64,14 @@ class LoginRequired(Exception):
         self.next_url = next_url
 
 
-def _page_user(request: Request, session: SessionDep) -> User:
+def _session_user(request: Request, session: Session) -> User | None:
+    """The user of the browser session's token (None: logged out, or the token ended)."""
     raw = request.session.get("token")
-    user = user_service.user_for_token(session=session, raw=str(raw)) if raw else None
+    return user_service.user_for_token(session=session, raw=str(raw)) if raw else None
+
+
+def _page_user(request: Request, session: SessionDep) -> User:
+    user = _session_user(request, session)
     if user is None:
         raise LoginRequired(request.url.path)
     return user
@@ -284,6 +290,7 @@ def submit(course: str, slug: str, request: Request, session: SessionDep, settin
            user: PageUser, files: Annotated[list[UploadFile], File()]) -> Response:
     _, role, a = _assignment(session, user, course, slug)
     uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
+    uid = user.id
     try:
         sub, _ = submission_service.create(session=session, user=user, assignment=a, role=role,
                                         uploads=uploads, artifacts_root=settings.artifacts_dir,
@@ -292,6 +299,8 @@ def submit(course: str, slug: str, request: Request, session: SessionDep, settin
                                         live_s=settings.runner_live_s)
     except DomainError as exc:
         session.rollback()
+        if session.get(User, uid) is None:  # linked to another account meanwhile: sign in again
+            return RedirectResponse("/login", status_code=303)
         return _assignment_page(request, session, settings, user, course, slug,
                                 error=exc.message, status_code=exc.status)
     return RedirectResponse(f"/s/{sub.id}", status_code=303)
@@ -327,6 +336,7 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
                   staff=course_service.is_staff(role), instructor=role == "instructor",
                   review=row.review if row else None,
                   retime=retiming.promise(sub=sub, row=row, after_s=settings.retime_after_s),
+                  final=final_grades.settled(session=session, sub=sub),
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "",
                   weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")
@@ -437,6 +447,9 @@ def login_redirect(request: Request, exc: LoginRequired) -> Response:
 
 
 def error_page(request: Request, exc: DomainError) -> HTMLResponse:
-    """A refused page request, as a page (the API answers JSON)."""
+    """A refused page request, as a page (the API answers JSON), with the reader's own header
+    (their name, log out) where they are logged in."""
+    with request.app.state.sessions() as session:
+        user = _session_user(request, session)
     return render(request, "error.html", status_code=exc.status, error=exc.message,
-                  status=exc.status)
+                  status=exc.status, user=user)

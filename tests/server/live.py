@@ -46,6 +46,35 @@ def wait_until(what: str, predicate: Callable[[], Any], timeout: float = 120,
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def wait_while_moving(what: str, predicate: Callable[[], Any], moving: Callable[[], Any],
+                      stall: float = 120, cap: float = 1800, every: float = 0.5) -> Any:
+    """The predicate's first truthy value, waiting as long as the work it waits for moves:
+    `moving()` (a snapshot: a job's state and heartbeat, a queue's length) changing restarts the
+    `stall` clock. A busy host makes work slower, not stuck; only a stall (or `cap`) fails."""
+    start = last_move = time.monotonic()
+    seen = moving()
+    while time.monotonic() - start < cap:
+        value = predicate()
+        if value:
+            return value
+        now, snapshot = time.monotonic(), moving()
+        if snapshot != seen:
+            seen, last_move = snapshot, now
+        elif now - last_move > stall:
+            raise AssertionError(f"waiting for {what}: nothing moved for {stall:.0f} s "
+                                 f"(last seen: {seen!r})")
+        time.sleep(every)
+    raise AssertionError(f"timed out after {cap:.0f} s waiting for {what} (last seen: {seen!r})")
+
+
+def serve_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a `paragrade serve` (or `paragrade admin`) process of a test: SQLite,
+    artifacts and the embedded broker in `tmp_path`."""
+    return {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
+            "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
+            "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
+
+
 def answers(url: str) -> bool:
     """The URL answers 200 (a server still starting, or gone, does not)."""
     try:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from runners.protocol import JobOutcome
@@ -161,9 +162,13 @@ def test_a_new_version_serves_students_only_once_it_validates(world: World) -> N
 def test_starter_download_has_no_hidden_tests(world: World) -> None:
     r = world.get(world.ada, "/api/courses/th/assignments/t1-multiprocessing/starter")
     assert r.status_code == 200
-    names = zipfile.ZipFile(io.BytesIO(r.content)).namelist()
+    kit = zipfile.ZipFile(io.BytesIO(r.content))
+    names = kit.namelist()
     assert "starter/solution.py" in names and "statement.md" in names
     assert not any(n.startswith(("hidden/", "reference/", "baseline/")) for n in names)
+    # With what plain pytest needs on the student's machine (tests/test_student_kit.py runs it).
+    assert "def submission" in kit.read("public_tests/conftest.py").decode()
+    assert "python -m pytest -q public_tests" in kit.read("README.txt").decode()
 
 
 # uploads -----------------------------------------------------------------------------------
@@ -389,6 +394,26 @@ def test_leaderboard_ties_on_overlapping_intervals(world: World, engine: Engine)
     assert [(e["alias"], e["rank"], e["tied"]) for e in board] == [("ada", 1, True),
                                                                    ("bob", 1, True)]
     assert board[0]["you"] and board[0]["submission_id"] is not None
+    # Ties do not chain: cy's interval meets bob's but not ada's, so cy does not share ada's
+    # rank through bob; dee's meets cy's, so dee shares cy's.
+    more = {"cy": (1.8, 1.7, 1.88), "dee": (1.75, 1.65, 1.79)}
+    for who, (med, lo, hi) in more.items():
+        r = c.post("/api/auth/register", json={"email": f"{who}@uni.edu", "name": who,
+                                               "password": "studentpass1",
+                                               "join_code": world.join_code, "alias": who})
+        assert r.status_code == 201, r.text
+        token = login(c, f"{who}@uni.edu", "studentpass1")
+        sid = world.submit(token, REFERENCE).json()["id"]
+        with session_factory(engine)() as s:
+            sub = s.get(Submission, sid)
+            assert sub is not None
+            grading.store_report(session=s, sub=sub, report=GradeReport.model_validate(
+                sample_report(median=med, lo=lo, hi=hi)))
+            s.commit()
+    board = c.get("/api/courses/th/assignments/t1-multiprocessing/leaderboard",
+                  headers=world.ada).json()
+    assert [(e["alias"], e["rank"], e["tied"]) for e in board] == [
+        ("ada", 1, True), ("bob", 1, True), ("cy", 3, True), ("dee", 3, True)]
 
 
 def test_health_ready_metrics(world: World) -> None:
@@ -396,9 +421,16 @@ def test_health_ready_metrics(world: World) -> None:
     assert c.get("/healthz").json() == {"status": "ok"}
     assert c.get("/readyz").json() == {"status": "ready"}
     world.submit(world.ada, REFERENCE)
-    text = c.get("/metrics").text
+    # A development server answers /metrics to this machine only (it may be bound to a name
+    # others reach).
+    assert c.get("/metrics").status_code == 403  # TestClient's client is "testclient"
+    here = TestClient(c.app, client=("127.0.0.1", 50000))
+    text = here.get("/metrics").text
     assert 'paragrade_queue_depth{queue="cpu"} 1.0' in text
     assert "paragrade_http_requests_total" in text
+    away = TestClient(c.app, client=("192.0.2.7", 50000))
+    r = away.get("/metrics")
+    assert r.status_code == 403 and "this machine only" in r.text, r.text
 
 
 def test_openapi_has_error_models(world: World) -> None:
@@ -599,3 +631,45 @@ def test_a_runner_of_another_protocol_is_refused_at_hello(world: World) -> None:
     r = world.client.post("/api/runner/hello", json={**hello, "protocol_version": PROTOCOL_VERSION},
                           headers=RUNNER)
     assert r.status_code == 204, r.text
+
+
+def test_the_staff_list_reads_a_few_queries_however_many_submissions(world: World,
+                                                                      engine: Engine) -> None:
+    """A deadline night's list: its queries do not grow with the submissions (each one's latest
+    job, queue position and what its queue waits for are read for the whole list at once), and
+    each entry says what the submission's own page says."""
+    from sqlalchemy import event
+
+    c = world.client
+    c.patch("/api/courses/th/assignments/t1-multiprocessing", json={"quota_count": 50},
+            headers=world.prof)
+    url = "/api/courses/th/assignments/t1-multiprocessing/submissions"
+    statements: list[str] = []
+
+    def counted(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    def listed() -> tuple[int, list[dict[str, Any]]]:
+        statements.clear()
+        event.listen(engine, "before_cursor_execute", counted)
+        try:
+            r = c.get(url, headers=world.prof)
+        finally:
+            event.remove(engine, "before_cursor_execute", counted)
+        assert r.status_code == 200, r.text
+        return len(statements), r.json()
+
+    for i in range(3):
+        for who in (world.ada, world.bob):
+            assert world.submit(who, REFERENCE + f"\n# {i}\n".encode()).status_code == 201
+    few, rows = listed()
+    for i in range(3, 12):
+        for who in (world.ada, world.bob):
+            assert world.submit(who, REFERENCE + f"\n# {i}\n".encode()).status_code == 201
+    many, rows = listed()
+    assert len(rows) == 24 and many == few, (few, many)
+    for row, who in ((rows[0], world.bob), (rows[-1], world.ada)):
+        own = world.get(who, f"/api/submissions/{row['id']}").json()
+        assert (row["queue_position"], row["waiting_for"], row["queue"]) == \
+            (own["queue_position"], own["waiting_for"], own["queue"]) and own["queue_position"]
+    assert [r["queue_position"] for r in rows] == list(range(24, 0, -1))  # newest last in line

@@ -391,3 +391,58 @@ def test_linking_needs_an_lms_made_account_that_has_not_submitted(world: World,
     # And no form post without the page's CSRF token.
     r = b.post("/lti/link", data={"email": "bob@uni.edu", "password": "studentpass1"})
     assert r.status_code == 403
+
+
+def test_an_upload_in_flight_is_never_lost_to_a_link(world: World, engine: Engine,
+                                                     lms: StandInLms) -> None:
+    """The LMS-made account uploads and links at the same moment: one of them goes first. The
+    upload's submission is never deleted with the account: the link sees it and is refused, or
+    the upload comes after the link (into the account it linked to, or refused)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import func, select
+
+    from server.db import session_factory
+    from server.models import Submission
+
+    def count() -> int:
+        with session_factory(engine)() as s:
+            return int(s.scalar(select(func.count()).select_from(Submission)) or 0)
+
+    def race(sub: str) -> tuple[bool, int, int]:
+        """Upload and link at once from a fresh LMS-made account: taken?, the link's status,
+        submissions stored."""
+        b = _browser(world)
+        r = _launch_at(b, lms, TARGET, sub=sub, email="bob@uni.edu", name="Bob")
+        assert r.status_code == 303
+        upload_page, link_page = b.get("/c/th/t1-multiprocessing"), b.get("/lti/link")
+        before = count()
+        start = threading.Barrier(2)
+
+        def upload() -> bool:
+            """Whether the upload was taken (a refusal, or a sign-in gone, answers otherwise)."""
+            start.wait()
+            r = b.post("/c/th/t1-multiprocessing/submit",
+                       data={"csrf_token": csrf(upload_page.text)},
+                       files=[("files", ("solution.py", REFERENCE))])
+            return r.status_code == 303 and r.headers["location"].startswith("/s/")
+
+        def link() -> int:
+            start.wait()
+            return b.post("/lti/link", data={"csrf_token": csrf(link_page.text),
+                                             "email": "bob@uni.edu", "password": "studentpass1",
+                                             "next": "/"}).status_code
+
+        with ThreadPoolExecutor(2) as pool:
+            uploaded, linked = pool.submit(upload), pool.submit(link)
+            up, ln = uploaded.result(), linked.result()
+        b.close()
+        return up, ln, count() - before
+
+    for i in range(3):
+        up, ln, stored = race(f"bob-lms-{i}")
+        # A submission taken is still stored (the link deleted the account it was made in: lost).
+        # An upload after the link goes to the account the browser is now signed in to.
+        assert stored == up, (up, ln, stored)
+        assert ln in (303, 409), ln  # linked, or refused for the submission it saw

@@ -306,3 +306,54 @@ def test_a_student_joins_another_course_from_the_home_page(world: World, engine:
         aliases = {e.course.slug: e.alias for e in s.scalars(
             select(Enrollment).join(User).where(User.email == "ada@uni.edu"))}
     assert aliases["c2"] == aliases["th"] is not None
+
+
+def test_pages_say_what_happens_and_a_refusal_keeps_the_header(world: World) -> None:
+    ada = browser(world)
+    page = ada.get(T1).text
+    assert "runs on the <strong>cpu</strong> queue (2 cores)" in page, page
+    r = ada.get(f"{T1}/manage")  # a student on a staff page: refused, still in her own header
+    assert r.status_code == 403
+    assert "ada" in r.text and 'action="/logout"' in r.text and "Back to your courses" in r.text
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
+    assert "scoring.credit" not in prof.get(f"{T1}/reviews").text
+
+
+def _cpu(parallelism: float) -> dict[str, float]:
+    return {"parallelism": parallelism, "parallelism_ci_low": parallelism - 0.05,
+            "parallelism_ci_high": parallelism + 0.05, "baseline_parallelism": 1.0,
+            "work_ratio": 1.0, "work_ratio_ci_low": 0.98, "work_ratio_ci_high": 1.02,
+            "submission_cpu_median_s": 0.3, "baseline_cpu_median_s": 0.3}
+
+
+def test_a_serial_answer_is_told_it_is_serial(world: World, engine: Engine) -> None:
+    """A plain loop under a parallel-credit rule: the report says first that no parallel work
+    was seen, in the student's words; a parallel answer's report does not."""
+    seen = {}
+    for name, busy in (("serial", 0.93), ("parallel", 1.9)):
+        sid = world.submit(world.ada, REFERENCE + f"\n# {name}\n".encode()).json()["id"]
+        report = sample_report(median=1.18, lo=1.1, hi=1.3, credit="capped")
+        report["scaling"][0]["cpu"] = _cpu(busy)
+        store(engine, sid, report)
+        seen[name] = browser(world).get(f"/s/{sid}").text
+    assert "No parallel work seen:" in seen["serial"]
+    assert "about 0.9 of 2 cores busy (the serial baseline 1.0)" in seen["serial"]
+    assert "No parallel work seen" not in seen["parallel"]
+
+
+def test_the_graders_evidence_is_under_how_this_was_measured(world: World, engine: Engine) -> None:
+    """The headline says the verdict, points and speedup; the grader's evidence (its notes, busy
+    cores, work ratio, Karp–Flatt) waits in a section the student opens."""
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    report = sample_report(median=1.9, lo=1.8, hi=2.0, credit="credited")
+    report["scaling"][0]["cpu"] = _cpu(1.9)
+    report["notes"] = ["timed in pairs: both sandboxes alive, calls alternating"]
+    store(engine, sid, report)
+    page = browser(world).get(f"/s/{sid}").text
+    headline, rest = page.split("<h2>Tests</h2>", 1)
+    assert "Speedup <strong>1.90×</strong>" in headline
+    assert "timed in pairs" not in headline and "busy cores" not in headline
+    measured = rest.split("<summary>How this was measured</summary>", 1)[1]
+    assert "timed in pairs: both sandboxes alive" in measured
+    assert "busy cores</th>" in measured and "1.90 (1.85–1.95)" in measured
+    assert "Karp–Flatt e</th>" in measured

@@ -227,3 +227,30 @@ def test_a_gpu_task_that_can_be_simulated_is_graded_where_no_gpu_runner_serves(
 def _job_of_submission(engine: Engine, sid: int) -> int:
     with session_factory(engine)() as s:
         return int(s.scalar(select(Job.id).where(Job.submission_id == sid)) or 0)
+
+
+def test_a_students_submission_goes_before_a_check_on_another_of_the_runners_queues(
+        world: World, engine: Engine) -> None:
+    """The local runner of a first start serves several queues: whichever queue's message it
+    gets, a student's first submission goes before a package check (here t2's, on `mpi`)."""
+    _import(world, "treasure-hunt/t2-mpi")
+    with session_factory(engine)() as s:
+        check = s.scalar(select(Job.id).where(Job.kind == "validate", Job.state == "queued"))
+    assert check is not None
+    sid = world.submit(world.ada, REFERENCE).json()["id"]  # t1, on `cpu`
+
+    def claim_by_message(job_id: int, runner: str) -> dict:  # type: ignore[type-arg]
+        r = world.client.post(f"/api/runner/jobs/{job_id}/claim", params={"runner": runner},
+                              headers=RUNNER)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    _hello(world.client, "both", ["cpu", "mpi"])
+    offer = claim_by_message(check, "both")  # the check's message, on `mpi`
+    assert offer["job"] is not None and offer["job"]["submission_id"] == sid, offer
+    with session_factory(engine)() as s:
+        assert s.get(Job, check).state == "queued"  # type: ignore[union-attr]
+    # A runner that has not said which queues it serves takes only the message's own queue.
+    world.submit(world.bob, REFERENCE)
+    offer = claim_by_message(check, "unannounced")
+    assert offer["validate_job"] is not None and offer["job_id"] == check, offer

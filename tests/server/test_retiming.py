@@ -3,7 +3,7 @@ again once, later, by the reaper; its new report replaces the marked one, higher
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, select
 
@@ -75,7 +75,10 @@ def test_an_interfered_grading_is_timed_again_once_and_replaced(world: World,
     assert {sid: len(_jobs(engine, sid)) for sid in (short, quiet)} == before
 
     page = browser(world, "ada@uni.edu").get(f"/s/{short}").text
-    assert "The platform will time it again by itself, about 10 min after it was graded" in page
+    at = datetime.now(UTC) + timedelta(seconds=300)  # graded 300 s ago, re-timed after 600 s
+    assert ("The node was busy while you were timed: the platform will time it again by itself "
+            "at about ") in page and "about 10 min after it was graded" in page
+    assert any(f"at about {(at + timedelta(minutes=d)):%H:%M} UTC" in page for d in (-1, 0, 1))
     assert "time it again" not in browser(world, "bob@uni.edu").get(f"/s/{quiet}").text
 
     _sweep(world, after_s=60)

@@ -85,6 +85,28 @@ def test_what_a_guesser_tries_first_is_refused(world: World, password: str, emai
     assert r.status_code == 422 and "easy to guess" in r.json()["detail"], r.text
 
 
+@pytest.mark.parametrize("password", [
+    "P@tSm1th2026", "Sm1th-P@t-26", "p4t.sm1th26!", "P4tSm1th!", "$mith2026!!", "htimStaP2026",
+    "P.a.t.S.m.i.t.h.26", "Summ3r2026!", "Wint3r2026!", "5ummer2026!", "Tr3asureHunt26",
+    "Treasur3Hunt!", "Pyth0nParallel1", "Sept2026!!Pat", "Qwerty2026!", "Monday2026!",
+    "student2026!", "Student123!"])
+def test_a_guessers_rules_are_applied_before_the_checks(world: World, password: str) -> None:
+    """Each passed (201) for Pat Smith in "Treasure hunt: parallel Python" (the third red-team
+    pass): leetspeak, reversal and separators, short months, days, `student`, keyboard rows."""
+    r = world.post(world.prof, "/api/courses", json={"slug": "tp",
+                                                      "title": "Treasure hunt: parallel Python"})
+    assert r.status_code == 201, r.text
+    r = _register(world, email="pat.smith@uni.edu", name="Pat Smith", password=password,
+                  join_code=r.json()["join_code"])
+    assert r.status_code == 422 and "easy to guess" in r.json()["detail"], r.text
+
+
+def test_a_courses_join_code_is_never_a_password(world: World) -> None:
+    for password in (world.join_code, f"my {world.join_code} pass", world.join_code.upper()):
+        r = _register(world, password=password)
+        assert r.status_code == 422 and "join code" in r.json()["detail"], (password, r.text)
+
+
 WORDS = ("orchid", "lantern", "gravel", "copper", "meadow", "violin", "harbor", "quartz",
          "thistle", "saddle", "pepper", "glacier", "walnut", "falcon", "ribbon", "canyon",
          "marble", "tundra", "biscuit", "lagoon", "fiddle", "cobalt", "juniper", "anvil")
@@ -117,14 +139,15 @@ def test_an_alias_that_only_differs_invisibly_is_refused(world: World, first: st
     assert r.status_code == 409 and "taken" in r.json()["detail"], r.text
 
 
-@pytest.mark.parametrize("alias", ["student-90", "Student-7", "ｓｔｕｄｅｎｔ-1"])
+@pytest.mark.parametrize("alias", ["student-90", "Student-7", "ｓｔｕｄｅｎｔ-1", "student-7O",
+                                   "student-l2", "ꜱᴛᴜᴅᴇɴᴛ-3"])
 def test_the_boards_own_labels_are_nobodys_alias(world: World, alias: str) -> None:
     """The board shows `student-<id>` for a student without an alias: no one may take one."""
     r = _register(world, alias=alias)
     assert r.status_code == 409 and "taken" in r.json()["detail"], r.text
 
 
-@pytest.mark.parametrize("alias", ["ada", "Ada", "ADA", "аda", "ａｄａ", "adа"])
+@pytest.mark.parametrize("alias", ["ada", "Ada", "ADA", "аda", "ａｄａ", "adа", "ᴀᴅᴀ"])
 def test_an_alias_that_looks_like_a_taken_one_is_refused(world: World, alias: str) -> None:
     r = _register(world, alias=alias)  # "ada" is taken (a Cyrillic а, fullwidth letters …)
     assert r.status_code == 409 and "taken" in r.json()["detail"], r.text

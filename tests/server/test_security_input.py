@@ -251,7 +251,8 @@ def test_a_crash_is_counted_in_metrics_and_answers_without_a_traceback(
         raise RuntimeError("secret detail of the failure")
 
     client.app.add_api_route("/api/test-boom", boom)  # type: ignore[attr-defined]
-    quiet = TestClient(client.app, raise_server_exceptions=False)
+    # From this machine: a development server answers /metrics to no one else.
+    quiet = TestClient(client.app, raise_server_exceptions=False, client=("127.0.0.1", 50000))
     before = _server_errors(quiet)
     r = quiet.get("/api/test-boom")
     assert r.status_code == 500 and "secret detail" not in r.text
@@ -400,6 +401,8 @@ def test_metrics_answer_only_the_operators_scraper_outside_development(
             assert r.status_code == 403 and "metrics token" in r.text, r.text
             assert c.get("/metrics", headers={"Authorization": "Bearer wrong-token-0123456789"}
                          ).status_code == 403
+            for bare in (token, f"Basic {token}", f"bearer{token}"):  # only `Bearer <token>`
+                assert c.get("/metrics", headers={"Authorization": bare}).status_code == 403
             r = c.get("/metrics", headers={"Authorization": f"Bearer {token}"})
             assert r.status_code == (200 if configured else 403)
             if configured:

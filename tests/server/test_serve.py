@@ -20,41 +20,48 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.live import answers, free_port, wait_until
+from tests.server.live import answers, free_port, serve_env, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
-            "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
-            "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
-
-
-def test_sigterm_stops_the_server_and_its_runner(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_a_stop_ends_the_server_and_its_runner_cleanly(tmp_path: Path, how: str) -> None:
+    """SIGTERM to the server (a service manager), or SIGINT to its whole terminal group
+    (Ctrl-C): the server and its runner stop, with no error line on the way."""
     port = free_port()
-    env = _env(tmp_path)
+    env = serve_env(tmp_path)
     log = (tmp_path / "serve.log").open("wb")
     serve = subprocess.Popen([sys.executable, "-m", "paragrade.cli", "serve", "--port", str(port)],
-                             env=env, stdout=log, stderr=subprocess.STDOUT)
+                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until("the server", lambda: answers(f"http://127.0.0.1:{port}/healthz"), 60)
 
+        def children(pid: str | int) -> list[str]:
+            return subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                  text=True).stdout.split()
+
         def runner_pid() -> str | None:
-            children = subprocess.run(["pgrep", "-P", str(serve.pid)], capture_output=True,
-                                      text=True).stdout.split()
-            return next((c for c in children if b"runner" in Path(
+            return next((c for c in children(serve.pid) if b"runner" in Path(
                 f"/proc/{c}/cmdline").read_bytes()), None)
 
         runner = wait_until("the local runner", runner_pid, 30)
-        serve.send_signal(signal.SIGTERM)
+        wait_until("the runner's pool process", lambda: children(runner), 60)
+        if how == "SIGTERM":
+            serve.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(serve.pid, signal.SIGINT)
         serve.wait(60)
         # The runner went with it (reaped, or at most a zombie), not left serving alone.
         wait_until("the runner to stop", lambda: not Path(f"/proc/{runner}").exists() or
                    "Z (zombie)" in Path(f"/proc/{runner}/status").read_text(), 5)
     finally:
         if serve.poll() is None:
-            serve.kill()
+            os.killpg(serve.pid, signal.SIGKILL)
+    said = (tmp_path / "serve.log").read_text(errors="replace")
+    assert "ERROR" not in said and "Traceback" not in said, said[-3000:]
+    assert said.rstrip().endswith(f"paragrade stopped (http://127.0.0.1:{port} and its local "
+                                  "runner)"), said[-3000:]
 
 
 def _healthz_counted(port: int) -> float:
@@ -72,7 +79,7 @@ def _serving(tmp_path: Path, port: int, **env: str
     """`paragrade serve --workers 2` (no runner), ready; the supervisor and its two processes.
     Its metrics folder is in `tmp_path` (one `serve` made itself is left behind by a SIGKILL)."""
     log = (tmp_path / "serve.log").open("wb")
-    env = {**_env(tmp_path), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), **env}
+    env = {**serve_env(tmp_path), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), **env}
     serve = subprocess.Popen([sys.executable, "-m", "paragrade.cli", "serve", "--port", str(port),
                               "--workers", "2", "--no-runner"], env=env,
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -135,3 +142,57 @@ def test_server_processes_end_with_their_supervisor_even_killed(tmp_path: Path) 
                    lambda: not any(Path(f"/proc/{w}").exists() for w in workers), 10)
     with socket.socket() as again:  # the port is free for the next start
         again.bind(("127.0.0.1", port))
+
+
+RUNNER_AT_WORK = """
+import signal, sys, time, urllib.request
+
+def finish(*_):  # the grading in hand ends, and its result goes to the server
+    time.sleep(1)
+    with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+        open(sys.argv[2], "w").write(str(r.status))
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, finish)
+open(sys.argv[2], "w").write("working")
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_a_stop_lets_the_runner_post_its_result_before_the_server_goes(tmp_path: Path) -> None:
+    """The local runner is stopped first, the server still answering: the result of the
+    grading it holds reaches the server (stopped the other way round, it met a closed port)."""
+    import threading
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from server.stopping import RunnersFirst
+
+    app = FastAPI()
+
+    @app.get("/result")
+    def result() -> dict[str, str]:
+        return {"taken": "yes"}
+
+    port = free_port()
+    said = tmp_path / "runner.txt"
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER_AT_WORK,
+                               f"http://127.0.0.1:{port}/result", str(said)],
+                              start_new_session=True)
+    server = RunnersFirst(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"),
+                          [runner])
+    serving = threading.Thread(target=server.run, daemon=True)
+    serving.start()
+    try:
+        wait_until("the server", lambda: answers(f"http://127.0.0.1:{port}/result"), 30)
+        wait_until("the runner at work", lambda: said.exists(), 30)
+        server.handle_exit(signal.SIGTERM, None)  # as the signal handler is called
+        assert not server.should_exit  # the runner first
+        serving.join(60)
+        assert not serving.is_alive() and runner.poll() == 0
+        assert said.read_text() == "200"  # its result was taken
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)

@@ -103,6 +103,8 @@ def test_the_numbers_are_the_ones_computed_by_hand(klass: World) -> None:
     assert (group["message"], group["count"]) == ("AssertionError: expected N, got N", 2)
     assert tests["b"]["failures"][0]["message"] == "AssertionError at <path>:N"
     assert st["speedups"] == [1.0, 1.8, 2.2]  # dan's held one is his best passed one
+    # What the points come from: dan's held one (1.0 measured) earns none yet: it counts 0.
+    assert st["credited_speedups"] == [0.0, 1.8, 2.2], st["credited_speedups"]
     assert st["credit"] == {"credited": 2, "held": 1}
     [point] = st["scaling"]  # sample_report's one point at 2 workers: 1.0, 1.8, 2.2
     assert (point["workers"], point["median_speedup"], point["students"]) == (2, 1.8, 3)
@@ -125,6 +127,10 @@ def test_the_page_and_the_csv_say_the_same(klass: World) -> None:
     text = page.text
     assert "eve" in text and "AssertionError: expected N, got N" in text
     assert text.count("<svg") == 4  # scores, speedups, scaling curve, submissions per hour
+    # Figures in words: the credited speedup named as such, credit outcomes as a student reads
+    # them (no `capped 1`), one student not "1 students".
+    assert "median credited speedup" in text and "1 held for review" in text, text
+    assert "2 speedup credited" in text and "1 students" not in text
     assert "the class's middle half 1.40–2.00" in text  # the curve's bar at 2 workers
     assert "1/5 (20 %)" in text and "3/5 (60 %)" in text  # test c, first try and final
     rows = list(csv.DictReader(io.StringIO(klass.client.get(

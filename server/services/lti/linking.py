@@ -61,13 +61,15 @@ def link(*, session: Session, lms_user: User, email: str, password: str, address
     already (its submissions would be left behind: the course's staff decide)."""
     if not lms_only(lms_user):
         raise Forbidden("this account was not made by an LMS: there is nothing to link")
-    if session.scalar(select(exists().where(Submission.user_id == lms_user.id))):
-        raise Conflict("you have submitted from the account your LMS made: linking would leave "
-                       "those submissions behind, so ask the course's staff to move them")
+    _refuse_if_submitted(session, lms_user)  # before a password is tried
     owner = user_service.authenticate(session=session, email=email, password=password,
                                       address=address, limits=limits)
     if lms_only(owner) or owner.id == lms_user.id:
         raise Forbidden("that account was made by an LMS too: log in with your own account")
+    # Again, held until the account is gone (authenticate committed: nothing is held before):
+    # an upload in flight from it finishes first and is seen here, or waits and finds it gone.
+    user_service.hold(session=session, user_id=lms_user.id)
+    _refuse_if_submitted(session, lms_user)
     _enrolments(session, lms_user, owner)
     for post in session.scalars(select(LtiGradePost).where(LtiGradePost.user_id == lms_user.id)):
         twin = session.scalar(select(LtiGradePost.id).where(
@@ -87,6 +89,12 @@ def link(*, session: Session, lms_user: User, email: str, password: str, address
     session.execute(delete(User).where(User.id == lms_user.id))  # the rest goes with it (CASCADE)
     session.flush()
     return owner
+
+
+def _refuse_if_submitted(session: Session, lms_user: User) -> None:
+    if session.scalar(select(exists().where(Submission.user_id == lms_user.id))):
+        raise Conflict("you have submitted from the account your LMS made: linking would leave "
+                       "those submissions behind, so ask the course's staff to move them")
 
 
 def _enrolments(session: Session, lms_user: User, owner: User) -> None:

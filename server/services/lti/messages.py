@@ -28,6 +28,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from runners.protocol import text
 from server.models import LtiLaunchData, LtiPlatform, aware, now
 from server.services import outbound
 from server.services.errors import Forbidden
@@ -313,6 +314,15 @@ def token_problem(header: t.Any, body: t.Any) -> str | None:
     link = body.get(DEEP_LINK_CLAIM)
     if link is not None and not isinstance(link.get("deep_link_return_url"), str):
         return "the id_token's deep linking settings need a return URL"
+    read = {name: body.get(name) for name in ("iss", "sub", "azp", "email", "name",
+                                              TARGET_CLAIM)}
+    read |= {f"grade service {k}": ags.get(k) for k in ("lineitem", "lineitems")}
+    read |= {f"role {i + 1}": r for i, r in enumerate(body.get(ROLES_CLAIM) or [])}
+    read |= {f"scope {i + 1}": s for i, s in enumerate(ags.get("scope") or [])}
+    read["deep linking return URL"] = (link or {}).get("deep_link_return_url")
+    for name, value in read.items():  # what this tool stores or compares with what it stored
+        if isinstance(value, str) and (why := text.problem(value, f"the id_token's {name!r}")):
+            return why
     return None
 
 

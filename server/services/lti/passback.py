@@ -27,7 +27,7 @@ from server.models import (
     now,
 )
 from server.services import assignments as assignment_service
-from server.services import outbound
+from server.services import final_grades, outbound
 from server.services.lti.platforms import LmsHttp, PlatformRegistration, policy
 from server.settings import ServerSettings, get_settings
 
@@ -37,8 +37,12 @@ log = logging.getLogger("paragrade.lti")
 
 
 def current_score(session: Session, assignment_id: int, user_id: int) -> float | None:
-    """The score the leaderboard uses (its entry's, after late policy and reviews), else the
-    student's best graded score; None before anything is graded."""
+    """The score the assignment's latest final run settled, else the one the leaderboard uses
+    (its entry's, after late policy and reviews), else the student's best graded score; None
+    before anything is graded."""
+    final = final_grades.grade_of(session=session, assignment_id=assignment_id, user_id=user_id)
+    if final is not None:
+        return final.score
     board = session.scalar(select(GradeReportRow.score).join(
         BoardEntry, BoardEntry.submission_id == GradeReportRow.submission_id).where(
         BoardEntry.assignment_id == assignment_id, BoardEntry.user_id == user_id))

@@ -1,4 +1,4 @@
-"""Public tests for the dask assignment: run them with `paragrade test`."""
+"""Public tests for the dask assignment: run them with `python -m pytest -q public_tests`."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Public tests for the joblib sweep: run them with `paragrade test`."""
+"""Public tests for the joblib sweep: run them with `python -m pytest -q public_tests`."""
 
 import numpy as np
 import pytest

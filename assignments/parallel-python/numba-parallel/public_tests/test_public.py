@@ -1,4 +1,4 @@
-"""Public tests for numba-parallel: run them with `paragrade test`."""
+"""Public tests for numba-parallel: run them with `python -m pytest -q public_tests`."""
 
 from typing import TYPE_CHECKING
 

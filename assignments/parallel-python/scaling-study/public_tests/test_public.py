@@ -1,4 +1,4 @@
-"""Public tests for the scaling study: run them with `paragrade test` (it starts the MPI ranks)."""
+"""Public tests for the scaling study: `python -m pytest -q public_tests` runs them as one rank, `paragrade test` on MPI ranks."""
 
 MASK = (1 << 64) - 1
 

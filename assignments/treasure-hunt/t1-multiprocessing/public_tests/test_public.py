@@ -1,4 +1,4 @@
-"""Public tests for treasure hunt 1: run them with `paragrade test`."""
+"""Public tests for treasure hunt 1: run them with `python -m pytest -q public_tests`."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Public tests for treasure hunt 2: run them with `paragrade test` (it starts the MPI ranks)."""
+"""Public tests for treasure hunt 2: `python -m pytest -q public_tests` runs them as one rank, `paragrade test` on MPI ranks."""
 
 import numpy as np
 import pytest

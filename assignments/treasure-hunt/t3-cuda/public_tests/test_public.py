@@ -1,4 +1,4 @@
-"""Public tests for treasure hunt 3: run them with `paragrade test` (small on the simulator)."""
+"""Public tests for treasure hunt 3: `NUMBA_ENABLE_CUDASIM=1 python -m pytest -q public_tests` (small on the simulator)."""
 
 import numpy as np
 

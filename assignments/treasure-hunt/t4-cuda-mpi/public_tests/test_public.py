@@ -1,4 +1,4 @@
-"""Public tests for treasure hunt 4: run them with `paragrade test` (on a machine with a GPU)."""
+"""Public tests for treasure hunt 4: run them with `python -m pytest -q public_tests` on a machine with a GPU."""
 
 import numpy as np
 

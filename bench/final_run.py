@@ -1,0 +1,163 @@
+"""A class through the server, then its final run: do the final points rank the code, not the hour?
+
+A real server (embedded broker), one runner, the t2-mpi package. Students hand in variants of
+t2 whose rank 0 sums SHARE % of the range (two ranks run at about 100/SHARE times one: 100 is
+serial in effect, 50 the even split of the reference), PER_VARIANT students each, every file
+differing from its variant's others only by a comment. Every student submits once (graded live,
+in whatever state the host is), then the final run goes RUNS times. The table gives, per variant,
+the spread of live points and of final points among its students, and the largest change of a
+student's final points from one final run to the next; the extra gives the class's rank
+inversions (two students whose variants' quiet speedups are ≥ 10 % apart, ranked the wrong way by
+their figures) live and final, and runner seconds per student (a live grading vs one final run).
+
+    .venv/bin/python -m bench.final_run [--per-variant 4] [--shares 100,80,70,60,50]
+                                        [--rounds 3] [--runs 2] [--anchor]
+
+Record `bench.core_speed` just before (how noisy the hour was).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from bench.common import publish
+from server.models import Job, Submission
+from server.settings import REPO_ROOT
+from tests.server.live import Platform, wait_until
+
+SLUG = "t2-mpi"
+TEMPLATE = (REPO_ROOT / "tests/fixtures/t2-variants/uneven_72.py").read_text()
+
+
+def variant(share: int, student: str) -> bytes:
+    """t2 with rank 0 summing `share` % of the range, signed by `student` (a comment)."""
+    assert "72 + 28 *" in TEMPLATE
+    code = TEMPLATE.replace("72 + 28 *", f"{share} + {100 - share} *")
+    return f"# {student}'s solution\n{code}".encode()
+
+
+def _seconds(p: Platform, kind: str) -> list[float]:
+    """Wall seconds of every finished job of this kind (claim to result)."""
+    with p.sessions() as s:
+        return [(j.finished_at - j.claimed_at).total_seconds() for j in s.scalars(
+            select(Job).where(Job.kind == kind, Job.state == "done"))
+            if j.finished_at and j.claimed_at]
+
+
+def _inversions(figure: dict[str, float], quiet: dict[str, float]) -> int:
+    """Pairs of students whose quiet speedups are ≥ 10 % apart, ranked the wrong way."""
+    return sum(1 for a, b in itertools.combinations(figure, 2)
+               if (quiet[a] >= 1.1 * quiet[b] and figure[a] < figure[b])
+               or (quiet[b] >= 1.1 * quiet[a] and figure[b] < figure[a]))
+
+
+def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
+            runs: int, anchor: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    p = Platform(tmp, f"sqla+sqlite:///{tmp / 'broker.sqlite'}")
+    try:
+        code = p.course(f"treasure-hunt/{SLUG}")
+        p.start_runner("cpu-1", "cpu,mpi", env={"PARAGRADE_ANCHOR": "true"} if anchor else None)
+        clock = time.monotonic()
+        wait_until("t2 to validate", lambda: p.get(
+            p.prof, f"/api/courses/c/assignments/{SLUG}")["validation"] == "ready", 600)
+        phases = {"validation_s": round(time.monotonic() - clock, 1)}
+        clock = time.monotonic()
+        share_of: dict[str, int] = {}
+        for share in shares:
+            for i in range(per_variant):
+                name = f"s{share}x{i}"
+                share_of[name] = share
+                p.submit(p.student(name, code), SLUG, variant(share, name))
+
+        def pending() -> int:
+            with p.sessions() as s:
+                return len(s.scalars(select(Submission.id).where(
+                    Submission.status.in_(("queued", "running")))).all())
+
+        wait_until("every live grading", lambda: pending() == 0, 120 * len(share_of), 1)
+        phases["live_s"] = round(time.monotonic() - clock, 1)
+        with p.sessions() as s:
+            subs = [(sub.id, sub.user.name) for sub in s.scalars(select(Submission))]
+        live: dict[str, tuple[float, float]] = {}
+        for sid, name in subs:
+            got = p.get(p.prof, f"/api/submissions/{sid}")
+            sp = (got.get("report") or {}).get("speedup")
+            live[name] = (got["score"] or 0.0, sp["median"] if sp else 0.0)
+        finals: list[dict[str, tuple[float, float]]] = []
+        for i in range(runs):
+            clock = time.monotonic()
+            r = p.http.post(f"/api/courses/c/assignments/{SLUG}/final-runs",
+                            json={"rounds": rounds}, headers=p.prof)
+            r.raise_for_status()
+            url = f"/api/courses/c/assignments/{SLUG}/final-runs/{r.json()['id']}"
+
+            def settled(url: str = url) -> dict[str, Any] | None:
+                got: dict[str, Any] = p.get(p.prof, url)
+                return got if got["status"] == "done" else None
+
+            done = wait_until("the final run", settled, 200 * rounds * len(share_of), 2)
+            finals.append({g["email"].split("@")[0]: (g["score"], g["speedup"] or 0.0)
+                           for g in done["grades"]})
+            phases[f"final_run_{i + 1}_s"] = round(time.monotonic() - clock, 1)
+        rows = []
+        for share in shares:
+            mine = [n for n in share_of if share_of[n] == share]
+            live_pts = [live[n][0] for n in mine]
+            final_pts = [finals[0][n][0] for n in mine]
+            rows.append({
+                "share": share, "quiet": round(100 / share, 2), "students": len(mine),
+                "live_speedups": f"{min(live[n][1] for n in mine):.2f}–"
+                                 f"{max(live[n][1] for n in mine):.2f}",
+                "live_points": f"{min(live_pts):.1f}–{max(live_pts):.1f}",
+                "final_speedups": f"{min(finals[0][n][1] for n in mine):.2f}–"
+                                  f"{max(finals[0][n][1] for n in mine):.2f}",
+                "final_points": f"{min(final_pts):.1f}–{max(final_pts):.1f}",
+                "spread": round(max(final_pts) - min(final_pts), 1),
+                "rerun": round(max((abs(f[n][0] - finals[0][n][0]) for f in finals[1:]
+                                    for n in mine), default=0.0), 1)})
+        quiet = {n: 100 / share_of[n] for n in share_of}
+        grading_s, turn_s = _seconds(p, "grade"), _seconds(p, "final")
+        extra = {
+            "inversions_live": _inversions({n: live[n][1] for n in share_of}, quiet),
+            "inversions_final": [_inversions({n: f[n][1] for n in share_of}, quiet)
+                                 for f in finals],
+            "grading_s_median": round(statistics.median(grading_s), 1) if grading_s else None,
+            "final_run_s_per_student": round(sum(turn_s) / runs / len(share_of), 1),
+            "rounds": rounds, "runs": runs, "anchor": anchor, **phases}
+        return rows, extra
+    finally:
+        p.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--per-variant", type=int, default=4)
+    ap.add_argument("--shares", default="100,80,70,60,50",
+                    help="rank 0's share of the range (%%) of each variant")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--anchor", action="store_true",
+                    help="the runner anchors each figure to the reference (PARAGRADE_ANCHOR)")
+    args = ap.parse_args()
+    shares = [int(s) for s in args.shares.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        rows, extra = measure(Path(tmp), shares=shares, per_variant=args.per_variant,
+                              rounds=args.rounds, runs=args.runs, anchor=args.anchor)
+    publish("final_run", rows, {
+        "share": "rank 0's share", "quiet": "quiet speedup", "students": "students",
+        "live_speedups": "live speedups", "live_points": "live points",
+        "final_speedups": "final speedups", "final_points": "final points",
+        "spread": "final spread", "rerun": "largest change, next run"}, extra)
+    print(extra)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""Backup and restore: the database and the artifacts it names, taken together while serving.
+
+A submission is a row and a content-addressed file, so a copy of either alone is broken. A
+backup first takes one consistent snapshot of the database (SQLite's online backup API; on
+PostgreSQL, pg_dump inside a snapshot this module exports and reads the artifact list in), then
+copies every artifact file that snapshot names. A file is written before its row commits and
+never changes (its name is its hash; none is ever deleted), so every row of the snapshot finds
+its file whatever uploads arrive meanwhile; later uploads are left out with their rows. The
+backup is written to `DEST.partial` and renamed when whole: a folder named DEST is a complete
+backup.
+
+Restore puts both into an empty install (refused otherwise: it never mixes two terms' data),
+checks every file against its hash, and upgrades the schema to this release's, so a backup from
+an earlier release opens with its data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import create_engine, inspect, make_url, text
+
+from server import migrate
+from server.services.artifacts import path_of
+
+FORMAT = 1
+MANIFEST = "paragrade-backup.json"
+SQLITE_FILE = "database.sqlite"
+PG_FILE = "database.pgdump"
+
+
+class BackupError(Exception):
+    """A backup or restore that cannot be done, in words an operator can act on."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a backup holds (or a restore put in place)."""
+
+    format: int
+    database: str  # sqlite | postgresql
+    revision: str | None  # the schema's Alembic revision at the snapshot
+    artifacts: int
+    artifact_bytes: int
+    submissions: int
+    created_at: str
+    database_sha256: str = ""  # of the database's file in the backup
+
+
+def _kind(url: str) -> str:
+    name = make_url(url).get_backend_name()
+    if name not in ("sqlite", "postgresql"):
+        raise BackupError(f"backups cover SQLite and PostgreSQL, not {name}")
+    return name
+
+
+def _sqlite_path(url: str) -> Path:
+    path = make_url(url).database
+    if not path or path == ":memory:":
+        raise BackupError("the database is in memory: there is nothing on disk to back up")
+    return Path(path)
+
+
+def _pg_env(url: str) -> dict[str, str]:
+    """libpq's variables for `url`: the password never appears on a command line."""
+    u = make_url(url)
+    env = {"PGHOST": u.host or "", "PGPORT": str(u.port or 5432), "PGUSER": u.username or "",
+           "PGDATABASE": u.database or ""}
+    if u.password:
+        env["PGPASSWORD"] = str(u.password)
+    return {**os.environ, **{k: v for k, v in env.items() if v}}
+
+
+def _pg_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise BackupError(f"{name} is not installed (Debian: apt-get install postgresql-client)")
+    return path
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BackupError(f"{Path(cmd[0]).name} failed: {done.stderr.strip()[-2000:]}")
+
+
+def _summary(rows: list[tuple[str, int]], revision: str | None, submissions: int,
+             kind: str) -> Summary:
+    return Summary(format=FORMAT, database=kind, revision=revision, artifacts=len(rows),
+                   artifact_bytes=sum(size for _, size in rows), submissions=submissions,
+                   created_at=datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+ARTIFACTS = "SELECT sha256, size FROM artifacts"
+REVISION = "SELECT version_num FROM alembic_version"
+SUBMISSIONS = "SELECT count(*) FROM submissions"
+
+
+@contextlib.contextmanager
+def _snapshot(url: str, work: Path) -> Iterator[tuple[list[tuple[str, int]], str | None, int]]:
+    """The database copied into `work` as one snapshot; yields that snapshot's artifacts
+    (sha256, size), schema revision and submission count."""
+    if _kind(url) == "sqlite":
+        source = _sqlite_path(url)
+        if not source.is_file():
+            raise BackupError(f"no database at {source}")
+        with contextlib.closing(sqlite3.connect(source)) as src, \
+                contextlib.closing(sqlite3.connect(work / SQLITE_FILE)) as dst:
+            src.backup(dst)  # consistent, whatever writers do meanwhile (WAL included)
+            dst.execute("PRAGMA journal_mode=DELETE")  # one file, no WAL beside it
+            rows = [(str(s), int(n)) for s, n in dst.execute(ARTIFACTS)]
+            revision = dst.execute(REVISION).fetchone()
+            count = int(dst.execute(SUBMISSIONS).fetchone()[0])
+        yield rows, revision[0] if revision else None, count
+        return
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+            snapshot = conn.execute(text("SELECT pg_export_snapshot()")).scalar_one()
+            rows = [(str(s), int(n)) for s, n in conn.execute(text(ARTIFACTS))]
+            revision = conn.execute(text(REVISION)).scalar()
+            count = int(conn.execute(text(SUBMISSIONS)).scalar_one())
+            # pg_dump reads the same snapshot while this transaction holds it open.
+            _run([_pg_tool("pg_dump"), "--format=custom", "--no-owner", "--no-privileges",
+                  f"--snapshot={snapshot}", f"--file={work / PG_FILE}"], _pg_env(url))
+            conn.execute(text("COMMIT"))
+    finally:
+        engine.dispose()
+    yield rows, revision, count
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _verify(src: Path, sha: str) -> None:
+    """Refuse an artifact whose content is not its name."""
+    if _sha256(src) != sha:
+        raise BackupError(f"artifact {sha[:12]} does not match its hash: the file at {src} is "
+                          "damaged")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """Copy one file, atomically at `dst`."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent)
+    os.close(fd)
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def backup(*, url: str, artifacts_dir: Path, dest: Path) -> Summary:
+    """Back up the database at `url` and the artifacts it names into the folder `dest`."""
+    if dest.exists():
+        raise BackupError(f"{dest} exists: a backup goes into a new folder")
+    work = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "artifacts").mkdir(parents=True)
+    try:
+        with _snapshot(url, work) as (rows, revision, count):
+            missing = [sha for sha, _ in rows if not path_of(artifacts_dir, sha).is_file()]
+            if missing:
+                raise BackupError(f"{len(missing)} artifact file(s) named by the database are not "
+                                  f"in {artifacts_dir} (first: {missing[0][:12]}): is that the "
+                                  "server's artifacts folder?")
+            for sha, _ in rows:
+                _verify(path_of(artifacts_dir, sha), sha)
+                _copy(path_of(artifacts_dir, sha), path_of(work / "artifacts", sha))
+            summary = _summary(rows, revision, count, _kind(url))
+        summary = replace(summary, database_sha256=_sha256(work / _database_file(summary)))
+        (work / MANIFEST).write_text(json.dumps(asdict(summary), indent=2) + "\n")
+        os.replace(work, dest)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return summary
+
+
+def read_manifest(src: Path) -> Summary:
+    """What the backup folder `src` says it holds; BackupError if it is not one."""
+    try:
+        data = json.loads((src / MANIFEST).read_text())
+        summary = Summary(**data)
+    except FileNotFoundError:
+        raise BackupError(f"{src} is not a paragrade backup (no {MANIFEST})") from None
+    except (ValueError, TypeError) as exc:
+        raise BackupError(f"{src / MANIFEST} is damaged: {exc}") from None
+    if summary.format != FORMAT:
+        raise BackupError(f"backup format {summary.format}; this release reads format {FORMAT}")
+    return summary
+
+
+def _database_file(summary: Summary) -> str:
+    return SQLITE_FILE if summary.database == "sqlite" else PG_FILE
+
+
+def verify(src: Path) -> Summary:
+    """Check the backup folder `src` without restoring it: its manifest, the database file's
+    checksum (and, for SQLite, its integrity and that every artifact it names is there), every
+    artifact against its hash."""
+    summary = read_manifest(src)
+    db = src / _database_file(summary)
+    if not db.is_file() or _sha256(db) != summary.database_sha256:
+        raise BackupError(f"{db} is missing or damaged (its checksum differs from the manifest's)")
+    files = [p for p in (src / "artifacts").rglob("*") if p.is_file()]
+    if len(files) != summary.artifacts:
+        raise BackupError(f"the backup holds {len(files)} artifact files; its manifest says "
+                          f"{summary.artifacts}")
+    for path in files:
+        _verify(path, path.name)
+    if summary.database == "sqlite":
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)) \
+                as conn:
+            if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                raise BackupError(f"{db} fails SQLite's integrity check")
+            named = {str(sha) for (sha, _) in conn.execute(ARTIFACTS)}
+        if named != {p.name for p in files}:
+            raise BackupError("the database and the artifact files of the backup do not match")
+    return summary
+
+
+def _empty_database(url: str) -> bool:
+    """No tables, or the schema alone (migrated, nobody in it yet)."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+            if not {"users", "submissions"} <= tables:
+                return not tables
+            return not conn.execute(text(
+                "SELECT EXISTS (SELECT 1 FROM users) OR EXISTS (SELECT 1 FROM submissions)"
+            )).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def restore(*, src: Path, url: str, artifacts_dir: Path) -> Summary:
+    """Restore the backup folder `src` into the empty database at `url` and `artifacts_dir`,
+    then bring the schema to this release's."""
+    summary = verify(src)  # every file checked before anything is written
+    kind = _kind(url)
+    if summary.database != kind:
+        raise BackupError(f"this backup holds a {summary.database} database; the server is "
+                          f"configured for {kind}")
+    if artifacts_dir.exists() and any(p.is_file() for p in artifacts_dir.rglob("*")):
+        raise BackupError(f"{artifacts_dir} holds files already: restore into an empty install")
+    files = [p for p in (src / "artifacts").rglob("*") if p.is_file()]
+    if kind == "sqlite":
+        target = _sqlite_path(url)
+        if target.exists() and not _empty_database(url):
+            raise BackupError(f"{target} holds data already: restore into an empty install")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.closing(sqlite3.connect(src / SQLITE_FILE)) as s, \
+                contextlib.closing(sqlite3.connect(target)) as d:
+            s.backup(d)
+    else:
+        if not _empty_database(url):
+            raise BackupError(f"the database {make_url(url).database} holds data already: "
+                              "restore into an empty one (createdb)")
+        _run([_pg_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
+              "--clean", "--if-exists", f"--dbname={make_url(url).database}",
+              str(src / PG_FILE)], _pg_env(url))
+    for path in files:
+        _copy(path, path_of(artifacts_dir, path.name))
+    migrate.upgrade(url)
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = [(str(s), int(n)) for s, n in conn.execute(text(ARTIFACTS))]
+    finally:
+        engine.dispose()
+    missing = [sha for sha, _ in rows if not path_of(artifacts_dir, sha).is_file()]
+    if missing:
+        raise BackupError(f"{len(missing)} artifact(s) the database names are not in the backup "
+                          f"(first: {missing[0][:12]})")
+    return summary

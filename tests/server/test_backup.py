@@ -1,0 +1,173 @@
+"""Backup and restore (server/backup.py, `paragrade admin backup|restore`) on SQLite and
+PostgreSQL: taken while uploads arrive, restored into a fresh install that serves what it held."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from server import backup
+from server.db import make_engine, session_factory
+from server.main import create_app
+from server.models import Submission
+from server.services.artifacts import path_of
+from server.settings import REPO_ROOT, ServerSettings
+from tests.server.conftest import PG_ADMIN, PG_TEST_DB, REFERENCE, World, login
+
+
+@pytest.fixture
+def fresh_url(engine: Engine, tmp_path: Path) -> Iterator[str]:
+    """An empty database of the same kind as `engine`'s, for a restore."""
+    if engine.dialect.name == "sqlite":
+        yield f"sqlite:///{tmp_path / 'restored.db'}"
+        return
+    name = f"{PG_TEST_DB}_restored"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_a_backup_taken_while_uploading_restores_into_a_fresh_install(
+        world: World, engine: Engine, settings: ServerSettings, fresh_url: str,
+        tmp_path: Path) -> None:
+    world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
+                       json={"quota_count": 500}, headers=world.prof)
+    for i in range(4):
+        assert world.submit(world.ada, REFERENCE + f"\n# {i}\n".encode()).status_code == 201
+    assert world.submit(world.bob, REFERENCE + b"\n# 0\n").status_code == 201  # a shared file
+    stop, sent = threading.Event(), []
+
+    def keep_uploading() -> None:
+        while not stop.is_set():
+            r = world.submit(world.bob, REFERENCE + f"\n# during {len(sent)}\n".encode())
+            sent.append(r.status_code)
+
+    uploader = threading.Thread(target=keep_uploading)
+    uploader.start()
+    try:
+        while not sent:  # uploads under way before the backup starts, and during it
+            time.sleep(0.01)
+        dest = tmp_path / "backup"
+        took = backup.backup(url=engine.url.render_as_string(hide_password=False),
+                             artifacts_dir=settings.artifacts_dir, dest=dest)
+    finally:
+        stop.set()
+        uploader.join(30)
+    assert set(sent) <= {201}, sent
+    assert took.submissions >= 5 and took.database == engine.dialect.name and took.revision
+    assert not dest.with_name("backup.partial").exists()
+    assert backup.read_manifest(dest) == took and backup.verify(dest) == took
+
+    # A fresh install: the backup's database and files, every file matching its hash.
+    artifacts = tmp_path / "restored-artifacts"
+    done = backup.restore(src=dest, url=fresh_url, artifacts_dir=artifacts)
+    assert done == took
+    restored = make_engine(fresh_url)
+    try:
+        with session_factory(restored)() as s:
+            archives = list(s.scalars(select(Submission.archive_sha256)))
+            assert len(archives) == took.submissions
+            for sha in archives:
+                assert hashlib.sha256(path_of(artifacts, sha).read_bytes()).hexdigest() == sha
+        # It serves what it held: the students sign in with their passwords and read their
+        # submissions; an upload is taken.
+        again = settings.model_copy(update={"artifacts_dir": artifacts})
+        with TestClient(create_app(again, restored)) as c:
+            ada = login(c, "ada@uni.edu", "studentpass1")
+            mine = c.get("/api/submissions", headers=ada).json()
+            assert len(mine) == 4 and all(m["status"] == "queued" for m in mine)
+            r = c.post("/api/courses/th/assignments/t1-multiprocessing/submissions", headers=ada,
+                       files=[("files", ("solution.py", REFERENCE + b"\n# after\n"))])
+            assert r.status_code == 201, r.text
+        # A second restore over it is refused, and changes nothing.
+        with pytest.raises(backup.BackupError, match="holds"):
+            backup.restore(src=dest, url=fresh_url, artifacts_dir=artifacts)
+        with session_factory(restored)() as s:
+            assert len(list(s.scalars(select(Submission.id)))) == took.submissions + 1
+    finally:
+        restored.dispose()
+
+
+def test_backup_and_restore_refuse_what_they_cannot_do(world: World, engine: Engine,
+                                                       settings: ServerSettings, fresh_url: str,
+                                                       tmp_path: Path) -> None:
+    url = engine.url.render_as_string(hide_password=False)
+    dest = tmp_path / "b"
+    dest.mkdir()
+    with pytest.raises(backup.BackupError, match="exists"):
+        backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=dest)
+    with pytest.raises(backup.BackupError, match="not a paragrade backup"):
+        backup.restore(src=dest, url="sqlite:///" + str(tmp_path / "x.db"),
+                       artifacts_dir=tmp_path / "a")
+    world.submit(world.ada, REFERENCE)
+    with pytest.raises(backup.BackupError, match="not in"):  # the wrong artifacts folder
+        backup.backup(url=url, artifacts_dir=tmp_path / "elsewhere", dest=tmp_path / "c")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "c.partial").exists()
+    good = tmp_path / "good"
+    took = backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=good)
+    other = "postgresql+psycopg://postgres@127.0.0.1:5432/none" if took.database == "sqlite" \
+        else "sqlite:///" + str(tmp_path / "y.db")
+    with pytest.raises(backup.BackupError, match="holds a"):  # SQLite into PostgreSQL, or back
+        backup.restore(src=good, url=other, artifacts_dir=tmp_path / "a2")
+    db = good / ("database.sqlite" if took.database == "sqlite" else "database.pgdump")
+    assert sorted(p.name for p in good.iterdir()) == ["artifacts", db.name, backup.MANIFEST]
+    whole = db.read_bytes()
+    db.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))
+    with pytest.raises(backup.BackupError, match="missing or damaged"):
+        backup.verify(good)
+    db.write_bytes(whole)
+    next(p for p in (good / "artifacts").rglob("*") if p.is_file()).write_bytes(b"damaged")
+    with pytest.raises(backup.BackupError, match="does not match its hash"):
+        backup.verify(good)
+    with pytest.raises(backup.BackupError, match="does not match its hash"):
+        backup.restore(src=good, url=fresh_url, artifacts_dir=tmp_path / "a3")
+    # Refused before anything was written: the install is still empty, the restore can be tried
+    # again with a good copy.
+    assert not (tmp_path / "a3").exists() and backup._empty_database(fresh_url)
+
+
+def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
+    """`paragrade admin backup|restore` on the embedded defaults' kind of install: a message,
+    never a traceback."""
+    env = {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
+           "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "art")}
+
+    def admin(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "paragrade.cli", "admin", *args],
+                              cwd=REPO_ROOT, env={**env, **extra}, capture_output=True, text=True,
+                              timeout=120)
+
+    made = admin("create-instructor", "prof@uni.edu", "--password", "orchid-lantern-gravel-41")
+    assert made.returncode == 0, made.stderr
+    r = admin("backup", str(tmp_path / "bk"))
+    assert r.returncode == 0 and "backed up sqlite" in r.stdout and "into" in r.stdout, r.stderr
+    r = admin("backup", str(tmp_path / "bk"))
+    assert r.returncode == 2 and "exists" in r.stdout and "Traceback" not in r.stderr
+    r = admin("backup", "--verify", str(tmp_path / "bk"))
+    assert r.returncode == 0 and "checked sqlite" in r.stdout, r.stdout + r.stderr
+    fresh = {"PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'q.db'}",
+             "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "art2")}
+    r = admin("restore", str(tmp_path / "bk"), **fresh)
+    assert r.returncode == 0 and "restored" in r.stdout, r.stdout + r.stderr
+    r = admin("restore", str(tmp_path / "bk"), **fresh)
+    assert r.returncode == 2 and "holds" in r.stdout and "Traceback" not in r.stderr
+    r = admin("downgrade", "0013", **fresh)
+    assert r.returncode == 2 and "take a backup" in r.stdout
+    r = admin("downgrade", "nonsense", "--yes", **fresh)
+    assert r.returncode == 2 and "nonsense" in r.stdout and "Traceback" not in r.stderr
+    r = admin("downgrade", "0013", "--yes", **fresh)
+    assert r.returncode == 0 and "the schema is at 0013" in r.stdout, r.stdout + r.stderr
