@@ -1,8 +1,9 @@
 """Next release, this term's data: a database an earlier release made, with its artifacts, opens
 after `migrate.upgrade` with everything it held, on SQLite and PostgreSQL; and the schema goes
 back down to that release's keeping the rows. The fixtures (tests/fixtures/upgrade/term-*) were
-made by the code of 0b6a290 (schema 0013) and 439e562 (0019) through its own API (make_term.py
-beside them):
+made through each release's own API (make_term.py beside them) by the commit that brought its
+schema: 0b6a290 (0013), e8a23dd (0014), 5b4f040 (0015), 5d20652 (0016), ed068ed (0017),
+686cae1 (0018) and 439e562 (0019):
 an instructor, course `th` with t1, ada (two graded submissions), bob (one graded, an extension),
 dee (a held speedup the instructor granted), cy (one queued), a deadline, an LTI platform."""
 
@@ -27,9 +28,9 @@ from server.settings import ServerSettings
 from tests.server.conftest import PG_ADMIN, PG_TEST_DB, REFERENCE, login
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "upgrade"
-RELEASES = ("0013", "0019")
-"""The schemas of the earlier releases whose terms are kept (tests/fixtures/upgrade/term-*):
-0013 the oldest, 0019 the newest before this one."""
+RELEASES = ("0013", "0014", "0015", "0016", "0017", "0018", "0019")
+"""The schemas of the earlier releases whose terms are kept (tests/fixtures/upgrade/term-*),
+one per migration step: 0013 the oldest kept, 0019 the newest before this one."""
 A = "/api/courses/th/assignments/t1-multiprocessing"
 
 
