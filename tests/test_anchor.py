@@ -38,9 +38,13 @@ def test_the_reference_itself_gets_the_reference_speedup_whatever_the_node_does(
     assert a.versus_reference == 1.0 and a.versus_ci_low == 1.0 and a.versus_ci_high == 1.0
     assert a.turns == 10 and a.reference_speedup == 1.8
     assert a.baseline_speedup == pytest.approx(0.09 / (0.05 * np.median(slow)), rel=1e-3)  # 0.9×
+    # The reference's own ratio to the baseline in these turns: the server pools it.
+    assert a.reference_measured == pytest.approx(a.baseline_speedup, rel=1e-3)
     # The same slow turns, the submission 10 % faster than the reference in each: 1.1 × 1.8.
     b = anchor.measure(_samples(base, list(quiet_sub * slow * 1.1), list(quiet_sub * slow)), 1.8)
     assert b is not None and b.versus_reference == pytest.approx(1.1)
+    # the reference's own ratio (1.2 / 1.1 here), not the submission's
+    assert b.reference_measured == pytest.approx(b.baseline_speedup / 1.1, rel=1e-3)
     figure, points = stats.summarize([_samples(base, list(quiet_sub * slow * 1.1),
                                               list(quiet_sub * slow))])
     figure, point = anchor.apply(figure, points[-1], b)

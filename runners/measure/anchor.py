@@ -4,7 +4,8 @@ solution, on the same cores, in the same turns, on the same inputs.
     S = S_ref × r,    r = median over turns i of T_ref,i / T_sub,i
 
 S_ref is the reference's speedup over the serial baseline on this runner class, measured when the
-package version was validated; r compares two programs that use the same cores at the same
+package version was validated and pooled with every grading's own measurement of it since
+(server/services/reference.py); r compares two programs that use the same cores at the same
 time. Where the host changes a core's speed, a static split paces at its slowest core on both
 sides, so the change cancels in r; the plain ratio T_base / T_sub sets a serial program on one
 core against a parallel one on all of them, and takes such a change on one side only. Measured
@@ -30,6 +31,10 @@ What follows from it:
   not its busy cores over the serial baseline's, which a host that slows cores unseen lowers
   on one side only (a noisy hour cut anchored figures of 1.9-2.3× on 2 cores to 26-38 of 40
   points that way).
+- Every grading also times the reference beside the baseline, so it reports the reference's own
+  plain ratio (`reference_measured`): the server pools those over the version's gradings, one
+  vote per student beside the validation's (server/services/reference.py), so that S_ref comes
+  from many rounds at quiet and busy times rather than from one validation's hour.
 - The interval is S_ref × the interval of r, from a moving-block bootstrap over consecutive
   turns (a node's bad episodes last several turns, so single turns are not independent). S_ref's
   own uncertainty moves every student's figure alike and is not in it.
@@ -41,6 +46,7 @@ import math
 
 import numpy as np
 
+from runners.measure import placement
 from runners.measure.stats import BOOTSTRAP, Samples, karp_flatt
 from runners.protocol import Anchor, ScalingPoint, SpeedupFigure
 
@@ -85,11 +91,16 @@ def measure(samples: Samples, reference_speedup: float, *, seed: int = 0,
     boot = block_bootstrap_median(turns, np.random.default_rng(seed))
     lo, hi = np.percentile(boot, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
     plain, _, _ = samples.speedup(seed=seed)
+    measured = None
+    if samples.baseline:
+        measured = round(float(placement.baseline_time(
+            np.asarray(samples.baseline), samples.baseline_core) / np.median(ref)), 4)
     return Anchor(reference_speedup=round(reference_speedup, 4),
                   versus_reference=round(float(np.median(turns)), 4),
                   versus_ci_low=round(float(lo), 4), versus_ci_high=round(float(hi), 4),
                   reference_median_s=float(np.median(ref)), turns=len(turns),
-                  baseline_speedup=round(plain, 4), cores_versus_reference=cores)
+                  baseline_speedup=round(plain, 4), cores_versus_reference=cores,
+                  reference_measured=measured if measured and measured > 0 else None)
 
 
 def apply(figure: SpeedupFigure, point: ScalingPoint, anchor: Anchor
@@ -116,6 +127,7 @@ def note(anchor: Anchor) -> str:
     return (f"timed beside the reference on the same cores: your code ran {how} "
             f"({anchor.turns} turns, 95 % CI {anchor.versus_ci_low:.3f}–{anchor.versus_ci_high:.3f}× "
             f"its speed); the reference's speedup on this runner class, measured when this version "
-            f"was validated, is {anchor.reference_speedup:.2f}×, so yours is "
+            f"was validated and in its gradings since, is {anchor.reference_speedup:.2f}×, so "
+            f"yours is "
             f"{anchor.reference_speedup * r:.2f}× (against the serial baseline alone this grading "
             f"measured {anchor.baseline_speedup:.2f}×)")

@@ -70,6 +70,11 @@ class Anchor(Frozen):
         default=None, description="Median over the same turns of the submission's busy cores "
         "over the reference's (CPU seconds per wall second of each call); None where CPU time "
         "was not read")
+    reference_measured: float | None = Field(
+        default=None, gt=0, description="The reference's own ratio to the serial baseline in "
+        "this grading's turns (the baseline placed as for the plain figure): one more "
+        "measurement of the reference's speedup, which the server pools over the gradings of "
+        "the version (server/services/reference.py)")
 
 
 class Interference(Frozen):

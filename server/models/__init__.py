@@ -4,7 +4,13 @@ API live in server/schemas.py."""
 
 from server.clock import aware, now
 from server.models.accounts import ApiToken, AuditLog, LoginFailure, User
-from server.models.assignments import Artifact, Assignment, AssignmentVersion, Extension
+from server.models.assignments import (
+    Artifact,
+    Assignment,
+    AssignmentVersion,
+    Extension,
+    ReferenceFigure,
+)
 from server.models.courses import Course, Enrollment, RosterEntry
 from server.models.finals import FinalGrade, FinalRun, FinalTurn
 from server.models.fleet import Job, QueueScale, Runner, RunnerCredential
@@ -22,7 +28,7 @@ __all__ = [
     "ApiToken", "Artifact", "Assignment", "AssignmentVersion", "AuditLog", "BoardEntry", "Course",
     "Enrollment", "Extension", "FinalGrade", "FinalRun", "FinalTurn", "GradeReportRow", "Job",
     "LoginFailure", "LtiGradePost",
-    "LtiIdentity", "LtiLaunchData", "LtiPlatform", "QueueScale", "RosterEntry", "Runner",
+    "LtiIdentity", "LtiLaunchData", "LtiPlatform", "QueueScale", "ReferenceFigure", "RosterEntry", "Runner",
     "RunnerCredential",
     "ScalingPointRow", "SimilarityRun", "Submission", "TestResultRow", "User", "aware", "now",
 ]

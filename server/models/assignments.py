@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.clock import now
@@ -62,6 +62,24 @@ class AssignmentVersion(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
     assignment: Mapped[Assignment] = relationship(foreign_keys=[assignment_id])
+
+
+class ReferenceFigure(Base):
+    """The reference's speedup over the serial baseline as one grading of a version measured it
+    beside a student's code (the anchor's `reference_measured`): the pool that the figure every
+    grading is anchored to comes from (services/reference.py)."""
+
+    __tablename__ = "reference_figures"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    version_id: Mapped[int] = mapped_column(
+        ForeignKey("assignment_versions.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    """The student whose grading measured it (each student is one vote)."""
+    figure: Mapped[float] = mapped_column(Float)
+    final: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Measured in a final run's turn rather than a live grading."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
 
 class Extension(Base):

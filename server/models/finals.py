@@ -53,6 +53,9 @@ class FinalTurn(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
     round: Mapped[int] = mapped_column(Integer)
+    reference_speedup: Mapped[float | None] = mapped_column(Float, default=None)
+    """The reference's speedup the turn is anchored to, fixed for the whole run at its start
+    (services/reference.py pools it): every student's rounds are scaled alike."""
     status: Mapped[str] = mapped_column(String(16), default="queued")  # |running|done|failed
     measured: Mapped[float | None] = mapped_column(Float, default=None)
     """The turn's speedup as measured; `earned`: what the credit policy makes of it."""

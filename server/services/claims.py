@@ -43,11 +43,11 @@ from runners.protocol import (
 )
 from server import security
 from server.models import AssignmentVersion, Job, Runner, SimilarityRun, Submission, now
-from server.services import finals, jobs
+from server.services import finals, jobs, reference
 from server.services.errors import Conflict, Forbidden, NotFound
 
 
-def grade_job(submission: Submission, job: Job) -> GradeJob:
+def grade_job(session: Session, submission: Submission, job: Job) -> GradeJob:
     """What a runner is told of a grading job: the submission, its package, what to expect."""
     a = submission.assignment
     manifest = Manifest.model_validate(submission.version.manifest)
@@ -56,18 +56,9 @@ def grade_job(submission: Submission, job: Job) -> GradeJob:
                     bundle_sha256=submission.version.bundle_sha256,
                     submission_sha256=submission.archive_sha256, queue=manifest.resources.queue,
                     time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
-                    reference_speedup=reference_speedup(submission.version),
+                    reference_speedup=reference.speedup(session=session,
+                                                        version=submission.version),
                     reference_test_seconds=reference_test_seconds(submission.version))
-
-
-def reference_speedup(version: AssignmentVersion) -> float | None:
-    """The reference's speedup its validation measured, if any: gradings anchor their figure to
-    it (runners/measure/anchor.py), and GPU gradings hold one far above it for review."""
-    for check in version.checks or []:
-        if check.get("figure") is not None and str(check.get("name", "")).startswith(
-                "reference speeds up"):
-            return float(check["figure"])
-    return None
 
 
 def reference_test_seconds(version: AssignmentVersion) -> dict[str, float]:
@@ -143,15 +134,17 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
             version_id=version.id, assignment=f"{a.course.slug}/{a.slug}",
             bundle_sha256=version.bundle_sha256, queue=job.queue))  # type: ignore[arg-type]
     if job.kind == "final":
-        timed, share = finals.claimed(session=session, job=job, runner=runner)
+        timed, share, fixed = finals.claimed(session=session, job=job, runner=runner)
+        offer = grade_job(session, timed, job).model_copy(update={
+            "timing_only": True, "timing_share": share, "reference_speedup": fixed})
         session.commit()
-        return JobOffer(job_id=job.id, token=token, job=grade_job(timed, job).model_copy(
-            update={"timing_only": True, "timing_share": share}))
+        return JobOffer(job_id=job.id, token=token, job=offer)
     sub = session.get(Submission, job.submission_id)
     assert sub is not None
     sub.status, sub.started_at = "running", now()
+    offer = grade_job(session, sub, job)
     session.commit()
-    return JobOffer(job_id=job.id, token=token, job=grade_job(sub, job))
+    return JobOffer(job_id=job.id, token=token, job=offer)
 
 
 def authorize(*, session: Session, job_id: int, token: str, runner_key: str,

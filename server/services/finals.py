@@ -48,7 +48,7 @@ from server.models import (
     aware,
     now,
 )
-from server.services import courses, grade_changes, grading, jobs
+from server.services import courses, grade_changes, grading, jobs, reference
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
 ROUNDS = 3
@@ -113,9 +113,12 @@ def start(*, session: Session, assignment: Assignment, actor: User | None, role:
         raise Conflict(f"a final run of {assignment.slug} is under way; it can be cancelled "
                        "or waited for") from exc
     order = random.SystemRandom()
+    fixed = {sub.version_id: reference.speedup(session=session, version=sub.version)
+             for sub in subs}  # the pooled figure now, one for the whole run
     for r in range(rounds):
         for sub in order.sample(subs, len(subs)):
-            turn = FinalTurn(run_id=run.id, user_id=sub.user_id, submission_id=sub.id, round=r)
+            turn = FinalTurn(run_id=run.id, user_id=sub.user_id, submission_id=sub.id, round=r,
+                             reference_speedup=fixed[sub.version_id])
             session.add(turn)
             session.flush()
             res = Manifest.model_validate(sub.version.manifest).resources
@@ -148,14 +151,16 @@ def cancel(*, session: Session, run: FinalRun, actor: User, role: str | None) ->
     session.flush()
 
 
-def claimed(*, session: Session, job: Job, runner: str) -> tuple[Submission, float]:
-    """A runner took a final turn's job: the submission to time and the share of the budget."""
+def claimed(*, session: Session, job: Job, runner: str
+            ) -> tuple[Submission, float, float | None]:
+    """A runner took a final turn's job: the submission to time, the share of the budget and
+    the reference's speedup fixed at the run's start."""
     turn = session.get(FinalTurn, job.turn_id)
     assert turn is not None
     turn.status, turn.runner = "running", runner
     run = session.get(FinalRun, turn.run_id)
     assert run is not None
-    return turn.submission, 1 / run.rounds
+    return turn.submission, 1 / run.rounds, turn.reference_speedup
 
 
 def turn_ended(*, session: Session, job: Job, report: GradeReport | None,
@@ -173,6 +178,8 @@ def turn_ended(*, session: Session, job: Job, report: GradeReport | None,
         turn.status, turn.error = "failed", grading.storable(report.summary)[:2000]
     else:
         turn.status, turn.timed_s = "done", report.wall_time_s
+        reference.record(session=session, version_id=turn.submission.version_id,
+                         user_id=turn.user_id, report=report, final=True)
         if report.verdict.value != "passed":
             # Its own code failed a timed call (a wrong answer, a crash): no performance points
             # for this round, whatever it earned live.

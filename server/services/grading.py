@@ -15,7 +15,7 @@ from runners.protocol import (
     performance_share,
 )
 from server.models import Assignment, GradeReportRow, ScalingPointRow, Submission, TestResultRow, now
-from server.services import grade_changes
+from server.services import grade_changes, reference
 
 
 def storable(value: str) -> str:
@@ -54,6 +54,8 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
         credited_speedup=None if report.speedup is None else ranked_speedup(
             sub, credited_speedup(report.credit, report.speedup.median, review=review), review))
     session.add(row)
+    reference.record(session=session, version_id=sub.version_id, user_id=sub.user_id,
+                     report=report)
     session.flush()
     session.add_all([TestResultRow(report_id=row.id, name=storable(t.name)[:300],
                                    outcome=t.outcome.value, verdict=t.verdict.value,

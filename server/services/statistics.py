@@ -56,7 +56,7 @@ from server.models import (
     User,
     aware,
 )
-from server.services.claims import reference_speedup
+from server.services import reference
 
 LOW_DISCRIMINATION = 0.1
 """Below this correlation with the final score a test is flagged: passing it says little about
@@ -409,7 +409,8 @@ def _of_assignment(session: Session, a: Assignment, days: Callable[[], list[Day]
     return AssignmentStats(
         students=students, max_score=max_score, tests=_tests(session, firsts, lasts),
         speedups=speedups, credited_speedups=credited,
-        reference_speedup=reference_speedup(version) if version is not None else None,
+        reference_speedup=None if version is None else reference.speedup(session=session,
+                                                                         version=version),
         speedup_min=a.speedup_min or (scoring.speedup_min if scoring else None),
         speedup_full=a.speedup_full or (scoring.speedup_full if scoring else None), credit=credit,
         scaling=[Point.of(w, v) for w, v in sorted(per_workers.items())],
