@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from runners import package
 from runners.grading import grader
-from runners.measure import anchor, stats, stopping, timing
+from runners.measure import anchor, stats, stopping, timing, whole_runs
 from runners.measure.stats import Samples
 from runners.measure.stopping import StopRule
 from runners.runs import configure
@@ -21,6 +22,8 @@ from runners.runs.stage import Stage
 from runners.sandbox import create_executor
 from runners.settings import get_settings
 from tests.conftest import COURSE
+
+SCRIPT_PACKAGE = Path(__file__).parent / "fixtures" / "script-mpi"
 
 
 def _samples(base: list[float], ref: list[float], sub: list[float]) -> Samples:
@@ -182,10 +185,42 @@ def test_a_grading_with_a_reference_figure_is_anchored() -> None:
     assert not get_settings().anchor  # off by default: tests/test_grading.py grades so
 
 
+@pytest.mark.slow
+def test_a_whole_program_is_anchored_to_the_reference_run_beside_it() -> None:
+    """A script entry (two MPI ranks under mpirun): the package's reference runs in the same turns
+    as the submission, under the same launcher, with the same arguments; the figure is anchored
+    as a function entry's is, and the grading reports the reference's own ratio to the baseline
+    for the server's pool."""
+    a = package.load(SCRIPT_PACKAGE)
+    on = get_settings().model_copy(update={"anchor": True})
+    r = grader.grade(a, package.code_of(a, "reference"), settings=on, reference_speedup=1.5)
+    assert r.speedup is not None and r.speedup.anchor is not None, (r.summary, r.notes)
+    pinned = r.speedup.anchor
+    assert pinned.reference_speedup == 1.5 and pinned.turns == r.speedup.repetitions
+    assert 1 / 3 < pinned.versus_reference < 3, pinned  # itself: a side timed wrongly, else ~1
+    assert r.speedup.median == pytest.approx(1.5 * pinned.versus_reference, abs=1e-3)
+    assert pinned.reference_measured is not None and pinned.reference_measured > 0
+    assert any(n.startswith("timed as whole programs") for n in r.notes), r.notes
+    assert any(n.startswith("timed beside the reference") for n in r.notes), r.notes
+
+
+def test_the_work_after_start_up_is_anchored_on_both_parallel_sides() -> None:
+    """Where a package scores the work after start-up, the reference ran under the submission's
+    launcher, so the submission's start-up comes off both."""
+    runs = Samples(2, baseline=[3.0, 3.2], submission=[2.0, 2.2], reference=[2.5, 2.5],
+                   reference_cpu=[4.0, 4.0], submission_cpu=[3.0, 3.0], baseline_cpu=[3.0, 3.0])
+    own = whole_runs.without_startup(runs, whole_runs.Startup(0.2, 0.2),
+                                     whole_runs.Startup(0.5, 0.9))
+    assert own.reference == pytest.approx([2.0, 2.0])
+    assert own.submission == pytest.approx([1.5, 1.7])
+    assert own.reference_cpu == pytest.approx([3.1, 3.1])
+    assert own.baseline == pytest.approx([2.8, 3.0])
+
+
 def test_validation_anchors_to_the_median_of_several_gradings() -> None:
     """Every student's anchored figure moves with the reference's, so where gradings are
     anchored, validation takes the median of ANCHOR_ROUNDS gradings of the reference, each
-    shown; the server reads it from the check's figure (server/services/claims.py)."""
+    shown; the server starts its pool from the check's figure (server/services/reference.py)."""
     from runners.grading import validate
     from runners.protocol import GradeReport
     from tests.server.reports import sample_report

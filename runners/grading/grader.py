@@ -231,9 +231,10 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             stage.add_data(assignment.data_dir)
         base_dir = stage.add_code("baseline", package.code_of(assignment, "baseline"))
         # The reference beside the submission at the headline worker count, where its figure is
-        # known; whole programs, job arrays and ranks on several nodes are not anchored yet.
-        anchor_to = (reference_speedup if settings.anchor and not script and m.array is None
-                     and m.resources.nodes == 1 else None)
+        # known: calls and whole programs; job arrays, batch scripts (the student's own launch
+        # line) and ranks on several nodes are not anchored yet.
+        anchor_to = (reference_speedup if settings.anchor and m.array is None
+                     and m.launcher.kind != "sbatch" and m.resources.nodes == 1 else None)
         ref_dir = (stage.add_code("reference", package.code_of(assignment, "reference"))
                    if anchor_to is not None else None)
         if m.timing.note:
@@ -286,8 +287,11 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     samples = whole_runs.measure_script(
                         hook=hook, workers=k, baseline_cfg=cfg(base_dir, k, True),
                         submission_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(k),
-                        gauge=gauge(k), place=settings.baseline_placement)
-                    timed_total += sum(samples.baseline) + sum(samples.submission)
+                        gauge=gauge(k), place=settings.baseline_placement,
+                        reference_cfg=cfg(ref_dir, k, False) if ref_dir and k == max(counts)
+                        else None)
+                    timed_total += (sum(samples.baseline) + sum(samples.submission)
+                                    + sum(samples.reference))
                     all_samples.append(samples)
                     continue
                 if m.array is not None:
@@ -337,9 +341,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         figure, scaling = stats.summarize(all_samples)
         weak = stats.summarize_weak(weak_samples)
         widest = max(all_samples, key=lambda x: x.workers)
-        if anchor_to is not None and (pinned := anchor.measure(widest, anchor_to)) is not None:
-            figure, scaling[-1] = anchor.apply(figure, scaling[-1], pinned)
-            notes.append(anchor.note(pinned))
+        anchored_on = widest  # the work after start-up instead, where the package scores that
         for s in all_samples:
             if s.windows is not None and (said := s.windows.note()):
                 notes.append(f"timing with {s.workers} worker{'s' * (s.workers > 1)}: {said}")
@@ -368,6 +370,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             work, own = stats.summarize([whole_runs.without_startup(s, base_up, sub_up[s.workers])
                                          for s in all_samples])
             if m.timing.startup == "excluded":  # the package scores the work after start-up
+                anchored_on = whole_runs.without_startup(widest, base_up, top_up)
                 figure = work.model_copy(update={
                     "interference": figure.interference,
                     "startup_baseline_s": figure.startup_baseline_s,
@@ -378,6 +381,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                 scaling = [p.model_copy(update={"cpu": o.cpu})
                            for p, o in zip(scaling, own, strict=True)]
                 notes.append(whole_runs.startup_note(figure))
+        if anchor_to is not None and (pinned := anchor.measure(anchored_on, anchor_to)) is not None:
+            figure, scaling[-1] = anchor.apply(figure, scaling[-1], pinned)
+            notes.append(anchor.note(pinned))
         if widest.paired and widest.reference:
             notes.append("timed in turns: the baseline's, the reference's and your sandboxes "
                          "alive together, calls alternating, the idle ones frozen (no CPU while "

@@ -39,10 +39,11 @@ def _checked(hook: ModuleType, cfg: RunConfig, argv: list[str], side: str) -> Sc
     """One run, checked (`hook.check`). A rejected run that exited with a non-zero status is run
     once more with the same arguments: a framework's rare failure as a correct program exits (t5:
     gloo now and then aborts a rank) would otherwise fail the grading's timing. The baseline's
-    second run counts alone; the submission's counts with the failed one's wall and CPU time
-    added, so that a submission cannot throw its own slow runs away (exit with an error when
-    running late, for a fresh draw). A wrong answer from a run that exited cleanly fails at once,
-    as does one that fails twice; a run that hit a limit is not run again (`_script` raises)."""
+    second run (and the reference's) counts alone; the submission's counts with the failed
+    one's wall and CPU time added, so that a submission cannot throw its own slow runs away
+    (exit with an error when running late, for a fresh draw). A wrong answer from a run that
+    exited cleanly fails at once, as does one that fails twice; a run that hit a limit is not
+    run again (`_script` raises)."""
     result = _script(cfg, argv, side)
     problem = hook.check(argv, result)
     if problem is None:
@@ -51,7 +52,7 @@ def _checked(hook: ModuleType, cfg: RunConfig, argv: list[str], side: str) -> Sc
         judge(problem, side)
     again = _script(cfg, argv, side)
     judge(hook.check(argv, again), side)
-    if side == "baseline":
+    if side != "submission":  # the author's code (the baseline, the reference)
         return again
     cpu = None if result.cpu_s is None or again.cpu_s is None else result.cpu_s + again.cpu_s
     return replace(again, elapsed_s=result.elapsed_s + again.elapsed_s, cpu_s=cpu)
@@ -78,7 +79,8 @@ def startup(cfg: RunConfig) -> Startup:
 def without_startup(samples: Samples, baseline: Startup, submission: Startup) -> Samples:
     """Each run's time and CPU time less its side's start-up: what the code's own work took,
     for the busy-core and work-ratio figures (two interpreters starting at once are parallel,
-    but not the parallel work an assignment asks for)."""
+    but not the parallel work an assignment asks for). The reference, where it was timed
+    beside the submission, ran under the submission's launcher: its start-up is the same."""
     def less(values: list[float], by: float) -> list[float]:
         return [max(v - by, 1e-3) for v in values]
 
@@ -89,31 +91,39 @@ def without_startup(samples: Samples, baseline: Startup, submission: Startup) ->
                    less(samples.submission, submission.wall_s),
                    baseline_cpu=less_cpu(samples.baseline_cpu, baseline.cpu_s),
                    submission_cpu=less_cpu(samples.submission_cpu, submission.cpu_s),
-                   baseline_core=list(samples.baseline_core))
+                   baseline_core=list(samples.baseline_core),
+                   reference=less(samples.reference, submission.wall_s),
+                   reference_cpu=less_cpu(samples.reference_cpu, submission.cpu_s))
 
 
 def _drop_last(samples: Samples, gauge: Gauge | None) -> None:
     """After one A/B pair of whole runs: the gauge's probe says whether the pair counts."""
     if gauge is not None and not gauge.counts():
         for values in (samples.baseline, samples.submission, samples.baseline_cpu,
-                       samples.submission_cpu, samples.baseline_core):
+                       samples.submission_cpu, samples.baseline_core, samples.reference,
+                       samples.reference_cpu):
             if values:  # baseline_core: empty where the baseline was not placed
                 values.pop()
 
 
 def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
                    submission_cfg: RunConfig, rng: np.random.Generator, stop: StopRule,
-                   gauge: Gauge | None = None, place: bool = True) -> Samples:
+                   gauge: Gauge | None = None, place: bool = True,
+                   reference_cfg: RunConfig | None = None) -> Samples:
     """Script entries, timed as whole programs: the baseline script run serially against the
     submission under its launcher with `workers` workers, alternating (A B, then B A), each run
     a fresh sandbox from launch to exit, with the CPU time of the whole sandbox. The arguments
     are drawn per run (`hook.make_args(rng, workers)`) and every run's output is checked
     (`_checked`: a rejected run is run once more). One untimed run of each side first warms the
     page cache. `place`: each baseline run's sandbox gets one core of the set, in turn
-    (runners/measure/placement.py)."""
+    (runners/measure/placement.py). `reference_cfg`: a third side, the package's reference
+    under the submission's launcher and cores, run in the same turns with the same arguments
+    (runners/measure/anchor.py; the order B S R, then R S B)."""
     samples = Samples(workers, windows=gauge.windows if gauge else None)
     sides = [("baseline", baseline_cfg, samples.baseline, samples.baseline_cpu),
              ("submission", submission_cfg, samples.submission, samples.submission_cpu)]
+    if reference_cfg is not None:
+        sides.append(("reference", reference_cfg, samples.reference, samples.reference_cpu))
     warm = hook.make_args(rng, workers)
     for side, cfg, _, _ in sides:
         _checked(hook, cfg, [str(a) for a in warm], side)

@@ -13,9 +13,9 @@ measurements, at quiet and busy times, interleaved with everything else the node
 
 One vote per student, so a student who submits fifty times moves it no more than one who
 submits once; a measurement comes from the reference's and the baseline's runs (the student's
-code frozen meanwhile), never from the student's own figure. A version with no validation figure
-has no S_ref (nothing is anchored). A final run fixes the pooled figure at its start for all of
-its turns (services/finals.py), so one run scales every student alike.
+code frozen or ended meanwhile), never from the student's own figure. A version with no
+validation figure has no S_ref (nothing is anchored). A final run fixes the pooled figure at its
+start for all of its turns (services/finals.py), so one run scales every student alike.
 """
 
 from __future__ import annotations
