@@ -36,3 +36,12 @@ def check(value: str, what: str = "this field") -> str:
     if (why := problem(value, what)) is not None:
         raise ValueError(why)
     return value
+
+
+def paragraphs_problem(value: str, what: str = "this field") -> str | None:
+    """Why `value` cannot be stored as text of several lines (a comment, a description), or
+    None: line breaks and tabs are allowed there, every other control character is not."""
+    for line in value.replace("\r\n", "\n").split("\n"):
+        if (why := problem(line.replace("\t", "    "), what)) is not None:
+            return why
+    return None

@@ -15,6 +15,13 @@ from server.models.courses import Course, Enrollment, RosterEntry
 from server.models.finals import FinalGrade, FinalRun, FinalTurn
 from server.models.fleet import Job, QueueScale, Runner, RunnerCredential
 from server.models.lti import LtiGradePost, LtiIdentity, LtiLaunchData, LtiPlatform
+from server.models.manual import (
+    AppliedItem,
+    ManualComment,
+    ManualGrade,
+    RegradeRequest,
+    RubricItem,
+)
 from server.models.submissions import (
     BoardEntry,
     GradeReportRow,
@@ -25,10 +32,10 @@ from server.models.submissions import (
 )
 
 __all__ = [
-    "ApiToken", "Artifact", "Assignment", "AssignmentVersion", "AuditLog", "BoardEntry", "Course",
-    "Enrollment", "Extension", "FinalGrade", "FinalRun", "FinalTurn", "GradeReportRow", "Job",
-    "LoginFailure", "LtiGradePost",
-    "LtiIdentity", "LtiLaunchData", "LtiPlatform", "QueueScale", "ReferenceFigure", "RosterEntry", "Runner",
-    "RunnerCredential",
-    "ScalingPointRow", "SimilarityRun", "Submission", "TestResultRow", "User", "aware", "now",
+    "ApiToken", "AppliedItem", "Artifact", "Assignment", "AssignmentVersion", "AuditLog",
+    "BoardEntry", "Course", "Enrollment", "Extension", "FinalGrade", "FinalRun", "FinalTurn",
+    "GradeReportRow", "Job", "LoginFailure", "LtiGradePost", "LtiIdentity", "LtiLaunchData",
+    "LtiPlatform", "ManualComment", "ManualGrade", "QueueScale", "ReferenceFigure",
+    "RegradeRequest", "RosterEntry", "RubricItem", "Runner", "RunnerCredential", "ScalingPointRow",
+    "SimilarityRun", "Submission", "TestResultRow", "User", "aware", "now",
 ]

@@ -37,6 +37,14 @@ class Assignment(Base):
         ForeignKey("assignment_versions.id", use_alter=True, ondelete="SET NULL"), default=None)
     # Bumped in the transaction of every change to the leaderboard (services/leaderboard.py).
     board_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Grading by a person (services/manual.py): at most this many points (0: none), added to the
+    # autograder's times the weight, seen by students once released; regrade requests a student
+    # may have open at once.
+    manual_points: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    manual_weight: Mapped[float] = mapped_column(Float, default=1.0, server_default="1")
+    manual_released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                default=None)
+    regrade_limit: Mapped[int] = mapped_column(Integer, default=3, server_default="3")
 
     course: Mapped[Course] = relationship()
     current_version: Mapped[AssignmentVersion | None] = relationship(

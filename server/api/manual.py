@@ -1,0 +1,423 @@
+"""Grading by a person, over the API: the rubric and the manual part's rules, a grader's queue
+(the next student, held by one grader at a time), items applied and comments on lines, release,
+a student's released feedback and regrade requests with their answers (services/rubric.py,
+services/manual.py, services/regrades.py). Staff only, but for a student's own feedback and
+requests."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, ClassVar
+
+from fastapi import APIRouter, Query, Response, status
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runners.protocol import text
+from server.api import RowId
+from server.db import committing
+from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
+from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
+from server.schemas import ErrorPublic, Input, Public
+from server.services import assignments as assignment_service
+from server.services import manual, regrades, rubric
+from server.services.errors import Forbidden
+
+router = APIRouter(prefix="/api/courses", tags=["manual grading"],
+                   responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
+                              404: {"model": ErrorPublic}, 409: {"model": ErrorPublic},
+                              422: {"model": ErrorPublic}})
+A = "/{course}/assignments/{slug}"
+
+
+class Paragraphs(Input):
+    """A body some of whose fields are text of several lines (MULTILINE): line breaks and tabs
+    pass there, every other control character is refused as everywhere."""
+
+    MULTILINE: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_controls(cls, value: object, info: ValidationInfo) -> object:
+        name = info.field_name or ""
+        if name in cls.MULTILINE and isinstance(value, str):
+            if (why := text.paragraphs_problem(value, "the text")) is not None:
+                raise ValueError(why)
+            return value
+        return super()._no_controls(value, info)
+
+
+class ItemIn(Paragraphs):
+    MULTILINE = frozenset({"description"})
+    title: str = Field(min_length=1, max_length=200)
+    points: float = Field(ge=-rubric.MAX_POINTS, le=rubric.MAX_POINTS)
+    group: str = Field(default="", max_length=100)
+    description: str = Field(default="", max_length=5000)
+
+
+class ItemEdit(Paragraphs):
+    MULTILINE = frozenset({"description"})
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    points: float | None = Field(default=None, ge=-rubric.MAX_POINTS, le=rubric.MAX_POINTS)
+    group: str | None = Field(default=None, max_length=100)
+    description: str | None = Field(default=None, max_length=5000)
+
+
+class ItemPublic(Public):
+    id: int
+    group: str
+    title: str
+    description: str
+    points: float
+
+
+class ItemChange(Public):
+    item: ItemPublic | None
+    changes: int = Field(description="Grades the change reaches (their totals follow)")
+    saved: bool
+
+
+class RulesIn(Input):
+    model_config = ConfigDict(extra="forbid")
+    points: float | None = Field(default=None, ge=0, le=rubric.MAX_POINTS)
+    weight: float | None = Field(default=None, ge=0, le=10)
+    regrade_limit: int | None = Field(default=None, ge=0, le=100)
+
+
+class RubricPublic(Public):
+    manual_points: float
+    manual_weight: float
+    regrade_limit: int
+    released_at: datetime | None
+    items: list[ItemPublic]
+
+
+class CommentIn(Paragraphs):
+    MULTILINE = frozenset({"body"})
+    body: str = Field(min_length=1, max_length=manual.MAX_COMMENT_CHARS)
+    file: str | None = Field(default=None, max_length=300)
+    line: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class CommentPublic(Public):
+    id: int
+    file: str | None
+    line: int | None
+    body: str
+    created_at: datetime
+
+
+class GradePublic(Public):
+    id: int
+    student: str
+    alias: str | None
+    submission_id: int
+    status: str
+    held_by: str | None
+    held_until: datetime | None
+    points: float
+    items: list[int] = Field(description="The rubric items applied (ids)")
+    comments: list[CommentPublic]
+    files: dict[str, list[str]] | None = Field(
+        default=None, description="The submission's files as lines (one grade's view only)")
+
+
+class Done(Input):
+    done: bool = True
+
+
+class Release(Input):
+    released: bool = True
+
+
+class FeedbackItem(Public):
+    id: int
+    group: str
+    title: str
+    description: str
+    points: float
+
+
+class RequestIn(Paragraphs):
+    MULTILINE = frozenset({"reason"})
+    reason: str = Field(min_length=1, max_length=regrades.MAX_REASON_CHARS)
+    item_id: int | None = Field(default=None, ge=1)
+    test_name: str | None = Field(default=None, max_length=300)
+
+
+class RequestPublic(Public):
+    id: int
+    student: str | None = None
+    assignment: str | None = None
+    item_id: int | None
+    test_name: str | None
+    reason: str
+    status: str
+    answer: str | None
+    changed: bool
+    created_at: datetime
+    answered_at: datetime | None
+
+
+class FeedbackPublic(Public):
+    points: float
+    max_points: float
+    weight: float
+    released_at: datetime
+    items: list[FeedbackItem]
+    comments: list[CommentPublic]
+    requests: list[RequestPublic]
+
+
+class AnswerIn(Paragraphs):
+    MULTILINE = frozenset({"answer"})
+    answer: str = Field(min_length=1, max_length=regrades.MAX_REASON_CHARS)
+    apply_item: bool | None = Field(default=None, description="Apply the item asked about "
+                                    "(true) or take it off (false); absent: the grade stays")
+
+
+def _assignment(session: Session, access: CourseDep, slug: str) -> Assignment:
+    return assignment_service.get(session=session, course=access.course, slug=slug)
+
+
+def _item(i: RubricItem) -> ItemPublic:
+    return ItemPublic(id=i.id, group=i.group, title=i.title, description=i.description,
+                      points=i.points)
+
+
+def _grade(session: Session, a: Assignment, g: ManualGrade, files: dict[str, list[str]] | None
+           ) -> GradePublic:
+    student = session.get(User, g.user_id)
+    holder = session.get(User, g.locked_by) if g.locked_by else None
+    assert student is not None
+    items = manual.applied(session=session, grade=g)
+    alias = session.scalar(select(Enrollment.alias).where(Enrollment.course_id == a.course_id,
+                                                          Enrollment.user_id == g.user_id))
+    return GradePublic(
+        id=g.id, student=student.email, alias=alias, submission_id=g.submission_id,
+        status=g.status, held_by=holder.email if holder else None, held_until=g.locked_until,
+        points=manual.points(a, items), items=[i.id for i in items],
+        comments=[CommentPublic.model_validate(c) for c in manual.comments(session=session,
+                                                                          grade=g)],
+        files=files)
+
+
+@router.get(A + "/rubric", response_model=RubricPublic)
+def get_rubric(slug: str, access: CourseStaffDep, session: SessionDep) -> RubricPublic:
+    """The rubric and the manual part's rules."""
+    a = _assignment(session, access, slug)
+    return RubricPublic(manual_points=a.manual_points, manual_weight=a.manual_weight,
+                        regrade_limit=a.regrade_limit, released_at=a.manual_released_at,
+                        items=[_item(i) for i in rubric.items(session=session, assignment=a)])
+
+
+@router.put(A + "/rubric", response_model=RubricPublic)
+def set_rules(slug: str, body: RulesIn, access: CourseStaffDep,
+              session: SessionDep) -> RubricPublic:
+    """The most manual points, their weight beside the autograder's, the regrade requests a
+    student may have open (instructors only)."""
+    with committing(session):
+        a = _assignment(session, access, slug)
+        rubric.configure(session=session, assignment=a, actor=access.user, role=access.role,
+                         points=body.points, weight=body.weight, regrade_limit=body.regrade_limit)
+    return get_rubric(slug, access, session)
+
+
+@router.post(A + "/rubric/items", response_model=ItemPublic,
+             status_code=status.HTTP_201_CREATED)
+def add_item(slug: str, body: ItemIn, access: CourseStaffDep, session: SessionDep) -> ItemPublic:
+    with committing(session):
+        a = _assignment(session, access, slug)
+        item = rubric.add(session=session, assignment=a, actor=access.user, role=access.role,
+                          title=body.title, points=body.points, group=body.group,
+                          description=body.description)
+        return _item(item)
+
+
+@router.patch(A + "/rubric/items/{item_id}", response_model=ItemChange)
+def edit_item(slug: str, item_id: RowId, body: ItemEdit, access: CourseStaffDep,
+              session: SessionDep, dry_run: Annotated[bool, Query()] = False) -> ItemChange:
+    """Change an item for every grade it is applied to; `dry_run`: only say how many."""
+    a = _assignment(session, access, slug)
+    item = rubric.get(session=session, assignment=a, item_id=item_id)
+    changes = rubric.edit(session=session, assignment=a, item=item, actor=access.user,
+                          role=access.role, **body.model_dump(exclude_unset=True))
+    out = ItemChange(item=_item(item), changes=changes, saved=not dry_run)
+    session.rollback() if dry_run else session.commit()
+    return out
+
+
+@router.delete(A + "/rubric/items/{item_id}", response_model=ItemChange)
+def delete_item(slug: str, item_id: RowId, access: CourseStaffDep, session: SessionDep,
+                dry_run: Annotated[bool, Query()] = False) -> ItemChange:
+    a = _assignment(session, access, slug)
+    item = rubric.get(session=session, assignment=a, item_id=item_id)
+    changes = rubric.remove(session=session, assignment=a, item=item, actor=access.user,
+                            role=access.role)
+    session.rollback() if dry_run else session.commit()
+    return ItemChange(item=None, changes=changes, saved=not dry_run)
+
+
+@router.post(A + "/grading/next", response_model=GradePublic,
+             responses={204: {"description": "Every student's grade is done or held"}})
+def next_grade(slug: str, access: CourseStaffDep, session: SessionDep,
+               settings: SettingsDep) -> GradePublic | Response:
+    """The next student not graded yet, held for you (one you hold already first)."""
+    with committing(session):
+        a = _assignment(session, access, slug)
+        g = manual.next_ungraded(session=session, assignment=a, grader=access.user,
+                                 role=access.role)
+        if g is None:
+            return Response(status_code=status.HTTP_204_NO_CONTENT)
+        return _grade(session, a, g, manual.sources(submission=g.submission,
+                                                    artifacts_root=settings.artifacts_dir))
+
+
+@router.get(A + "/grading", response_model=list[GradePublic])
+def grades(slug: str, access: CourseStaffDep, session: SessionDep) -> list[GradePublic]:
+    """Every manual grade of the assignment so far (without the files)."""
+    a = _assignment(session, access, slug)
+    return [_grade(session, a, g, None) for g in session.scalars(
+        select(ManualGrade).where(ManualGrade.assignment_id == a.id).order_by(ManualGrade.id))]
+
+
+@router.get(A + "/grading/{grade_id}", response_model=GradePublic)
+def grade(slug: str, grade_id: RowId, access: CourseStaffDep, session: SessionDep,
+          settings: SettingsDep) -> GradePublic:
+    a = _assignment(session, access, slug)
+    g = manual.get(session=session, assignment=a, grade_id=grade_id)
+    return _grade(session, a, g, manual.sources(submission=g.submission,
+                                                artifacts_root=settings.artifacts_dir))
+
+
+@router.put(A + "/grading/{grade_id}/items/{item_id}", response_model=GradePublic)
+def apply_item(slug: str, grade_id: RowId, item_id: RowId, access: CourseStaffDep,
+               session: SessionDep) -> GradePublic:
+    return _apply(slug, grade_id, item_id, access, session, True)
+
+
+@router.delete(A + "/grading/{grade_id}/items/{item_id}", response_model=GradePublic)
+def take_off_item(slug: str, grade_id: RowId, item_id: RowId, access: CourseStaffDep,
+                  session: SessionDep) -> GradePublic:
+    return _apply(slug, grade_id, item_id, access, session, False)
+
+
+def _apply(slug: str, grade_id: int, item_id: int, access: CourseStaffDep, session: Session,
+           on: bool) -> GradePublic:
+    with committing(session):
+        a = _assignment(session, access, slug)
+        g = manual.get(session=session, assignment=a, grade_id=grade_id)
+        item = rubric.get(session=session, assignment=a, item_id=item_id)
+        manual.apply(session=session, grade=g, item=item, grader=access.user, role=access.role,
+                     applied=on)
+        return _grade(session, a, g, None)
+
+
+@router.post(A + "/grading/{grade_id}/comments", response_model=CommentPublic,
+             status_code=status.HTTP_201_CREATED)
+def add_comment(slug: str, grade_id: RowId, body: CommentIn, access: CourseStaffDep,
+                session: SessionDep, settings: SettingsDep) -> CommentPublic:
+    """A comment on a line of a file (`file` and `line`), or on the work as a whole."""
+    with committing(session):
+        a = _assignment(session, access, slug)
+        g = manual.get(session=session, assignment=a, grade_id=grade_id)
+        c = manual.comment(session=session, grade=g, grader=access.user, role=access.role,
+                           body=body.body, file=body.file, line=body.line,
+                           artifacts_root=settings.artifacts_dir)
+        return CommentPublic.model_validate(c)
+
+
+@router.delete(A + "/grading/{grade_id}/comments/{comment_id}",
+               status_code=status.HTTP_204_NO_CONTENT)
+def delete_comment(slug: str, grade_id: RowId, comment_id: RowId, access: CourseStaffDep,
+                   session: SessionDep) -> None:
+    with committing(session):
+        a = _assignment(session, access, slug)
+        g = manual.get(session=session, assignment=a, grade_id=grade_id)
+        manual.delete_comment(session=session, grade=g, comment_id=comment_id,
+                              grader=access.user, role=access.role)
+
+
+@router.post(A + "/grading/{grade_id}/done", response_model=GradePublic)
+def finish(slug: str, grade_id: RowId, body: Done, access: CourseStaffDep,
+           session: SessionDep) -> GradePublic:
+    """Mark the grade done (the hold ends), or open it again (`done`: false)."""
+    with committing(session):
+        a = _assignment(session, access, slug)
+        g = manual.get(session=session, assignment=a, grade_id=grade_id)
+        manual.finish(session=session, grade=g, grader=access.user, role=access.role,
+                      done=body.done)
+        return _grade(session, a, g, None)
+
+
+@router.post(A + "/grading/release", response_model=RubricPublic)
+def release(slug: str, body: Release, access: CourseStaffDep,
+            session: SessionDep) -> RubricPublic:
+    """Show the grades that are done to their students (`released`: false hides them again;
+    instructors only)."""
+    with committing(session):
+        a = _assignment(session, access, slug)
+        manual.release(session=session, assignment=a, actor=access.user, role=access.role,
+                       released=body.released)
+    return get_rubric(slug, access, session)
+
+
+def _request(r: RegradeRequest, student: str | None = None,
+             assignment: str | None = None) -> RequestPublic:
+    return RequestPublic(id=r.id, student=student, assignment=assignment, item_id=r.item_id,
+                         test_name=r.test_name, reason=r.reason, status=r.status,
+                         answer=r.answer, changed=r.changed, created_at=r.created_at,
+                         answered_at=r.answered_at)
+
+
+@router.get(A + "/feedback", response_model=FeedbackPublic)
+def feedback(slug: str, access: CourseDep, session: SessionDep) -> FeedbackPublic:
+    """Your manual grade, once released: the items applied, the comments at their lines."""
+    a = _assignment(session, access, slug)
+    f = manual.feedback(session=session, assignment=a, user=access.user)
+    return FeedbackPublic(
+        points=f.points, max_points=a.manual_points, weight=a.manual_weight,
+        released_at=f.released_at,
+        items=[FeedbackItem(id=i.id, group=i.group, title=i.title, description=i.description,
+                            points=i.points) for i in f.items],
+        comments=[CommentPublic.model_validate(c) for c in f.comments],
+        requests=[_request(r) for r in regrades.of_student(session=session, assignment=a,
+                                                           student=access.user)])
+
+
+@router.post(A + "/feedback/regrade-requests", response_model=RequestPublic,
+             status_code=status.HTTP_201_CREATED)
+def ask(slug: str, body: RequestIn, access: CourseDep, session: SessionDep) -> RequestPublic:
+    """Ask for a second look at one rubric item (`item_id`) or one test (`test_name`)."""
+    if access.role != "student":
+        raise Forbidden("regrade requests are a student's, about their own grade")
+    with committing(session):
+        a = _assignment(session, access, slug)
+        r = regrades.ask(session=session, assignment=a, student=access.user, reason=body.reason,
+                         item_id=body.item_id, test_name=body.test_name)
+        return _request(r)
+
+
+@router.get("/{course}/regrade-requests", response_model=list[RequestPublic])
+def requests(access: CourseStaffDep, session: SessionDep,
+             state: Annotated[str, Query(pattern="^(open|answered|all)$")] = "open"
+             ) -> list[RequestPublic]:
+    """The course's regrade requests, oldest first (open ones by default)."""
+    found = regrades.of_course(session=session, course=access.course, role=access.role,
+                               status=None if state == "all" else state)
+    slugs = dict(session.execute(select(Assignment.id, Assignment.slug)
+                                 .where(Assignment.course_id == access.course.id)).all())
+    return [_request(r, u.email, slugs.get(g.assignment_id)) for r, g, u in found]
+
+
+@router.post("/{course}/regrade-requests/{request_id}/answer", response_model=RequestPublic)
+def answer(request_id: RowId, body: AnswerIn, access: CourseStaffDep,
+           session: SessionDep) -> RequestPublic:
+    """Answer a request; `apply_item` changes the grade."""
+    with committing(session):
+        r = regrades.get(session=session, course=access.course, request_id=request_id)
+        regrades.answer(session=session, request=r, actor=access.user, role=access.role,
+                        text=body.answer, apply_item=body.apply_item)
+        return _request(r)

@@ -1,0 +1,172 @@
+"""Grading by a person over the API, on SQLite and PostgreSQL: the rubric and its rules, two TAs
+who never grade the same student, items and comments on lines, release, a student's feedback,
+an item edited after grading (every total follows, shown before saving), regrade requests with
+their limit and answers, and who may do what."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy import Engine
+
+from runners.protocol import JobOutcome
+from server.db import session_factory
+from server.services import users
+from tests.server.conftest import REFERENCE, RUNNER, World, claim, login
+from tests.server.reports import sample_report
+
+A = "/api/courses/th/assignments/t1-multiprocessing"
+
+
+def _graded(world: World) -> dict[str, int]:
+    """ada and bob each with a graded submission."""
+    subs = {}
+    for who in ("ada", "bob"):
+        subs[who] = world.submit(getattr(world, who), REFERENCE).json()["id"]
+        offer = claim(world.client)
+        assert offer is not None and offer["job"] is not None
+        r = world.client.post(f"/api/runner/jobs/{offer['job_id']}/result",
+                              content=JobOutcome.model_validate(
+                                  {"report": sample_report()}).model_dump_json(),
+                              headers={**RUNNER, "X-Job-Token": offer["token"],
+                                       "Content-Type": "application/json"})
+        assert r.status_code == 204, r.text
+    return subs
+
+
+def _tas(world: World, engine: Engine, n: int) -> list[dict[str, str]]:
+    out = []
+    for k in range(n):
+        email = f"ta{k}@uni.edu"
+        with session_factory(engine)() as s, s.begin():
+            users.create(session=s, email=email, name=f"TA {k}", password="ta-pass-48213")
+        tok = login(world.client, email, "ta-pass-48213")
+        r = world.client.post("/api/courses/join", json={"join_code": world.join_code},
+                              headers=tok)
+        assert r.status_code in (200, 201), r.text
+        r = world.client.put(f"/api/courses/th/members/{email}", json={"role": "ta"},
+                             headers=world.prof)
+        assert r.status_code == 200, r.text
+        out.append(tok)
+    return out
+
+
+def _rubric(world: World) -> dict[str, int]:
+    r = world.client.put(f"{A}/rubric", json={"points": 20, "weight": 0.5, "regrade_limit": 1},
+                         headers=world.prof)
+    assert r.status_code == 200, r.text
+    items = {}
+    for title, points in (("uses a collective", 10), ("explains the efficiency", 10),
+                          ("a race the tests missed", -5)):
+        r = world.post(world.prof, f"{A}/rubric/items", json={
+            "title": title, "points": points, "group": "code",
+            "description": f"{title}.\nSee the statement."})
+        assert r.status_code == 201, r.text
+        items[title] = r.json()["id"]
+    return items
+
+
+def test_a_ta_grades_by_rubric_and_the_student_reads_it_once_released(world: World,
+                                                                       engine: Engine) -> None:
+    c = world.client
+    _graded(world)
+    items = _rubric(world)
+    ta, other = _tas(world, engine, 2)
+    # Students and TAs cannot set the rules; students cannot grade.
+    assert c.put(f"{A}/rubric", json={"weight": 2}, headers=ta).status_code == 403
+    assert world.post(world.ada, f"{A}/grading/next").status_code == 403
+    assert world.get(world.ada, f"{A}/rubric").status_code == 403
+
+    mine = world.post(ta, f"{A}/grading/next").json()
+    theirs = world.post(other, f"{A}/grading/next").json()
+    assert {mine["student"], theirs["student"]} == {"ada@uni.edu", "bob@uni.edu"}
+    assert mine["files"]["solution.py"][:1] == REFERENCE.decode().splitlines()[:1]
+    assert world.post(ta, f"{A}/grading/next").json()["id"] == mine["id"]  # still mine
+    g = f"{A}/grading/{mine['id']}"
+    # The other TA cannot change a grade ta holds.
+    r = c.put(f"{g}/items/{items['uses a collective']}", headers=other)
+    assert r.status_code == 409 and "TA 0 is grading this student" in r.json()["detail"]
+
+    for item in ("uses a collective", "a race the tests missed"):
+        assert c.put(f"{g}/items/{items[item]}", headers=ta).status_code == 200
+    r = world.post(ta, f"{g}/comments", json={"body": "This loop\nruns serially.",
+                                              "file": "solution.py", "line": 3})
+    assert r.status_code == 201, r.text
+    assert world.post(ta, f"{g}/comments", json={"body": "Well done."}).status_code == 201
+    for bad, why in (({"file": "solution.py", "line": 10_000}, "has lines 1 to"),
+                     ({"file": "other.py", "line": 1}, "no file"),
+                     ({"file": "solution.py"}, "both its file and its line")):
+        r = world.post(ta, f"{g}/comments", json={"body": "x", **bad})
+        assert r.status_code == 422 and why in r.json()["detail"], r.text
+    assert world.post(ta, f"{g}/comments",
+                      json={"body": "a\x1b[31m red"}).status_code == 422
+    done = world.post(ta, f"{g}/done", json={}).json()
+    assert (done["status"], done["points"], done["held_by"]) == ("done", 5.0, None)
+
+    # Nothing reaches the student before release; only an instructor releases.
+    student = "ada" if mine["student"] == "ada@uni.edu" else "bob"
+    tok = getattr(world, student)
+    assert world.get(tok, f"{A}/feedback").status_code == 404
+    assert world.post(ta, f"{A}/grading/release", json={}).status_code == 403
+    assert world.post(world.prof, f"{A}/grading/release", json={}).status_code == 200
+    fb = world.get(tok, f"{A}/feedback").json()
+    assert fb["points"] == 5.0 and fb["max_points"] == 20 and fb["weight"] == 0.5
+    assert [i["title"] for i in fb["items"]] == ["uses a collective", "a race the tests missed"]
+    assert [(x["file"], x["line"]) for x in fb["comments"]] == [(None, None),
+                                                                ("solution.py", 3)]
+    assert "runs serially" in fb["comments"][1]["body"]
+    # The other student's grade is not done: nothing to see.
+    other_student = world.bob if student == "ada" else world.ada
+    assert world.get(other_student, f"{A}/feedback").status_code == 404
+
+    # An item edited after grading: shown first, then every grade it is applied to follows.
+    item = f"{A}/rubric/items/{items['uses a collective']}"
+    r = c.patch(item, params={"dry_run": "true"}, json={"points": 12}, headers=ta)
+    assert r.json()["changes"] == 1 and not r.json()["saved"]
+    assert world.get(tok, f"{A}/feedback").json()["points"] == 5.0
+    r = c.patch(item, json={"points": 12, "unknown": 1}, headers=ta)
+    assert r.status_code == 422
+    assert c.patch(item, json={"points": 12}, headers=ta).json()["saved"]
+    assert world.get(tok, f"{A}/feedback").json()["points"] == 7.0
+
+    # A regrade request about an item; the limit; the answer changes the grade.
+    ask = f"{A}/feedback/regrade-requests"
+    race = items["a race the tests missed"]
+    r = world.post(tok, ask, json={"item_id": race, "reason": "The lock is held;\nsee line 9."})
+    assert r.status_code == 201, r.text
+    r = world.post(tok, ask, json={"item_id": race, "reason": "again"})
+    assert r.status_code == 409 and "wait for an answer" in r.json()["detail"]
+    assert world.post(ta, ask, json={"item_id": race, "reason": "x"}).status_code == 403
+    assert world.post(other_student, ask, json={"item_id": race,
+                                                "reason": "x"}).status_code == 404
+    listed = world.get(other, "/api/courses/th/regrade-requests").json()
+    assert [(x["student"], x["item_id"]) for x in listed] == [(f"{student}@uni.edu", race)]
+    assert world.get(tok, "/api/courses/th/regrade-requests").status_code == 403
+    r = world.post(other, f"/api/courses/th/regrade-requests/{listed[0]['id']}/answer",
+                   json={"answer": "Agreed: no race.", "apply_item": False})
+    assert r.status_code == 200 and r.json()["changed"], r.text
+    fb = world.get(tok, f"{A}/feedback").json()
+    assert fb["points"] == 12.0 and fb["requests"][0]["answer"] == "Agreed: no race."
+    r = world.post(other, f"/api/courses/th/regrade-requests/{listed[0]['id']}/answer",
+                   json={"answer": "twice"})
+    assert r.status_code == 409
+
+
+def test_graders_racing_for_the_next_student_each_get_another(world: World,
+                                                              engine: Engine) -> None:
+    _graded(world)
+    _rubric(world)
+    tas = _tas(world, engine, 4)
+    gate = threading.Barrier(4)
+
+    def take(tok: dict[str, str]) -> Any:
+        gate.wait()
+        r = world.post(tok, f"{A}/grading/next")
+        return None if r.status_code == 204 else r.json()["student"]
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(take, tas))
+    assert sorted(g for g in got if g) == ["ada@uni.edu", "bob@uni.edu"], got
+    assert got.count(None) == 2
