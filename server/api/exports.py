@@ -14,7 +14,7 @@ from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import exports as export_service
-from server.services import final_grades
+from server.services import final_grades, manual_points
 from server.services import submissions as submission_service
 from server.services.errors import Forbidden, NotFound
 
@@ -44,6 +44,11 @@ def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> 
     row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
     if row is None:
         raise NotFound("this submission has no report yet")
+    a = sub.assignment
+    by_hand = manual_points.released_points(session=session, assignment=a, user_id=sub.user_id,
+                                            submission_id=sub.id)
     return export_service.gradescope(
         report=row.report, score=row.score, manifest=Manifest.model_validate(sub.version.manifest),
-        final=final_grades.settled(session=session, sub=sub))
+        final=final_grades.settled(session=session, sub=sub),
+        manual=(by_hand[sub.user_id], manual_points.max_points(a)) if sub.user_id in by_hand
+        else None)

@@ -21,7 +21,7 @@ from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
 from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
 from server.schemas import ErrorPublic, Input, Public
 from server.services import assignments as assignment_service
-from server.services import manual, regrades, rubric
+from server.services import manual, manual_points, regrades, rubric
 from server.services.errors import Forbidden
 
 router = APIRouter(prefix="/api/courses", tags=["manual grading"],
@@ -198,7 +198,7 @@ def _grade(session: Session, a: Assignment, g: ManualGrade, files: dict[str, lis
     return GradePublic(
         id=g.id, student=student.email, alias=alias, submission_id=g.submission_id,
         status=g.status, held_by=holder.email if holder else None, held_until=g.locked_until,
-        points=manual.points(a, items), items=[i.id for i in items],
+        points=manual_points.points(a, items), items=[i.id for i in items],
         comments=[CommentPublic.model_validate(c) for c in manual.comments(session=session,
                                                                           grade=g)],
         files=files)

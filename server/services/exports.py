@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import Manifest
 from server.models import Assignment, Enrollment, FinalGrade, GradeReportRow, Submission, User
-from server.services import final_grades
+from server.services import final_grades, manual_points
 
 FORMULA_START = ("=", "+", "-", "@", "＝", "＋", "－", "＠")
 """What starts a formula in Excel, LibreOffice or Google Sheets; the
@@ -64,13 +64,20 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
                          speedup="" if speedup is None else speedup, late="yes" if late else "",
                          submitted_at=created.isoformat())
     settled = final_grades.grades(session=session, assignment_id=assignment.id)
+    by_hand = manual_points.released_points(session=session, assignment=assignment)
     for entry in best.values():
-        final = settled.get(entry.pop("user_id"))
+        user_id = entry.pop("user_id")
+        final = settled.get(user_id)
         entry["final_score"] = "" if final is None else final.score
         entry["final_speedup"] = "" if final is None or final.speedup is None else final.speedup
+        entry["manual_points"] = by_hand.get(user_id, "")
+        auto = entry["final_score"] if final is not None else entry["best_score"]
+        entry["total"] = ("" if auto == "" and user_id not in by_hand
+                          else round(float(auto or 0) + by_hand.get(user_id, 0.0), 2))
     out = io.StringIO()
     fields = ["email", "name", "alias", "best_score", "verdict", "speedup", "final_score",
-              "final_speedup", "late", "attempts", "submission_id", "submitted_at"]
+              "final_speedup", "manual_points", "total", "late", "attempts", "submission_id",
+              "submitted_at"]
     writer = csv.DictWriter(out, fieldnames=fields, quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
     for email in sorted(best):
@@ -79,9 +86,11 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
 
 
 def gradescope(*, report: dict[str, Any], score: float, manifest: Manifest,
-               final: FinalGrade | None = None) -> dict[str, Any]:
+               final: FinalGrade | None = None, manual: tuple[float, float] | None = None
+               ) -> dict[str, Any]:
     """A Gradescope autograder results.json for one graded submission; `final`: the final run's
-    grade of it (its points replace the live grading's performance points)."""
+    grade of it (its points replace the live grading's performance points); `manual`: the
+    released manual points and their most, added as one more entry."""
     tests = report.get("tests", [])
     weights = sum(t["weight"] for t in tests) or 1.0
     test_max = manifest.scoring.test_points
@@ -106,6 +115,11 @@ def gradescope(*, report: dict[str, Any], score: float, manifest: Manifest,
                  f"({final.ci_low:.2f}–{final.ci_high:.2f})") + f"; live grading: {live}")
     results.append({"name": "performance (speedup)", "max_score": perf_max, "score": perf,
                     "status": "passed" if sp else "failed", "output": live})
+    if manual is not None:
+        score = round(score + manual[0], 2)
+        results.append({"name": "graded by hand (rubric)", "max_score": manual[1],
+                         "score": manual[0], "status": "passed",
+                         "output": "the rubric items a grader applied, released"})
     out: dict[str, Any] = {"score": score, "output": report.get("summary", ""),
                            "execution_time": round(report.get("wall_time_s", 0)),
                            "tests": results}

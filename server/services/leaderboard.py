@@ -20,7 +20,7 @@ from server.models import (
     Submission,
     User,
 )
-from server.services import final_grades
+from server.services import final_grades, manual_points
 
 MARKS = {"held": "held for review", "refused": "speedup not credited"}
 INTERFERED = "measured while the node was short of cores"
@@ -250,7 +250,9 @@ class BoardCache:
         version = tuple((a.id, a.board_version) for a in assignments)
         key = ("course", assignments[0].course_id if assignments else None)
         board: CourseBoard = self.get(key, version, lambda: course_board(
-            [(a, self.board(session=session, assignment=a)) for a in assignments]))
+            [(a, self.board(session=session, assignment=a)) for a in assignments],
+            {a.id: manual_points.released_points(session=session, assignment=a)
+             for a in assignments}))
         return board
 
 
@@ -279,11 +281,14 @@ class CourseBoard(Board):
     tasks: list[Task] = field(default_factory=list)
 
 
-def course_board(boards: list[tuple[Assignment, Board]]) -> CourseBoard:
+def course_board(boards: list[tuple[Assignment, Board]],
+                 manual: dict[int, dict[int, float]] | None = None) -> CourseBoard:
     """Students by total points across the course's assignments (each task's points are those
-    of the submission its own board shows, so late policy and reviews count the same), then by
-    tasks solved; the same total over as many tasks shares a rank. A student is listed once they
-    pass one task."""
+    of the submission its own board shows, so late policy and reviews count the same, plus the
+    released manual points, `manual`: assignment id -> user id -> points), then by tasks
+    solved; the same total over as many tasks shares a rank. A student is listed once they pass
+    one task."""
+    manual = manual or {}
     cells: dict[int, list[Entry | None]] = {}
     for i, (_, board) in enumerate(boards):
         for e in board.entries:
@@ -291,7 +296,8 @@ def course_board(boards: list[tuple[Assignment, Board]]) -> CourseBoard:
     rows = []
     for user_id, cell in cells.items():
         alias = next(e.alias for e in cell if e is not None)
-        rows.append((round(sum(e.score for e in cell if e is not None), 2),
+        by_hand = sum(manual.get(a.id, {}).get(user_id, 0.0) for a, _ in boards)
+        rows.append((round(sum(e.score for e in cell if e is not None) + by_hand, 2),
                      sum(e is not None for e in cell), alias, user_id, tuple(cell)))
     rows.sort(key=lambda r: (-r[0], -r[1], r[2], r[3]))
     out: list[CourseEntry] = []

@@ -33,8 +33,9 @@ from server.models import (
     aware,
     now,
 )
-from server.services import assignments, courses, submissions
+from server.services import assignments, courses, grade_changes, submissions
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
+from server.services.manual_points import points
 
 LOCK_S = 900
 """How long a grader's hold on a grade lasts after their last action on it."""
@@ -188,6 +189,15 @@ def finish(*, session: Session, grade: ManualGrade, grader: User, role: str | No
     if done:
         grade.locked_by, grade.locked_until = None, None
     session.flush()
+    changed(session=session, assignment_id=grade.assignment_id)
+
+
+def changed(*, session: Session, assignment_id: int) -> None:
+    """A manual grade's points may have changed: where they are released, the boards' totals
+    and the LMS gradebooks follow."""
+    a = session.get(Assignment, assignment_id)
+    if a is not None and a.manual_released_at is not None:
+        grade_changes.of_everyone(session=session, assignment_id=assignment_id)
 
 
 def applied(*, session: Session, grade: ManualGrade) -> list[RubricItem]:
@@ -203,26 +213,6 @@ def comments(*, session: Session, grade: ManualGrade) -> list[ManualComment]:
                                           ManualComment.id)))
 
 
-def points(assignment: Assignment, items: list[RubricItem]) -> float:
-    """The manual points of these items applied: their sum, within 0 and the manual points."""
-    return round(min(max(sum(i.points for i in items), 0.0), assignment.manual_points), 2)
-
-
-def released_points(*, session: Session, assignment: Assignment) -> dict[int, float]:
-    """Each student's manual points times the weight, for grades done, once released ({}
-    before): what exports, the board's totals and the LMS add to the autograder's points."""
-    if assignment.manual_released_at is None:
-        return {}
-    sums = dict(session.execute(
-        select(ManualGrade.user_id, func.coalesce(func.sum(RubricItem.points), 0.0))
-        .outerjoin(AppliedItem, AppliedItem.grade_id == ManualGrade.id)
-        .outerjoin(RubricItem, RubricItem.id == AppliedItem.item_id)
-        .where(ManualGrade.assignment_id == assignment.id, ManualGrade.status == "done")
-        .group_by(ManualGrade.user_id)).all())
-    cap, weight = assignment.manual_points, assignment.manual_weight
-    return {uid: round(min(max(float(s), 0.0), cap) * weight, 2) for uid, s in sums.items()}
-
-
 def release(*, session: Session, assignment: Assignment, actor: User, role: str | None,
             released: bool = True) -> None:
     """Show (or hide again) the manual grades that are done to their students."""
@@ -233,6 +223,7 @@ def release(*, session: Session, assignment: Assignment, actor: User, role: str 
                          else "manual.withhold",
                          target=f"{assignment.course.slug}/{assignment.slug}"))
     session.flush()
+    grade_changes.of_everyone(session=session, assignment_id=assignment.id)
 
 
 @dataclass(frozen=True)

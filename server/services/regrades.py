@@ -129,6 +129,8 @@ def answer(*, session: Session, request: RegradeRequest, actor: User, role: str 
                          applied=apply_item)
             grade.status, grade.locked_by, grade.locked_until = "done", None, None
             request.changed = True
+            session.flush()
+            manual.changed(session=session, assignment_id=grade.assignment_id)
     request.status, request.answer, request.answered_by = "answered", text, actor.id
     request.answered_at = now()
     session.flush()

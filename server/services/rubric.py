@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.models import AppliedItem, Assignment, AuditLog, RubricItem, User
-from server.services import courses
+from server.services import courses, grade_changes
 from server.services.errors import Forbidden, Invalid, NotFound
 
 MAX_ITEMS = 200
@@ -90,7 +90,14 @@ def edit(*, session: Session, assignment: Assignment, item: RubricItem, actor: U
     _log(session, actor, "rubric.edit", assignment,
          {"item": item.id, "before": before, "points": item.points, "grades": changed})
     session.flush()
+    _follow(session, assignment, changed)
     return changed
+
+
+def _follow(session: Session, assignment: Assignment, changed: int) -> None:
+    """Released grades changed: the boards' totals and the LMS gradebooks follow."""
+    if changed and assignment.manual_released_at is not None:
+        grade_changes.of_everyone(session=session, assignment_id=assignment.id)
 
 
 def remove(*, session: Session, assignment: Assignment, item: RubricItem, actor: User,
@@ -102,6 +109,7 @@ def remove(*, session: Session, assignment: Assignment, item: RubricItem, actor:
          {"item": item.id, "title": item.title, "points": item.points, "grades": changed})
     session.delete(item)
     session.flush()
+    _follow(session, assignment, changed)
     return changed
 
 
@@ -128,3 +136,4 @@ def configure(*, session: Session, assignment: Assignment, actor: User, role: st
          {"points": assignment.manual_points, "weight": assignment.manual_weight,
           "regrade_limit": assignment.regrade_limit})
     session.flush()
+    _follow(session, assignment, 1)

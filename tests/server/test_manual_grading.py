@@ -5,15 +5,19 @@ their limit and answers, and who may do what."""
 
 from __future__ import annotations
 
+import csv
+import io
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from runners.protocol import JobOutcome
 from server.db import session_factory
+from server.models import Assignment, User
 from server.services import users
+from server.services.lti import passback
 from tests.server.conftest import REFERENCE, RUNNER, World, claim, login
 from tests.server.reports import sample_report
 
@@ -117,6 +121,7 @@ def test_a_ta_grades_by_rubric_and_the_student_reads_it_once_released(world: Wor
     assert [(x["file"], x["line"]) for x in fb["comments"]] == [(None, None),
                                                                 ("solution.py", 3)]
     assert "runs serially" in fb["comments"][1]["body"]
+    _totals_carry(world, engine, student, 5.0 * 0.5)
     # The other student's grade is not done: nothing to see.
     other_student = world.bob if student == "ada" else world.ada
     assert world.get(other_student, f"{A}/feedback").status_code == 404
@@ -149,9 +154,33 @@ def test_a_ta_grades_by_rubric_and_the_student_reads_it_once_released(world: Wor
     assert r.status_code == 200 and r.json()["changed"], r.text
     fb = world.get(tok, f"{A}/feedback").json()
     assert fb["points"] == 12.0 and fb["requests"][0]["answer"] == "Agreed: no race."
+    _totals_carry(world, engine, student, 12.0 * 0.5)
     r = world.post(other, f"/api/courses/th/regrade-requests/{listed[0]['id']}/answer",
                    json={"answer": "twice"})
     assert r.status_code == 409
+
+
+def _totals_carry(world: World, engine: Engine, student: str, manual: float) -> None:
+    """The released manual points (times the weight) in the grades CSV, Gradescope's
+    results.json, the course board's total and what the LMS gradebook is owed."""
+    rows = list(csv.DictReader(io.StringIO(world.get(world.prof, f"{A}/grades.csv").text)))
+    mine = next(r for r in rows if r["email"] == f"{student}@uni.edu")
+    other = next(r for r in rows if r["email"] != f"{student}@uni.edu")
+    assert float(mine["manual_points"]) == manual
+    assert float(mine["total"]) == float(mine["best_score"]) + manual
+    assert other["manual_points"] == "" and float(other["total"]) == float(other["best_score"])
+    board = world.get(world.prof, "/api/courses/th/leaderboard").json()
+    totals = {e["alias"]: e["total"] for e in board["entries"]}
+    assert totals[student] == float(mine["best_score"]) + manual, board
+    sid = int(mine["submission_id"])
+    results = world.get(world.prof, f"/api/submissions/{sid}/gradescope.json").json()
+    assert results["tests"][-1]["score"] == manual and results["tests"][-1]["max_score"] == 10.0
+    assert results["score"] == float(mine["best_score"]) + manual
+    with session_factory(engine)() as s:
+        a = s.scalars(select(Assignment)).one()
+        user = s.scalars(select(User).where(User.email == f"{student}@uni.edu")).one()
+        assert passback.current_score(s, a.id, user.id) == float(mine["best_score"]) + manual
+        assert passback._max_score(s, a.id) == 100 + 10.0
 
 
 def test_graders_racing_for_the_next_student_each_get_another(world: World,

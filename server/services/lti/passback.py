@@ -27,7 +27,7 @@ from server.models import (
     now,
 )
 from server.services import assignments as assignment_service
-from server.services import final_grades, outbound
+from server.services import final_grades, manual_points, outbound
 from server.services.lti.platforms import LmsHttp, PlatformRegistration, policy
 from server.settings import ServerSettings, get_settings
 
@@ -37,9 +37,20 @@ log = logging.getLogger("paragrade.lti")
 
 
 def current_score(session: Session, assignment_id: int, user_id: int) -> float | None:
+    """The autograder's points (`_autograded`) plus the released manual ones; None before
+    anything is graded."""
+    auto = _autograded(session, assignment_id, user_id)
+    a = session.get(Assignment, assignment_id)
+    by_hand = None if a is None else manual_points.released_points(
+        session=session, assignment=a, user_id=user_id).get(user_id)
+    if auto is None and by_hand is None:
+        return None
+    return round((auto or 0.0) + (by_hand or 0.0), 2)
+
+
+def _autograded(session: Session, assignment_id: int, user_id: int) -> float | None:
     """The score the assignment's latest final run settled, else the one the leaderboard uses
-    (its entry's, after late policy and reviews), else the student's best graded score; None
-    before anything is graded."""
+    (its entry's, after late policy and reviews), else the student's best graded score."""
     final = final_grades.grade_of(session=session, assignment_id=assignment_id, user_id=user_id)
     if final is not None:
         return final.score
@@ -74,7 +85,7 @@ def _max_score(session: Session, assignment_id: int) -> float:
     if a is None:
         return 100.0
     scoring = assignment_service.manifest_of(a).scoring
-    return float(scoring.test_points + scoring.performance_points)
+    return float(scoring.test_points + scoring.performance_points) + manual_points.max_points(a)
 
 
 def send_pending(*, sessions: sessionmaker[Session], settings: ServerSettings | None = None
