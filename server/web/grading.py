@@ -1,0 +1,292 @@
+"""Pages of grading by a person: the staff's rubric and queue (/c/COURSE/SLUG/grading), one
+student's grade beside their code (…/grading/ID), a student's released feedback with the
+comments at their lines and a regrade request form (…/feedback), and the course's regrade
+requests with answer forms (/c/COURSE/-/regrades). The same services as the API
+(services/manual.py, rubric.py, regrades.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.api.manual import AnswerIn, CommentIn, ItemIn, RequestIn, RulesIn
+from server.db import committing
+from server.deps import SessionDep, SettingsDep
+from server.models import Assignment, Course, ManualGrade, User
+from server.services import assignments as assignment_service
+from server.services import courses as course_service
+from server.services import manual, manual_points, regrades, rubric
+from server.services.errors import DomainError, Forbidden
+from server.web.admin import course_for
+from server.web.pages import Csrf, PageUser, reasons, render
+
+router = APIRouter(include_in_schema=False)
+G = "/c/{course}/{slug}/grading"
+
+
+def _staff(session: Session, user: User, course: str, slug: str
+           ) -> tuple[Course, str, Assignment]:
+    c, role = course_for(session, user, course, staff=True)
+    return c, role, assignment_service.get(session=session, course=c, slug=slug)
+
+
+def _queue(request: Request, session: Session, user: User, course: str, slug: str,
+           **extra: Any) -> HTMLResponse:
+    c, role, a = _staff(session, user, course, slug)
+    grades = list(session.scalars(select(ManualGrade).where(ManualGrade.assignment_id == a.id)
+                                  .order_by(ManualGrade.id)))
+    people = {u.id: u for u in session.scalars(select(User).where(
+        User.id.in_([g.user_id for g in grades] + [g.locked_by or 0 for g in grades])))}
+    totals = {g.id: manual_points.points(a, manual.applied(session=session, grade=g))
+              for g in grades}
+    waiting = len(manual.graded_submissions(session=session, assignment=a))
+    return render(request, "grading.html", user=user, course=c, role=role, a=a,
+                  items=rubric.items(session=session, assignment=a), grades=grades,
+                  people=people, totals=totals, students=waiting,
+                  done=sum(g.status == "done" for g in grades), **extra)
+
+
+def _act(request: Request, session: Session, user: User, course: str, slug: str,
+         action: Callable[[Course, str, Assignment], str]) -> Response:
+    """Run `action` (a form's work) and go where it says; its refusal shows on the queue page."""
+    c, role, a = _staff(session, user, course, slug)
+    try:
+        with committing(session):
+            to = action(c, role, a)
+    except ValidationError as exc:
+        return _queue(request, session, user, course, slug, error=reasons(exc),
+                      status_code=422)
+    except DomainError as exc:
+        return _queue(request, session, user, course, slug, error=exc.message,
+                      status_code=exc.status)
+    return RedirectResponse(to, status_code=303)
+
+
+@router.get(G)
+def queue(course: str, slug: str, request: Request, session: SessionDep,
+          user: PageUser) -> HTMLResponse:
+    return _queue(request, session, user, course, slug)
+
+
+@router.post(G + "/next", dependencies=[Csrf])
+def take_next(course: str, slug: str, request: Request, session: SessionDep,
+              user: PageUser) -> Response:
+    def act(c: Course, role: str, a: Assignment) -> str:
+        g = manual.next_ungraded(session=session, assignment=a, grader=user, role=role)
+        return f"/c/{c.slug}/{a.slug}/grading" + (f"/{g.id}" if g else "?none=1")
+    return _act(request, session, user, course, slug, act)
+
+
+@router.post(G + "/items", dependencies=[Csrf])
+def add_item(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+             title: Annotated[str, Form()], points: Annotated[float, Form()],
+             group: Annotated[str, Form()] = "", description: Annotated[str, Form()] = ""
+             ) -> Response:
+    def act(c: Course, role: str, a: Assignment) -> str:
+        body = ItemIn(title=title, points=points, group=group, description=description)
+        rubric.add(session=session, assignment=a, actor=user, role=role, **body.model_dump())
+        return f"/c/{c.slug}/{a.slug}/grading"
+    return _act(request, session, user, course, slug, act)
+
+
+@router.post(G + "/items/{item_id}", dependencies=[Csrf])
+def edit_item(course: str, slug: str, item_id: int, request: Request, session: SessionDep,
+              user: PageUser, points: Annotated[float, Form()],
+              title: Annotated[str, Form()], confirm: Annotated[str, Form()] = "") -> Response:
+    """Change an item's points or title: the first post says how many grades it changes, the
+    second (confirm) saves."""
+    _, _, a = _staff(session, user, course, slug)
+    item = rubric.get(session=session, assignment=a, item_id=item_id)
+    if not confirm:
+        n = rubric.uses(session=session, item=item)
+        return _queue(request, session, user, course, slug, confirm_item=item,
+                      confirm_points=points, confirm_title=title, confirm_changes=n)
+    return _act(request, session, user, course, slug, lambda c, role, a: (
+        rubric.edit(session=session, assignment=a, item=item, actor=user, role=role,
+                    points=points, title=title), f"/c/{c.slug}/{a.slug}/grading")[1])
+
+
+@router.post(G + "/rules", dependencies=[Csrf])
+def rules(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+          points: Annotated[float, Form()], weight: Annotated[float, Form()],
+          regrade_limit: Annotated[int, Form()]) -> Response:
+    def act(c: Course, role: str, a: Assignment) -> str:
+        body = RulesIn(points=points, weight=weight, regrade_limit=regrade_limit)
+        rubric.configure(session=session, assignment=a, actor=user, role=role,
+                         **body.model_dump())
+        return f"/c/{c.slug}/{a.slug}/grading"
+    return _act(request, session, user, course, slug, act)
+
+
+@router.post(G + "/release", dependencies=[Csrf])
+def release(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+            released: Annotated[str, Form()] = "yes") -> Response:
+    def act(c: Course, role: str, a: Assignment) -> str:
+        manual.release(session=session, assignment=a, actor=user, role=role,
+                       released=released == "yes")
+        return f"/c/{c.slug}/{a.slug}/grading"
+    return _act(request, session, user, course, slug, act)
+
+
+@router.get(G + "/{grade_id}")
+def grade_page(course: str, slug: str, grade_id: int, request: Request, session: SessionDep,
+               settings: SettingsDep, user: PageUser) -> HTMLResponse:
+    c, _, a = _staff(session, user, course, slug)
+    g = manual.get(session=session, assignment=a, grade_id=grade_id)
+    on = {i.id for i in manual.applied(session=session, grade=g)}
+    items = rubric.items(session=session, assignment=a)
+    student = session.get(User, g.user_id)
+    holder = session.get(User, g.locked_by) if g.locked_by else None
+    return render(request, "grade.html", user=user, course=c, a=a, g=g, items=items, on=on,
+                  student=student, holder=holder,
+                  total=manual_points.points(a, [i for i in items if i.id in on]),
+                  files=manual.sources(submission=g.submission,
+                                       artifacts_root=settings.artifacts_dir),
+                  comments=manual.comments(session=session, grade=g),
+                  error=request.query_params.get("error"))
+
+
+def _on_grade(request: Request, session: Session, user: User, course: str, slug: str,
+              grade_id: int, work: Callable[[ManualGrade, str], None], anchor: str = ""
+              ) -> Response:
+    """A change to one grade; a refusal comes back on its page."""
+    c, role, a = _staff(session, user, course, slug)
+    back = f"/c/{c.slug}/{a.slug}/grading/{grade_id}"
+    try:
+        with committing(session):
+            work(manual.get(session=session, assignment=a, grade_id=grade_id), role)
+    except ValidationError as exc:
+        return RedirectResponse(f"{back}?error={_q(reasons(exc))}", status_code=303)
+    except DomainError as exc:
+        return RedirectResponse(f"{back}?error={_q(exc.message)}", status_code=303)
+    return RedirectResponse(back + anchor, status_code=303)
+
+
+def _q(text: str) -> str:
+    return quote(text[:300])
+
+
+@router.post(G + "/{grade_id}/items/{item_id}", dependencies=[Csrf])
+def toggle(course: str, slug: str, grade_id: int, item_id: int, request: Request,
+           session: SessionDep, user: PageUser, applied: Annotated[str, Form()]) -> Response:
+    def work(g: ManualGrade, role: str) -> None:
+        a = session.get(Assignment, g.assignment_id)
+        assert a is not None
+        item = rubric.get(session=session, assignment=a, item_id=item_id)
+        manual.apply(session=session, grade=g, item=item, grader=user, role=role,
+                     applied=applied == "yes")
+    return _on_grade(request, session, user, course, slug, grade_id, work, "#rubric")
+
+
+@router.post(G + "/{grade_id}/comments", dependencies=[Csrf])
+def comment(course: str, slug: str, grade_id: int, request: Request, session: SessionDep,
+            settings: SettingsDep, user: PageUser, body: Annotated[str, Form()],
+            file: Annotated[str, Form()] = "", line: Annotated[str, Form()] = "") -> Response:
+    def work(g: ManualGrade, role: str) -> None:
+        c = CommentIn(body=body, file=file or None,
+                      line=int(line) if line.strip().isdigit() else None)
+        manual.comment(session=session, grade=g, grader=user, role=role, body=c.body,
+                       file=c.file, line=c.line, artifacts_root=settings.artifacts_dir)
+    return _on_grade(request, session, user, course, slug, grade_id, work,
+                     f"#L-{file}-{line}" if file and line else "#comments")
+
+
+@router.post(G + "/{grade_id}/done", dependencies=[Csrf])
+def done(course: str, slug: str, grade_id: int, request: Request, session: SessionDep,
+         user: PageUser, done: Annotated[str, Form()] = "yes") -> Response:
+    return _on_grade(request, session, user, course, slug, grade_id,
+                     lambda g, role: manual.finish(session=session, grade=g, grader=user,
+                                                   role=role, done=done == "yes"))
+
+
+def _feedback(request: Request, session: Session, settings: Any, user: User, course: str,
+              slug: str, **extra: Any) -> HTMLResponse:
+    c, role = course_service.with_role(session=session, slug=course, user=user)
+    if role is None:
+        raise Forbidden("you are not enrolled in this course")
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    f = manual.feedback(session=session, assignment=a, user=user)
+    at: dict[tuple[str, int], list[Any]] = {}
+    for x in f.comments:
+        if x.file is not None and x.line is not None:
+            at.setdefault((x.file, x.line), []).append(x)
+    return render(request, "feedback.html", user=user, course=c, a=a, f=f, at=at,
+                  general=[x for x in f.comments if x.file is None],
+                  files=manual.sources(submission=f.grade.submission,
+                                       artifacts_root=settings.artifacts_dir),
+                  requests=regrades.of_student(session=session, assignment=a, student=user),
+                  **extra)
+
+
+@router.get("/c/{course}/{slug}/feedback")
+def feedback(course: str, slug: str, request: Request, session: SessionDep,
+             settings: SettingsDep, user: PageUser) -> HTMLResponse:
+    return _feedback(request, session, settings, user, course, slug)
+
+
+@router.post("/c/{course}/{slug}/feedback/regrade", dependencies=[Csrf])
+def ask(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
+        user: PageUser, reason: Annotated[str, Form()], about: Annotated[str, Form()]
+        ) -> Response:
+    """`about`: "item:ID" or "test:NAME"."""
+    c, role = course_service.with_role(session=session, slug=course, user=user)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    kind, _, what = about.partition(":")
+    try:
+        body = RequestIn(reason=reason, item_id=int(what) if kind == "item" and what.isdigit()
+                         else None, test_name=what if kind == "test" else None)
+        with committing(session):
+            if role != "student":
+                raise Forbidden("regrade requests are a student's, about their own grade")
+            regrades.ask(session=session, assignment=a, student=user, reason=body.reason,
+                         item_id=body.item_id, test_name=body.test_name)
+    except ValidationError as exc:
+        return _feedback(request, session, settings, user, course, slug, error=reasons(exc),
+                         status_code=422)
+    except DomainError as exc:
+        return _feedback(request, session, settings, user, course, slug, error=exc.message,
+                         status_code=exc.status)
+    return RedirectResponse(f"/c/{c.slug}/{a.slug}/feedback#requests", status_code=303)
+
+
+@router.get("/c/{course}/-/regrades")
+def requests_page(course: str, request: Request, session: SessionDep,
+                  user: PageUser) -> HTMLResponse:
+    return _requests(request, session, user, course)
+
+
+def _requests(request: Request, session: Session, user: User, course: str,
+              **extra: Any) -> HTMLResponse:
+    c, role = course_for(session, user, course, staff=True)
+    found = regrades.of_course(session=session, course=c, role=role, status=None)
+    slugs = dict(session.execute(select(Assignment.id, Assignment.slug)
+                                 .where(Assignment.course_id == c.id)).all())
+    return render(request, "regrades.html", user=user, course=c, found=found, slugs=slugs,
+                  **extra)
+
+
+@router.post("/c/{course}/-/regrades/{request_id}", dependencies=[Csrf])
+def answer(course: str, request_id: int, request: Request, session: SessionDep,
+           user: PageUser, answer: Annotated[str, Form()],
+           change: Annotated[str, Form()] = "") -> Response:
+    """`change`: "apply" or "remove" the item asked about; empty: the grade stays."""
+    c, role = course_for(session, user, course, staff=True)
+    try:
+        body = AnswerIn(answer=answer, apply_item={"apply": True, "remove": False}.get(change))
+        with committing(session):
+            r = regrades.get(session=session, course=c, request_id=request_id)
+            regrades.answer(session=session, request=r, actor=user, role=role, text=body.answer,
+                            apply_item=body.apply_item)
+    except ValidationError as exc:
+        return _requests(request, session, user, course, error=reasons(exc), status_code=422)
+    except DomainError as exc:
+        return _requests(request, session, user, course, error=exc.message,
+                         status_code=exc.status)
+    return RedirectResponse(f"/c/{c.slug}/-/regrades", status_code=303)
