@@ -9,8 +9,8 @@ import re
 
 from sqlalchemy import Engine
 
-from tests.server.test_manual_grading import _graded, _tas
 from tests.server.conftest import World
+from tests.server.test_manual_grading import _graded, _tas
 from tests.server.test_pages import browser, csrf
 
 G = "/c/th/t1-multiprocessing/grading"
