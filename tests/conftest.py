@@ -35,7 +35,7 @@ CONCURRENT = {
     "tests/server/test_upload_races.py", "tests/server/test_backup.py",
     "tests/server/test_upgrade.py", "tests/server/test_crashes.py",
     "tests/server/test_reference_pool.py", "tests/server/test_manual_grading.py",
-    "tests/server/test_grading_pages.py",
+    "tests/server/test_grading_pages.py", "tests/server/test_hidden_tests_shown.py",
     "tests/server/test_security_auth.py", "tests/server/test_security_bodies.py",
     "tests/server/test_security_fuzz.py", "tests/server/test_security_input.py",
     "tests/server/test_security_lti.py", "tests/server/test_security_runners.py",

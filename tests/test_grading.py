@@ -95,6 +95,8 @@ def test_wrong_solution_fails_without_revealing_expected_values(t1: package.Assi
         assert "wrong answer" in t.message
         assert "assert" not in t.message and "approx" not in t.message
         assert not any(ch.isdigit() for ch in t.message.split(":", 1)[1].replace("1e", ""))
+        # The whole message, held apart for the server to show where the test is revealed.
+        assert t.held_message is not None and "assert" in t.held_message, t
     public = [t for t in r.tests if not t.hidden and t.outcome is TestOutcome.FAILED]
     assert all("assert" in t.message or "approx" in t.message for t in public)
     assert 0 < r.test_points < 60  # partial credit for the tests whose sizes divide evenly

@@ -191,12 +191,13 @@ class Recorder:
         return Path(path).resolve().is_relative_to(Path(self.ctx.hidden_dir).resolve())
 
     def add(self, name: str, *, outcome: TestOutcome, verdict: Verdict, message: str, hidden: bool,
-            weight: float | None, duration: float) -> None:
+            weight: float | None, duration: float, held: str | None = None) -> None:
         if weight is None:
             weight = self.weights.get(name, 1.0 if hidden else 0.0)
         self.results.append(dict(name=name, outcome=outcome.value, verdict=verdict.value,
                                  message=message, hidden=hidden, weight=weight,
-                                 duration_s=round(duration, 4)))
+                                 duration_s=round(duration, 4),
+                                 held_message=held if held != message else None))
 
     def write(self) -> None:
         Path(self.ctx.results).write_text(json.dumps({"tests": self.results,
@@ -329,11 +330,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                      duration=duration)
     elif report.failed:
         verdict, message = _judge(item, call, hidden and not recorder.ctx.reveal)
+        # The whole message too, held for the server to show where the test is revealed.
+        held = _judge(item, call, False)[1][:3000] if hidden else None
         if verdict is Verdict.TIMEOUT and name in recorder.ctx.limit_reasons:
             message += f" (this test's limit: {recorder.ctx.limit_reasons[name]})"
+            held = None
         outcome = TestOutcome.FAILED if call.when == "call" else TestOutcome.ERROR
         recorder.add(name, outcome=outcome, verdict=verdict, message=message, hidden=hidden,
-                     weight=weight, duration=duration)
+                     weight=weight, duration=duration, held=held)
         item.config.stash[_clock_key].ended(name, verdict, recorder.ctx.test_limits.get(name))
     elif report.skipped and call.when in ("setup", "call"):
         reason = str(call.excinfo.value) if call.excinfo else "skipped"

@@ -202,6 +202,21 @@ class Service(Frozen):
                                  description="Connections served at once; more are closed")
 
 
+Shown = Literal["never", "after_deadline", "always"]
+"""When a student reads a hidden test's full message (its assertion's values, the traceback of
+their code): never (the message its author wrote on purpose, or "wrong answer"), once their own
+deadline has passed (extensions included), or always."""
+
+
+class Feedback(Frozen):
+    """What a report shows of the hidden tests (`[feedback]`); a course offering may change the
+    default (the assignment's policy, server side)."""
+
+    hidden_tests: Shown = "never"
+    tests: dict[str, Shown] = Field(default_factory=dict, description="Per hidden test (its "
+                                    "name, as in [scoring] weights): overrides hidden_tests")
+
+
 class Array(Frozen):
     """A job array: the submission's function is one task, `function(task_id=i, n_tasks=N, **inputs)`.
 
@@ -233,6 +248,7 @@ class Manifest(Frozen):
     timing: Timing = Timing()
     service: Service | None = None
     array: Array | None = None
+    feedback: Feedback = Feedback()
 
     @model_validator(mode="after")
     def _weak(self) -> Manifest:

@@ -24,6 +24,11 @@ class TestResult(Frozen):
         description="Human-readable reason; for hidden tests never the source or expected values"
     )
     hidden: bool = Field(description="True for hidden tests")
+    held_message: str | None = Field(
+        default=None, description="Hidden tests: the message a visible test would carry (the "
+        "assertion's values, the traceback of the student's code) where it differs from "
+        "`message`; the server shows it to the student only where the package or the course "
+        "reveals that test (after the deadline, or always), and to the staff")
     weight: float = Field(ge=0, description="Share of the test points this test carries")
     duration_s: float = Field(ge=0)
 

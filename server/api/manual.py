@@ -14,14 +14,14 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import text
+from runners.protocol import Shown, text
 from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
 from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
 from server.schemas import ErrorPublic, Input, Public
 from server.services import assignments as assignment_service
-from server.services import manual, manual_points, regrades, rubric
+from server.services import manual, manual_points, regrades, rubric, visibility
 from server.services.errors import Forbidden
 
 router = APIRouter(prefix="/api/courses", tags=["manual grading"],
@@ -91,7 +91,15 @@ class RubricPublic(Public):
     manual_weight: float
     regrade_limit: int
     released_at: datetime | None
+    hidden_tests_shown: Shown | None = Field(
+        description="When students read a hidden test's whole message (None: as the package's "
+        "[feedback] says, per test where it names one)")
     items: list[ItemPublic]
+
+
+class ShownIn(Input):
+    hidden_tests: Shown | None = Field(description="never, after_deadline (each student's own, "
+                                       "extensions included) or always; null: as the package says")
 
 
 class CommentIn(Paragraphs):
@@ -210,7 +218,20 @@ def get_rubric(slug: str, access: CourseStaffDep, session: SessionDep) -> Rubric
     a = _assignment(session, access, slug)
     return RubricPublic(manual_points=a.manual_points, manual_weight=a.manual_weight,
                         regrade_limit=a.regrade_limit, released_at=a.manual_released_at,
+                        hidden_tests_shown=a.hidden_tests_shown,  # type: ignore[arg-type]
                         items=[_item(i) for i in rubric.items(session=session, assignment=a)])
+
+
+@router.put(A + "/hidden-tests", response_model=RubricPublic)
+def hidden_tests(slug: str, body: ShownIn, access: CourseStaffDep,
+                 session: SessionDep) -> RubricPublic:
+    """When students read a hidden test's whole message, for this course offering
+    (instructors only); the package's [feedback] per test still decides where it names one."""
+    with committing(session):
+        a = _assignment(session, access, slug)
+        visibility.set_mode(session=session, assignment=a, actor=access.user, role=access.role,
+                            shown=body.hidden_tests)
+    return get_rubric(slug, access, session)
 
 
 @router.put(A + "/rubric", response_model=RubricPublic)

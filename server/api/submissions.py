@@ -13,7 +13,7 @@ from server.models import GradeReportRow, Job, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
-from server.services import final_grades
+from server.services import final_grades, visibility
 from server.services import fleet as fleet_service
 from server.services import submissions as submission_service
 from server.settings import ServerSettings
@@ -25,13 +25,15 @@ router = APIRouter(prefix="/api", tags=["submissions"],
 
 def public(session: SessionDep, sub: Submission, *, with_report: bool,
            settings: ServerSettings, job: Job | None = None, position: int | None = None,
-           waiting: dict[str, str | None] | None = None) -> SubmissionPublic:
-    """The submission as its reader sees it; `job`: its latest job, `position` that job's place
-    in its queue, and `waiting` what each queue waits for so far, when the caller has them."""
+           waiting: dict[str, str | None] | None = None, staff: bool = False) -> SubmissionPublic:
+    """The submission as its reader sees it (`staff`: one of the course's staff); `job`: its
+    latest job, `position` that job's place in its queue, and `waiting` what each queue waits
+    for so far, when the caller has them."""
     report = None
     if with_report:
         row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
-        report = row.report if row else None
+        report = visibility.for_reader(session=session, sub=sub,
+                                       report=row.report if row else None, staff=staff)
     a = sub.assignment
     out = SubmissionPublic(
         id=sub.id, assignment=f"{a.course.slug}/{a.slug}", status=sub.status, verdict=sub.verdict,
@@ -105,8 +107,10 @@ def _visible(session: SessionDep, user: CurrentUser, submission_id: int) -> Subm
 def get_submission(submission_id: RowId, session: SessionDep, user: CurrentUser,
                    settings: SettingsDep) -> SubmissionPublic:
     """Status and, once graded, the full report (its owner or the course's staff)."""
-    return public(session, _visible(session, user, submission_id), with_report=True,
-                  settings=settings)
+    sub = _visible(session, user, submission_id)
+    role = course_service.role(session=session, user=user, course=sub.assignment.course)
+    return public(session, sub, with_report=True, settings=settings,
+                  staff=course_service.is_staff(role))
 
 
 @router.get("/submissions/{submission_id}/files",

@@ -45,6 +45,9 @@ class Assignment(Base):
     manual_released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                                 default=None)
     regrade_limit: Mapped[int] = mapped_column(Integer, default=3, server_default="3")
+    # When students read a hidden test's whole message (services/visibility.py); None: as the
+    # package says ([feedback] hidden_tests).
+    hidden_tests_shown: Mapped[str | None] = mapped_column(String(16), default=None)
 
     course: Mapped[Course] = relationship()
     current_version: Mapped[AssignmentVersion | None] = relationship(

@@ -22,7 +22,7 @@ from server.deps import SessionDep, SettingsDep
 from server.models import Assignment, Course, ManualGrade, User
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
-from server.services import manual, manual_points, regrades, rubric
+from server.services import manual, manual_points, regrades, rubric, visibility
 from server.services.errors import DomainError, Forbidden
 from server.web.admin import course_for
 from server.web.pages import Csrf, PageUser, reasons, render
@@ -121,6 +121,17 @@ def rules(course: str, slug: str, request: Request, session: SessionDep, user: P
         body = RulesIn(points=points, weight=weight, regrade_limit=regrade_limit)
         rubric.configure(session=session, assignment=a, actor=user, role=role,
                          **body.model_dump())
+        return f"/c/{c.slug}/{a.slug}/grading"
+    return _act(request, session, user, course, slug, act)
+
+
+@router.post(G + "/hidden-tests", dependencies=[Csrf])
+def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+                 shown: Annotated[str, Form()] = "") -> Response:
+    """When students read a hidden test's whole message ("": as the package says)."""
+    def act(c: Course, role: str, a: Assignment) -> str:
+        visibility.set_mode(session=session, assignment=a, actor=user, role=role,
+                            shown=shown or None)
         return f"/c/{c.slug}/{a.slug}/grading"
     return _act(request, session, user, course, slug, act)
 

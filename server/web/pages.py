@@ -25,7 +25,7 @@ from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, GradeReportRow, Submission, User
 from server.schemas import JoinCreate, UserCreate
-from server.services import artifacts, final_grades, retiming, routing
+from server.services import artifacts, final_grades, retiming, routing, visibility
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
@@ -329,9 +329,10 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
                     settings: SettingsDep, user: PageUser) -> HTMLResponse:
     sub = _visible(session, user, submission_id)
     row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
-    report = row.report if row else None
     a = sub.assignment
     role = course_service.role(session=session, user=user, course=a.course)
+    report = visibility.for_reader(session=session, sub=sub, report=row.report if row else None,
+                                   staff=course_service.is_staff(role))
     return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
                   staff=course_service.is_staff(role), instructor=role == "instructor",
                   review=row.review if row else None,

@@ -1,5 +1,5 @@
 """grading by a person: an assignment's rubric and manual points, each student's manual grade
-(items applied, comments on lines), regrade requests
+(items applied, comments on lines), regrade requests; when hidden tests' messages are shown
 
 Revision ID: 0022
 Revises: 0021
@@ -25,6 +25,7 @@ def upgrade() -> None:
                                    nullable=True))
         batch.add_column(sa.Column('regrade_limit', sa.Integer(), server_default='3',
                                    nullable=False))
+        batch.add_column(sa.Column('hidden_tests_shown', sa.String(length=16), nullable=True))
     op.create_table(
         'rubric_items',
         sa.Column('id', sa.Integer(), nullable=False),
@@ -117,6 +118,7 @@ def downgrade() -> None:
     op.drop_index('ix_rubric_items_assignment_id', table_name='rubric_items')
     op.drop_table('rubric_items')
     with op.batch_alter_table('assignments') as batch:
+        batch.drop_column('hidden_tests_shown')
         batch.drop_column('regrade_limit')
         batch.drop_column('manual_released_at')
         batch.drop_column('manual_weight')
