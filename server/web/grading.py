@@ -7,8 +7,8 @@ requests with answer forms (/c/COURSE/-/regrades). The same services as the API
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -149,6 +149,11 @@ def release(course: str, slug: str, request: Request, session: SessionDep, user:
 @router.get(G + "/{grade_id}")
 def grade_page(course: str, slug: str, grade_id: int, request: Request, session: SessionDep,
                settings: SettingsDep, user: PageUser) -> HTMLResponse:
+    return _grade_page(request, session, settings.artifacts_dir, user, course, slug, grade_id)
+
+
+def _grade_page(request: Request, session: Session, artifacts: Path, user: User, course: str,
+                slug: str, grade_id: int, **extra: Any) -> HTMLResponse:
     c, _, a = _staff(session, user, course, slug)
     g = manual.get(session=session, assignment=a, grade_id=grade_id)
     on = {i.id for i in manual.applied(session=session, grade=g)}
@@ -158,30 +163,27 @@ def grade_page(course: str, slug: str, grade_id: int, request: Request, session:
     return render(request, "grade.html", user=user, course=c, a=a, g=g, items=items, on=on,
                   student=student, holder=holder,
                   total=manual_points.points(a, [i for i in items if i.id in on]),
-                  files=manual.sources(submission=g.submission,
-                                       artifacts_root=settings.artifacts_dir),
-                  comments=manual.comments(session=session, grade=g),
-                  error=request.query_params.get("error"))
+                  files=manual.sources(submission=g.submission, artifacts_root=artifacts),
+                  comments=manual.comments(session=session, grade=g), **extra)
 
 
 def _on_grade(request: Request, session: Session, user: User, course: str, slug: str,
               grade_id: int, work: Callable[[ManualGrade, str], None], anchor: str = ""
               ) -> Response:
-    """A change to one grade; a refusal comes back on its page."""
+    """A change to one grade; a refusal comes back on its page (never through the address: a
+    link cannot put words in the page's error box)."""
     c, role, a = _staff(session, user, course, slug)
-    back = f"/c/{c.slug}/{a.slug}/grading/{grade_id}"
+    artifacts = request.app.state.settings.artifacts_dir
     try:
         with committing(session):
             work(manual.get(session=session, assignment=a, grade_id=grade_id), role)
     except ValidationError as exc:
-        return RedirectResponse(f"{back}?error={_q(reasons(exc))}", status_code=303)
+        return _grade_page(request, session, artifacts, user, course, slug, grade_id,
+                           error=reasons(exc), status_code=422)
     except DomainError as exc:
-        return RedirectResponse(f"{back}?error={_q(exc.message)}", status_code=303)
-    return RedirectResponse(back + anchor, status_code=303)
-
-
-def _q(text: str) -> str:
-    return quote(text[:300])
+        return _grade_page(request, session, artifacts, user, course, slug, grade_id,
+                           error=exc.message, status_code=exc.status)
+    return RedirectResponse(f"/c/{c.slug}/{a.slug}/grading/{grade_id}{anchor}", status_code=303)
 
 
 @router.post(G + "/{grade_id}/items/{item_id}", dependencies=[Csrf])
