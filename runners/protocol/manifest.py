@@ -217,6 +217,36 @@ class Feedback(Frozen):
                                     "name, as in [scoring] weights): overrides hidden_tests")
 
 
+class RubricEntry(Frozen):
+    """One item of the package's rubric (`[[manual.rubric]]`): a grader applies its points."""
+
+    title: str = Field(min_length=1, max_length=200)
+    points: float = Field(ge=-1000, le=1000)
+    group: str = Field(default="", max_length=100)
+    description: str = Field(default="", max_length=5000)
+
+    @field_validator("title", "group")
+    @classmethod
+    def _a_line(cls, value: str) -> str:
+        return text.check(value, "manual.rubric")
+
+    @field_validator("description")
+    @classmethod
+    def _paragraphs(cls, value: str) -> str:
+        if (why := text.paragraphs_problem(value, "manual.rubric.description")) is not None:
+            raise ValueError(why)
+        return value
+
+
+class ManualPart(Frozen):
+    """Grading by a person (`[manual]`): the most points and their weight beside the
+    autograder's, and the rubric a course starts from (its staff edit it in the browser)."""
+
+    points: float = Field(default=0, ge=0, le=1000)
+    weight: float = Field(default=1.0, ge=0, le=10)
+    rubric: list[RubricEntry] = Field(default_factory=list, max_length=200)
+
+
 class Array(Frozen):
     """A job array: the submission's function is one task, `function(task_id=i, n_tasks=N, **inputs)`.
 
@@ -249,6 +279,7 @@ class Manifest(Frozen):
     service: Service | None = None
     array: Array | None = None
     feedback: Feedback = Feedback()
+    manual: ManualPart = ManualPart()
 
     @model_validator(mode="after")
     def _weak(self) -> Manifest:

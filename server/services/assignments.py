@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
 from runners.protocol import MANIFEST, SLUG_RE, Manifest, check_relpath
-from server.models import Assignment, AssignmentVersion, AuditLog, Course, User
+from server.models import Assignment, AssignmentVersion, AuditLog, Course, RubricItem, User
 from server.services import artifacts, jobs, student_kit
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
@@ -169,6 +169,21 @@ def bundle(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
+def _start_rubric(session: Session, assignment: Assignment, manifest: Manifest) -> None:
+    """The package's manual part, where the course has none yet (its staff's rubric is theirs:
+    a new version of the package never overwrites it)."""
+    part = manifest.manual
+    if not part.rubric and not part.points:
+        return
+    if assignment.manual_points or session.scalar(
+            select(RubricItem.id).where(RubricItem.assignment_id == assignment.id).limit(1)):
+        return
+    assignment.manual_points, assignment.manual_weight = part.points, part.weight
+    session.add_all([RubricItem(assignment_id=assignment.id, group=e.group, title=e.title,
+                                description=e.description, points=e.points, position=k)
+                     for k, e in enumerate(part.rubric)])
+
+
 def read_folder(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")}
@@ -197,6 +212,7 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
     session.add(version)
     session.flush()
     jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.queue)
+    _start_rubric(session, assignment, manifest)
     if current is None or current.status != "ready":
         # A ready version keeps serving students until its successor validates (services/outcomes.py).
         assignment.title = manifest.title

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -14,11 +15,13 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from runners.protocol import JobOutcome
+from runners.settings import REPO_ROOT
 from server.db import session_factory
 from server.models import Assignment, User
 from server.services import users
+from server.services.assignments import read_folder
 from server.services.lti import passback
-from tests.server.conftest import REFERENCE, RUNNER, World, claim, login
+from tests.server.conftest import REFERENCE, RUNNER, World, claim, login, zip_of
 from tests.server.reports import sample_report
 
 A = "/api/courses/th/assignments/t1-multiprocessing"
@@ -199,3 +202,38 @@ def test_graders_racing_for_the_next_student_each_get_another(world: World,
         got = list(pool.map(take, tas))
     assert sorted(g for g in got if g) == ["ada@uni.edu", "bob@uni.edu"], got
     assert got.count(None) == 2
+
+
+def _package(manual: str, version: str) -> bytes:
+    """t1's package, its version and `[manual]` section changed."""
+    files = read_folder(REPO_ROOT / "assignments" / "treasure-hunt" / "t1-multiprocessing")
+    toml = files["assignment.toml"].decode()
+    toml = re.sub(r'(?m)^version = ".*"$', f'version = "{version}"', toml, count=1)
+    files["assignment.toml"] = (toml + "\n" + manual).encode()
+    return zip_of(files)
+
+
+def test_a_packages_rubric_starts_the_courses_and_never_overwrites_it(world: World) -> None:
+    up = "/api/courses/th/assignments/upload"
+    manual = ('[manual]\npoints = 15\nweight = 2\n[[manual.rubric]]\ntitle = "uses a Pool"\n'
+              'points = 10\ngroup = "code"\ndescription = "The statement asks for one.\\nSee §2."\n'
+              '[[manual.rubric]]\ntitle = "explains the curve"\npoints = 5\n')
+    r = world.post(world.prof, up, files={"package": ("p.zip", _package(
+        manual.replace("uses a Pool", "uses a \\u001b[31mPool"), "9.0.0"))})
+    assert r.status_code == 422 and any(p["key"].startswith("manual.rubric")
+                                        for p in r.json()["problems"]), r.text
+    r = world.post(world.prof, up, files={"package": ("p.zip", _package(manual, "9.0.0"))})
+    assert r.status_code == 201, r.text
+    got = world.get(world.prof, f"{A}/rubric").json()
+    assert (got["manual_points"], got["manual_weight"]) == (15, 2)
+    assert [(i["title"], i["points"], i["group"]) for i in got["items"]] == [
+        ("uses a Pool", 10, "code"), ("explains the curve", 5, "")]
+    assert got["items"][0]["description"] == "The statement asks for one.\nSee §2."
+    # The course edits its rubric; the package's next version leaves it as the course made it.
+    world.client.patch(f"{A}/rubric/items/{got['items'][1]['id']}", json={"points": 4},
+                       headers=world.prof)
+    r = world.post(world.prof, up, files={"package": ("p.zip", _package(
+        manual.replace("points = 15", "points = 30"), "9.0.1"))})
+    assert r.status_code == 201, r.text
+    again = world.get(world.prof, f"{A}/rubric").json()
+    assert again["manual_points"] == 15 and [i["points"] for i in again["items"]] == [10, 4]
