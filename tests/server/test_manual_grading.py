@@ -237,3 +237,37 @@ def test_a_packages_rubric_starts_the_courses_and_never_overwrites_it(world: Wor
     assert r.status_code == 201, r.text
     again = world.get(world.prof, f"{A}/rubric").json()
     assert again["manual_points"] == 15 and [i["points"] for i in again["items"]] == [10, 4]
+
+
+def test_an_item_edited_after_thirty_gradings_moves_every_total_once(world: World,
+                                                                      engine: Engine) -> None:
+    c = world.client
+    items = _rubric(world)
+    collective = items["uses a collective"]
+    (ta,) = _tas(world, engine, 1)
+    tokens = {}
+    for k in range(30):
+        r = c.post("/api/auth/register", json={
+            "email": f"s{k}@uni.edu", "name": f"S {k}", "alias": f"s{k}",
+            "password": "studentpass1", "join_code": world.join_code})
+        assert r.status_code == 201, r.text
+        tokens[k] = login(c, f"s{k}@uni.edu", "studentpass1")
+        assert world.submit(tokens[k], REFERENCE + f"\n# {k}\n".encode()).status_code == 201
+    while (r := world.post(ta, f"{A}/grading/next")).status_code == 200:
+        g = f"{A}/grading/{r.json()['id']}"
+        assert c.put(f"{g}/items/{collective}", headers=ta).status_code == 200
+        assert world.post(ta, f"{g}/done", json={}).status_code == 200
+    assert r.status_code == 204
+    assert world.post(world.prof, f"{A}/grading/release", json={}).status_code == 200
+
+    def totals() -> dict[str, str]:
+        rows = csv.DictReader(io.StringIO(world.get(world.prof, f"{A}/grades.csv").text))
+        return {row["email"]: row["manual_points"] for row in rows if row["email"][0] == "s"}
+
+    assert set(totals().values()) == {"5.0"}  # 10 points × weight 0.5
+    item = f"{A}/rubric/items/{collective}"
+    shown = c.patch(item, params={"dry_run": "true"}, json={"points": 4}, headers=ta).json()
+    assert shown["changes"] == 30 and set(totals().values()) == {"5.0"}  # nothing saved yet
+    assert c.patch(item, json={"points": 4}, headers=ta).json()["changes"] == 30
+    assert set(totals().values()) == {"2.0"}
+    assert {world.get(tokens[k], f"{A}/feedback").json()["points"] for k in (0, 29)} == {4.0}
