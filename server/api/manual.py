@@ -84,12 +84,15 @@ class RulesIn(Input):
     points: float | None = Field(default=None, ge=0, le=rubric.MAX_POINTS)
     weight: float | None = Field(default=None, ge=0, le=10)
     regrade_limit: int | None = Field(default=None, ge=0, le=100)
+    anonymous: bool | None = Field(default=None, description="Graders see 'student N' rather "
+                                   "than who wrote the code")
 
 
 class RubricPublic(Public):
     manual_points: float
     manual_weight: float
     regrade_limit: int
+    anonymous: bool
     released_at: datetime | None
     hidden_tests_shown: Shown | None = Field(
         description="When students read a hidden test's whole message (None: as the package's "
@@ -203,8 +206,12 @@ def _grade(session: Session, a: Assignment, g: ManualGrade, files: dict[str, lis
     items = manual.applied(session=session, grade=g)
     alias = session.scalar(select(Enrollment.alias).where(Enrollment.course_id == a.course_id,
                                                           Enrollment.user_id == g.user_id))
+    if a.manual_anonymous:  # graders read the code, not whose it is
+        who, alias = f"student {g.id}", None
+    else:
+        who = student.email
     return GradePublic(
-        id=g.id, student=student.email, alias=alias, submission_id=g.submission_id,
+        id=g.id, student=who, alias=alias, submission_id=g.submission_id,
         status=g.status, held_by=holder.email if holder else None, held_until=g.locked_until,
         points=manual_points.points(a, items), items=[i.id for i in items],
         comments=[CommentPublic.model_validate(c) for c in manual.comments(session=session,
@@ -217,7 +224,8 @@ def get_rubric(slug: str, access: CourseStaffDep, session: SessionDep) -> Rubric
     """The rubric and the manual part's rules."""
     a = _assignment(session, access, slug)
     return RubricPublic(manual_points=a.manual_points, manual_weight=a.manual_weight,
-                        regrade_limit=a.regrade_limit, released_at=a.manual_released_at,
+                        regrade_limit=a.regrade_limit, anonymous=a.manual_anonymous,
+                        released_at=a.manual_released_at,
                         hidden_tests_shown=a.hidden_tests_shown,  # type: ignore[arg-type]
                         items=[_item(i) for i in rubric.items(session=session, assignment=a)])
 
@@ -242,7 +250,8 @@ def set_rules(slug: str, body: RulesIn, access: CourseStaffDep,
     with committing(session):
         a = _assignment(session, access, slug)
         rubric.configure(session=session, assignment=a, actor=access.user, role=access.role,
-                         points=body.points, weight=body.weight, regrade_limit=body.regrade_limit)
+                         points=body.points, weight=body.weight, regrade_limit=body.regrade_limit,
+                         anonymous=body.anonymous)
     return get_rubric(slug, access, session)
 
 

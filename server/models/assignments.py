@@ -6,7 +6,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.clock import now
@@ -45,6 +55,8 @@ class Assignment(Base):
     manual_released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                                 default=None)
     regrade_limit: Mapped[int] = mapped_column(Integer, default=3, server_default="3")
+    # Graders see "student N" rather than who wrote the code.
+    manual_anonymous: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # When students read a hidden test's whole message (services/visibility.py); None: as the
     # package says ([feedback] hidden_tests).
     hidden_tests_shown: Mapped[str | None] = mapped_column(String(16), default=None)

@@ -115,7 +115,7 @@ def remove(*, session: Session, assignment: Assignment, item: RubricItem, actor:
 
 def configure(*, session: Session, assignment: Assignment, actor: User, role: str | None,
               points: float | None = None, weight: float | None = None,
-              regrade_limit: int | None = None) -> None:
+              regrade_limit: int | None = None, anonymous: bool | None = None) -> None:
     """The manual part's rules (instructors only)."""
     if role != "instructor":
         raise Forbidden("only the course's instructors set the manual points, their weight and "
@@ -132,8 +132,10 @@ def configure(*, session: Session, assignment: Assignment, actor: User, role: st
         if not 0 <= regrade_limit <= 100:
             raise Invalid("a student may have between 0 and 100 regrade requests open")
         assignment.regrade_limit = regrade_limit
+    if anonymous is not None:
+        assignment.manual_anonymous = anonymous
     _log(session, actor, "manual.configure", assignment,
          {"points": assignment.manual_points, "weight": assignment.manual_weight,
-          "regrade_limit": assignment.regrade_limit})
+          "regrade_limit": assignment.regrade_limit, "anonymous": assignment.manual_anonymous})
     session.flush()
     _follow(session, assignment, 1)

@@ -116,9 +116,11 @@ def edit_item(course: str, slug: str, item_id: int, request: Request, session: S
 @router.post(G + "/rules", dependencies=[Csrf])
 def rules(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
           points: Annotated[float, Form()], weight: Annotated[float, Form()],
-          regrade_limit: Annotated[int, Form()]) -> Response:
+          regrade_limit: Annotated[int, Form()], anonymous: Annotated[str, Form()] = ""
+          ) -> Response:
     def act(c: Course, role: str, a: Assignment) -> str:
-        body = RulesIn(points=points, weight=weight, regrade_limit=regrade_limit)
+        body = RulesIn(points=points, weight=weight, regrade_limit=regrade_limit,
+                       anonymous=anonymous == "on")
         rubric.configure(session=session, assignment=a, actor=user, role=role,
                          **body.model_dump())
         return f"/c/{c.slug}/{a.slug}/grading"

@@ -23,6 +23,7 @@ from server.services.assignments import read_folder
 from server.services.lti import passback
 from tests.server.conftest import REFERENCE, RUNNER, World, claim, login, zip_of
 from tests.server.reports import sample_report
+from tests.server.test_pages import browser
 
 A = "/api/courses/th/assignments/t1-multiprocessing"
 
@@ -271,3 +272,21 @@ def test_an_item_edited_after_thirty_gradings_moves_every_total_once(world: Worl
     assert c.patch(item, json={"points": 4}, headers=ta).json()["changes"] == 30
     assert set(totals().values()) == {"2.0"}
     assert {world.get(tokens[k], f"{A}/feedback").json()["points"] for k in (0, 29)} == {4.0}
+
+
+def test_anonymous_grading_hides_whose_code_it_is(world: World, engine: Engine) -> None:
+    _graded(world)
+    (ta,) = _tas(world, engine, 1)
+    r = world.client.put(f"{A}/rubric", json={"points": 10, "anonymous": True},
+                         headers=world.prof)
+    assert r.status_code == 200 and r.json()["anonymous"], r.text
+    assert world.client.put(f"{A}/rubric", json={"anonymous": False},
+                            headers=ta).status_code == 403
+    g = world.post(ta, f"{A}/grading/next").json()
+    assert g["student"] == f"student {g['id']}" and g["alias"] is None
+    assert [x["student"] for x in world.get(ta, f"{A}/grading").json()] == [g["student"]]
+    page = browser(world, "ta0@uni.edu", "ta-pass-48213")
+    for url in (f"/c/th/t1-multiprocessing/grading/{g['id']}", "/c/th/t1-multiprocessing/grading"):
+        text = page.get(url).text
+        assert "ada@uni.edu" not in text and "bob@uni.edu" not in text, url
+        assert f"tudent {g['id']}" in text

@@ -26,6 +26,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column('regrade_limit', sa.Integer(), server_default='3',
                                    nullable=False))
         batch.add_column(sa.Column('hidden_tests_shown', sa.String(length=16), nullable=True))
+        batch.add_column(sa.Column('manual_anonymous', sa.Boolean(), server_default=sa.false(),
+                                   nullable=False))
     op.create_table(
         'rubric_items',
         sa.Column('id', sa.Integer(), nullable=False),
@@ -118,6 +120,7 @@ def downgrade() -> None:
     op.drop_index('ix_rubric_items_assignment_id', table_name='rubric_items')
     op.drop_table('rubric_items')
     with op.batch_alter_table('assignments') as batch:
+        batch.drop_column('manual_anonymous')
         batch.drop_column('hidden_tests_shown')
         batch.drop_column('regrade_limit')
         batch.drop_column('manual_released_at')
