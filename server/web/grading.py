@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from server.api.manual import AnswerIn, CommentIn, ItemIn, RequestIn, RulesIn
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
-from server.models import Assignment, Course, ManualGrade, User
+from server.models import Assignment, Course, GradeReportRow, ManualGrade, User
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import manual, manual_points, regrades, rubric, visibility
@@ -232,7 +232,10 @@ def _feedback(request: Request, session: Session, settings: Any, user: User, cou
     for x in f.comments:
         if x.file is not None and x.line is not None:
             at.setdefault((x.file, x.line), []).append(x)
+    report = session.scalar(select(GradeReportRow.report).where(
+        GradeReportRow.submission_id == f.grade.submission_id))
     return render(request, "feedback.html", user=user, course=c, a=a, f=f, at=at,
+                  tests=[t["name"] for t in (report or {}).get("tests", [])],
                   general=[x for x in f.comments if x.file is None],
                   files=manual.sources(submission=f.grade.submission,
                                        artifacts_root=settings.artifacts_dir),
