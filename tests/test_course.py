@@ -38,6 +38,7 @@ def test_package_validates(slug: str) -> None:
         assert r.environment.gpu_mode == "simulated"
         assert r.speedup is None and r.performance_points == 0
         assert any("simulated: no speedup points" in n for n in r.notes)
+        assert "simulated: no speedup points" not in r.summary  # said once, in its note
 
 
 @pytest.mark.mpi

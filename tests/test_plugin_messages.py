@@ -1,6 +1,8 @@
 """What a hidden test's failure may say: only what the author wrote on purpose."""
 
-from runners.grading.pytest_plugin import _authored_message
+import types
+
+from runners.grading.pytest_plugin import _authored_message, _describe
 
 
 def test_pytest_rendering_is_dropped() -> None:
@@ -15,3 +17,15 @@ def test_author_message_is_kept_without_values() -> None:
 
 def test_bare_assert() -> None:
     assert _authored_message(AssertionError()) == ""
+
+
+def test_a_docstrings_first_sentence_is_kept_whole() -> None:
+    def test_sizes() -> None:
+        """Sums over the sizes (10, 100,
+        468, 830), in parallel.
+
+        Details for the author only."""
+
+    item = types.SimpleNamespace(function=test_sizes, name="test_sizes")
+    assert _describe(item) == "Sums over the sizes (10, 100, 468, 830), in parallel."  # type: ignore[arg-type]
+    assert _describe(types.SimpleNamespace(function=None, name="test_x")) == "test_x"  # type: ignore[arg-type]

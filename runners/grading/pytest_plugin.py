@@ -215,8 +215,11 @@ def _name(item: pytest.Item, ctx: Context) -> str:
 
 
 def _describe(item: pytest.Item) -> str:
+    """The test's docstring's first paragraph (a sentence may run over several lines), as one
+    line; its name where it has none."""
     doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else item.name
+    first = doc.strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in first.splitlines())[:500] or item.name
 
 
 def _authored_message(exc: AssertionError) -> str:
