@@ -29,7 +29,8 @@ from typing import Any
 from sqlalchemy import select
 
 from bench.common import publish
-from server.models import Job, Submission
+from server.models import AssignmentVersion, Job, Submission
+from server.services import reference
 from server.settings import REPO_ROOT
 from tests.server.live import Platform, wait_until
 
@@ -50,6 +51,16 @@ def _seconds(p: Platform, kind: str) -> list[float]:
         return [(j.finished_at - j.claimed_at).total_seconds() for j in s.scalars(
             select(Job).where(Job.kind == kind, Job.state == "done"))
             if j.finished_at and j.claimed_at]
+
+
+def _pooled(p: Platform) -> dict[str, float | int] | None:
+    """The reference's speedup as validation measured it and as the server pools it now."""
+    with p.sessions() as s:
+        version = s.scalars(select(AssignmentVersion)).first()
+        found = None if version is None else reference.pooled(session=s, version=version)
+    if found is None:
+        return None
+    return {"validated": found.validated, "pooled": found.figure, "students": found.students}
 
 
 def _inversions(figure: dict[str, float], quiet: dict[str, float]) -> int:
@@ -92,6 +103,7 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
             sp = (got.get("report") or {}).get("speedup")
             live[name] = (got["score"] or 0.0, sp["median"] if sp else 0.0)
         finals: list[dict[str, tuple[float, float]]] = []
+        pooled_at_start = _pooled(p)
         for i in range(runs):
             clock = time.monotonic()
             r = p.http.post(f"/api/courses/c/assignments/{SLUG}/final-runs",
@@ -131,7 +143,10 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
                                  for f in finals],
             "grading_s_median": round(statistics.median(grading_s), 1) if grading_s else None,
             "final_run_s_per_student": round(sum(turn_s) / runs / len(share_of), 1),
-            "rounds": rounds, "runs": runs, "anchor": anchor, **phases}
+            "rounds": rounds, "runs": runs, "anchor": anchor, **phases,
+            # The reference's speedup: validation's, pooled over the live gradings (what the
+            # final run fixed), and pooled after the final runs' turns too.
+            "reference": {"at_final_run": pooled_at_start, "after": _pooled(p)}}
         return rows, extra
     finally:
         p.close()
