@@ -111,6 +111,53 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     prof.goto(f"{p.base}/fleet")
     assert "cpu-1" in prof.inner_text("main") and "live" in prof.inner_text("main")
     prof.screenshot(path=SHOTS / "fleet.png", full_page=True)
+    _graded_by_hand(page, p, code)
+
+
+def _graded_by_hand(page, p: Platform, code: str) -> None:  # type: ignore[no-untyped-def]
+    """A TA grades two students by a rubric item and a comment on a line each; the instructor
+    releases; ada reads the comment under its line."""
+    bob = p.student("bob", code)
+    p.submit(bob, "t1-multiprocessing", REFERENCE + b"\n# bob's\n")
+    p.student("tina", code)
+    r = p.http.put("/api/courses/c/members/tina@uni.edu", json={"role": "ta"}, headers=p.prof)
+    assert r.status_code == 200, r.text
+    r = p.http.put("/api/courses/c/assignments/t1-multiprocessing/rubric",
+                   json={"points": 10}, headers=p.prof)
+    assert r.status_code == 200, r.text
+    ta = page.context.browser.new_context().new_page()
+    ta.goto(f"{p.base}/login")
+    ta.fill("input[name=email]", "tina@uni.edu")
+    ta.fill("input[name=password]", "studentpass1")
+    ta.click("button[type=submit]")
+    ta.goto(f"{p.base}/c/c/t1-multiprocessing/grading")
+    ta.fill("input[name=title]", "uses a Pool")
+    ta.fill("form[action$='/grading/items'] input[name=points]", "6")
+    ta.fill("textarea[name=description]", "The statement asks for a pool of processes.")
+    ta.click("button:has-text('Add the item')")
+    ta.screenshot(path=SHOTS / "grading.png", full_page=True)
+    for student in ("ada", "bob"):
+        ta.click("button:has-text('Grade the next student')")
+        ta.wait_for_url("**/grading/*")
+        ta.click("button:has-text('uses a Pool')")
+        ta.select_option("select[name=file]", "solution.py")
+        ta.fill("input[name=line]", "2")
+        ta.fill("textarea[name=body]", f"Why import this here? ({student})")
+        ta.click("button:has-text('Add the comment')")
+        if student == "ada":
+            ta.screenshot(path=SHOTS / "grade.png", full_page=True)
+        ta.click("button:has-text('Done')")
+        ta.goto(f"{p.base}/c/c/t1-multiprocessing/grading")
+    assert ta.locator("text=2 of 2 students graded").count() == 1
+    prof = _instructor(page, p.base)
+    prof.goto(f"{p.base}/c/c/t1-multiprocessing/grading")
+    prof.click("button:has-text('Release the manual grades')")
+    page.goto(f"{p.base}/c/c/t1-multiprocessing")
+    page.click("text=Graded by hand: your feedback")
+    line = page.locator("tr[id='L-solution.py-2']")
+    assert "Why import this here? (" in line.inner_text()
+    assert "6 of 10 points" in page.inner_text("main")
+    page.screenshot(path=SHOTS / "feedback.png", full_page=True)
 
 
 def test_an_lms_launch_the_course_board_and_a_similarity_report(  # type: ignore[no-untyped-def]
