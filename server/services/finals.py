@@ -113,8 +113,9 @@ def start(*, session: Session, assignment: Assignment, actor: User | None, role:
         raise Conflict(f"a final run of {assignment.slug} is under way; it can be cancelled "
                        "or waited for") from exc
     order = random.SystemRandom()
-    fixed = {sub.version_id: reference.speedup(session=session, version=sub.version)
-             for sub in subs}  # the pooled figure now, one for the whole run
+    versions = {sub.version_id: sub.version for sub in subs}
+    fixed = {vid: reference.speedup(session=session, version=v)  # the pooled figure now,
+             for vid, v in versions.items()}                    # one for the whole run
     for r in range(rounds):
         for sub in order.sample(subs, len(subs)):
             turn = FinalTurn(run_id=run.id, user_id=sub.user_id, submission_id=sub.id, round=r,
