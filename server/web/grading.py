@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -26,6 +27,7 @@ from server.services import manual, manual_points, regrades, rubric, visibility
 from server.services.errors import DomainError, Forbidden
 from server.web.admin import course_for
 from server.web.pages import Csrf, PageUser, reasons, render
+from server.web.plots import scaling_svg
 
 router = APIRouter(include_in_schema=False)
 G = "/c/{course}/{slug}/grading"
@@ -162,8 +164,12 @@ def _grade_page(request: Request, session: Session, artifacts: Path, user: User,
     items = rubric.items(session=session, assignment=a)
     student = session.get(User, g.user_id)
     holder = session.get(User, g.locked_by) if g.locked_by else None
+    report = session.scalar(select(GradeReportRow.report).where(
+        GradeReportRow.submission_id == g.submission_id))
     return render(request, "grade.html", user=user, course=c, a=a, g=g, items=items, on=on,
-                  student=student, holder=holder,
+                  student=student, holder=holder, report=report,
+                  plot=Markup(scaling_svg(report["scaling"])) if report and report.get("scaling")
+                  else "",
                   total=manual_points.points(a, [i for i in items if i.id in on]),
                   files=manual.sources(submission=g.submission, artifacts_root=artifacts),
                   comments=manual.comments(session=session, grade=g), **extra)

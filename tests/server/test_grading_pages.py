@@ -43,6 +43,8 @@ def test_a_ta_grades_in_the_pages_and_the_student_reads_it(world: World, engine:
     page_url = r.headers["location"]
     page = ta.get(page_url).text
     assert "uses a Pool" in page and 'id="L-solution.py-1"' in page
+    beside = page[page.index('class="report-beside"'):page.index('id="rubric"')]
+    assert "90 / 100 points" in beside and "<svg" in beside  # the report, its scaling curve
     who = "ada" if "ada@uni.edu" in page else "bob"
     r = _post(ta, page_url, f"{page_url}/items/{item.group(1)}", applied="yes")
     assert r.status_code == 303
