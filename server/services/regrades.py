@@ -34,9 +34,12 @@ def _log(session: Session, actor: User, action: str, request: RegradeRequest) ->
                                  "test": request.test_name, "changed": request.changed}))
 
 
-def ask(*, session: Session, assignment: Assignment, student: User, reason: str,
-        item_id: int | None = None, test_name: str | None = None) -> RegradeRequest:
+def ask(*, session: Session, assignment: Assignment, student: User, role: str | None,
+        reason: str, item_id: int | None = None, test_name: str | None = None
+        ) -> RegradeRequest:
     """A request about one item or one test of the student's own released grade."""
+    if role != "student":
+        raise Forbidden("regrade requests are a student's, about their own grade")
     grade = manual.feedback(session=session, assignment=assignment, user=student).grade
     if (item_id is None) == (test_name is None):
         raise Invalid("a regrade request is about one rubric item or one test")
@@ -70,18 +73,20 @@ def ask(*, session: Session, assignment: Assignment, student: User, reason: str,
 
 
 def of_course(*, session: Session, course: Course, role: str | None,
-              status: str | None = "open") -> list[tuple[RegradeRequest, ManualGrade, User]]:
-    """The course's requests (open ones by default), oldest first, for its staff."""
+              status: str | None = "open"
+              ) -> list[tuple[RegradeRequest, ManualGrade, User, str]]:
+    """The course's requests (open ones by default), oldest first, for its staff: each with
+    its grade, its student and its assignment's slug."""
     if not courses.is_staff(role):
         raise Forbidden("only the course's instructors and TAs read regrade requests")
-    q = (select(RegradeRequest, ManualGrade, User)
+    q = (select(RegradeRequest, ManualGrade, User, Assignment.slug)
          .join(ManualGrade, ManualGrade.id == RegradeRequest.grade_id)
          .join(Assignment, Assignment.id == ManualGrade.assignment_id)
          .join(User, User.id == RegradeRequest.user_id)
          .where(Assignment.course_id == course.id).order_by(RegradeRequest.id))
     if status is not None:
         q = q.where(RegradeRequest.status == status)
-    return [(r, g, u) for r, g, u in session.execute(q).all()]
+    return [(r, g, u, slug) for r, g, u, slug in session.execute(q).all()]
 
 
 def of_student(*, session: Session, assignment: Assignment, student: User

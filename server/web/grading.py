@@ -110,9 +110,12 @@ def edit_item(course: str, slug: str, item_id: int, request: Request, session: S
         n = rubric.uses(session=session, item=item)
         return _queue(request, session, user, course, slug, confirm_item=item,
                       confirm_points=points, confirm_title=title, confirm_changes=n)
-    return _act(request, session, user, course, slug, lambda c, role, a: (
+
+    def act(c: Course, role: str, a: Assignment) -> str:
         rubric.edit(session=session, assignment=a, item=item, actor=user, role=role,
-                    points=points, title=title), f"/c/{c.slug}/{a.slug}/grading")[1])
+                    points=points, title=title)
+        return f"/c/{c.slug}/{a.slug}/grading"
+    return _act(request, session, user, course, slug, act)
 
 
 @router.post(G + "/rules", dependencies=[Csrf])
@@ -267,9 +270,8 @@ def ask(course: str, slug: str, request: Request, session: SessionDep, settings:
         body = RequestIn(reason=reason, item_id=int(what) if kind == "item" and what.isdigit()
                          else None, test_name=what if kind == "test" else None)
         with committing(session):
-            if role != "student":
-                raise Forbidden("regrade requests are a student's, about their own grade")
-            regrades.ask(session=session, assignment=a, student=user, reason=body.reason,
+            regrades.ask(session=session, assignment=a, student=user, role=role,
+                         reason=body.reason,
                          item_id=body.item_id, test_name=body.test_name)
     except ValidationError as exc:
         return _feedback(request, session, settings, user, course, slug, error=reasons(exc),
@@ -290,9 +292,7 @@ def _requests(request: Request, session: Session, user: User, course: str,
               **extra: Any) -> HTMLResponse:
     c, role = course_for(session, user, course, staff=True)
     found = regrades.of_course(session=session, course=c, role=role, status=None)
-    slugs = dict(session.execute(select(Assignment.id, Assignment.slug)
-                                 .where(Assignment.course_id == c.id)).all())
-    return render(request, "regrades.html", user=user, course=c, found=found, slugs=slugs,
+    return render(request, "regrades.html", user=user, course=c, found=found,
                   **extra)
 
 
