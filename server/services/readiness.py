@@ -13,17 +13,18 @@ An assignment whose current version is not ready is in one of these states:
 
 How N is estimated. A job's expected length is, for a validation, how long the last finished
 validation of the same assignment took (an earlier version of its package: the same tests,
-nearly always about the same time); otherwise the median of the last `HISTORY` finished jobs of
-its kind on its queue; otherwise, on a server that has finished none yet, `FIRST_VALIDATION_S`
-or `FIRST_GRADING_S`. What is left of a claimed job is its expected length less the time it has
-run; once it has run longer than expected, the expectation was wrong by at least the overrun,
-and it is expected to run as long again (a first start's t5-ddp check runs 60 s against a
-typical 10 s: without this, every package queued behind it said "about 15 s" for a minute). A
-claimed validation is ready when what is left of it is done. A queued one first waits for the
-jobs ahead of it in its queue (the broker's order: priority, then id) and for what is left of
-the jobs the queue's runners hold, that work shared among the live runners serving the queue;
-then it runs its own expected length. N is never below `SOON_S`, and is rounded up (to 5 s, or
-to whole minutes from 2 minutes on).
+nearly always about the same time), else of the same package in another course (a second
+section, the next term on the same server); otherwise the median of the last `HISTORY` finished
+jobs of its kind on its queue; otherwise, on a server that has finished none yet,
+`FIRST_VALIDATION_S` or `FIRST_GRADING_S`. What is left of a claimed job is its expected length
+less the time it has run; once it has run longer than expected, the expectation was wrong by at
+least the overrun, and it is expected to run as long again (a first start's t5-ddp check runs 60
+s against a typical 10 s: without this, every package queued behind it said "about 15 s" for a
+minute). A claimed validation is ready when what is left of it is done. A queued one first waits
+for the jobs ahead of it in its queue (the broker's order: priority, then id) and for what is
+left of the jobs the queue's runners hold, that work shared among the live runners serving the
+queue; then it runs its own expected length. N is never below `SOON_S`, and is rounded up (to 5
+s, or to whole minutes from 2 minutes on).
 """
 
 from __future__ import annotations
@@ -141,18 +142,24 @@ def _expectations(session: Session) -> Callable[[Job], float]:
 
 
 def _last_validation_s(session: Session, version_id: int) -> float | None:
-    """How long the last finished validation of this version's assignment took (any version of
-    it that the runner checked, failed checks included: they ran the same tests)."""
-    assignment_id = select(AssignmentVersion.assignment_id).where(
-        AssignmentVersion.id == version_id).scalar_subquery()
-    row = session.execute(
-        select(Job.claimed_at, Job.finished_at)
-        .join(AssignmentVersion, AssignmentVersion.id == Job.version_id)
-        .where(Job.kind == "validate", Job.finished_at.is_not(None),
-               AssignmentVersion.assignment_id == assignment_id,
-               AssignmentVersion.status.in_(("ready", "invalid")))
-        .order_by(Job.finished_at.desc()).limit(1)).first()
-    return None if row is None else _length(row.claimed_at, row.finished_at)
+    """How long the last finished validation of this version's package took: of this assignment
+    (any version of it that the runner checked, failed checks included: they ran the same tests),
+    else of the same package in any course (a second section, the next term)."""
+    mine = select(Assignment.id, Assignment.slug).join(
+        AssignmentVersion, AssignmentVersion.assignment_id == Assignment.id).where(
+        AssignmentVersion.id == version_id).subquery()
+    for same in (Assignment.id == select(mine.c.id).scalar_subquery(),
+                 Assignment.slug == select(mine.c.slug).scalar_subquery()):
+        row = session.execute(
+            select(Job.claimed_at, Job.finished_at)
+            .join(AssignmentVersion, AssignmentVersion.id == Job.version_id)
+            .join(Assignment, Assignment.id == AssignmentVersion.assignment_id)
+            .where(Job.kind == "validate", Job.finished_at.is_not(None), same,
+                   AssignmentVersion.status.in_(("ready", "invalid")))
+            .order_by(Job.finished_at.desc()).limit(1)).first()
+        if row is not None:
+            return _length(row.claimed_at, row.finished_at)
+    return None
 
 
 def _typical_s(session: Session, kind: str, queue: str) -> float:

@@ -160,6 +160,31 @@ def test_a_validation_behind_others_waits_for_them(world: World, engine: Engine)
         "being checked, ready in about 30 s", "being checked, ready in about 85 s")
 
 
+def test_a_package_checked_in_another_course_is_expected_to_take_as_long(
+        world: World, engine: Engine) -> None:
+    """A second section (or the next term) imports a package this server has checked before: its
+    estimate is that package's own check, not the queue's typical one."""
+    with session_factory(engine)() as s:  # t1's validation (the world's) took 12 s
+        t1 = s.scalar(select(Job.id).where(Job.kind == "validate", Job.state == "done"))
+    assert t1 is not None
+    _measured(engine, t1, 12, ago=60)
+    _hello(world.client, "cpu-node", ["cpu"])
+    _import(world, "parallel-python/dask")
+    dask = finish_validation(world.client)  # 90 s: the queue's typical check is now 51 s
+    _measured(engine, dask["job_id"], 90, ago=30)
+    r = world.post(world.prof, "/api/courses", json={"slug": "next", "title": "Next term"})
+    assert r.status_code == 201, r.text
+    for path in ("treasure-hunt/t1-multiprocessing", "treasure-hunt/t5-ddp"):
+        r = world.post(world.prof, "/api/courses/next/assignments/import", json={"path": path})
+        assert r.status_code == 201, r.text
+    said = {slug: world.get(world.prof, f"/api/courses/next/assignments/{slug}").json()
+            ["readiness"] for slug in ("t1-multiprocessing", "t5-ddp")}
+    # t1 as long as its own check (12 s); t5, never checked here, the queue's median (51 s)
+    # after t1's 12 s ahead of it.
+    assert said == {"t1-multiprocessing": "being checked, ready in about 15 s",
+                    "t5-ddp": "being checked, ready in about 65 s"}
+
+
 def test_estimates_are_rounded_up_and_never_promise_less_than_five_seconds() -> None:
     assert [about(s) for s in (0, 4.2, 5, 5.1, 41, 119, 120, 121, 600)] == [
         "about 5 s", "about 5 s", "about 5 s", "about 10 s", "about 45 s", "about 2 min",
