@@ -110,7 +110,12 @@ def decide(speedup: float, *, busy: float | None, work: float, width: float = 0.
 
 def test_policy_cases_from_the_measurements() -> None:
     # Figures as bench.credit measured them (assignments/README.md).
-    assert decide(1.7, busy=1.85, work=1.07).status == "credited"  # t1 reference
+    parallel = decide(1.7, busy=1.85, work=1.07)  # t1 reference
+    assert parallel.status == "credited" and "parallel execution explains" in parallel.reason
+    # A plain loop timed at 0.96×: credited as one core's figure, and never called parallel.
+    serial = decide(0.96, busy=1.0, work=1.03, busy_ci=(0.97, 1.02))
+    assert serial.status == "credited" and "no parallel work" in serial.reason
+    assert "parallel execution explains" not in serial.reason
     closed = decide(3551.0, busy=0.64, work=1 / 5495)
     assert closed.status == "refused" and closed.speedup == 0
     assert "1/5,495 of the baseline's work on 0.6 busy cores" in closed.reason

@@ -87,9 +87,11 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
         against = (f"{a.cores_versus_reference:.2f}× the reference's beside it, whose "
                    f"{a.reference_speedup:.2f}× is parallel")
     if s <= explains * (1 + EXPLAINED_TOLERANCE) and s <= cap:
+        # A serial run's figure is credited as what one core explains (about 1×), not as parallel.
+        said = ("parallel execution explains the speedup" if gain_high >= MIN_PARALLEL_GAIN
+                else "no parallel work: one core's speed explains the speedup")
         return Credit(policy="parallel", status="credited", speedup=s, measured=True, reason=(
-            f"{_cores(cpu.parallelism)}, {against}, work ratio {w:.2f}: parallel execution "
-            "explains the speedup"))
+            f"{_cores(cpu.parallelism)}, {against}, work ratio {w:.2f}: {said}"))
     # The tolerance is for the noise of measured parallel work only: an answer on one busy core
     # (G below MIN_PARALLEL_GAIN) earns nothing above its gain, however close to 1.15 it is.
     explained = explains * (1 + EXPLAINED_TOLERANCE) if gain >= MIN_PARALLEL_GAIN else explains
