@@ -100,6 +100,14 @@ def test_wrong_solution_fails_without_revealing_expected_values(t1: package.Assi
     public = [t for t in r.tests if not t.hidden and t.outcome is TestOutcome.FAILED]
     assert all("assert" in t.message or "approx" in t.message for t in public)
     assert 0 < r.test_points < 60  # partial credit for the tests whose sizes divide evenly
+    # The headline says what went wrong and what to do next, never a bare "verdict failed".
+    assert "verdict" not in r.summary, r.summary
+    assert "some tests failed" in r.summary and "once every test passes" in r.summary
+    assert not public and "public tests failed" not in r.summary  # this one passes them
+    r = grader.grade(t1, {"solution.py": (REPO_ROOT / "tests/fixtures/reports/t1_wrong.py")
+                          .read_bytes()}, seed=12345)
+    public = [t for t in r.tests if not t.hidden and t.outcome is TestOutcome.FAILED]
+    assert f"{len(public)} of the public tests failed too: run them on your machine" in r.summary
 
 
 def test_starter_fails_with_its_todo_message(t1: package.Assignment) -> None:

@@ -217,7 +217,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             n_ok = sum(t.outcome == TestOutcome.PASSED for t in hidden)
             summary = f"{n_ok}/{len(hidden)} hidden tests passed"
         if verdict != Verdict.PASSED:
-            return report(verdict, f"{summary}; verdict {verdict.value}", tests, output=output)
+            return report(verdict, f"{summary}; {testrun.next_step(verdict, tests)}", tests,
+                          output=output)
         if not (with_timing and m.timing.enabled and m.scoring.performance_points > 0):
             return report(verdict, summary + "; speedup not measured", tests, output=output)
         if gpu_mode == "simulated":

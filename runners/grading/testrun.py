@@ -127,3 +127,28 @@ def overall_verdict(tests: list[TestResult]) -> Verdict:
             return v
     return Verdict.PASSED if tests else Verdict.AUTHOR_ERROR
 
+
+
+WHAT_WENT_WRONG = {
+    Verdict.FAILED: "some tests failed (their messages say how)",
+    Verdict.TIMEOUT: "a test ran past its time limit",
+    Verdict.MEMORY_EXCEEDED: "a test used more memory than the task allows",
+    Verdict.CRASHED: "your code crashed in a test (its message says where)",
+    Verdict.OUTPUT_EXCEEDED: "a test printed more output than the task allows",
+    Verdict.FORBIDDEN: "your code did something the sandbox forbids (the test's message says what)",
+    Verdict.AUTHOR_ERROR: "the task's own tests failed to run: not your code's fault, your "
+                          "instructors can see why",
+}
+
+
+def next_step(verdict: Verdict, tests: list[TestResult]) -> str:
+    """What a student whose grading stopped at its tests reads after the count: what went wrong
+    and what to do next, in plain words (never a bare verdict)."""
+    said = WHAT_WENT_WRONG.get(verdict, f"the grading stopped: {verdict.value}")
+    if verdict.fault != "student":
+        return said
+    public = sum(1 for t in tests if not t.hidden and t.outcome in (TestOutcome.FAILED,
+                                                                    TestOutcome.ERROR))
+    tail = (f"; {public} of the public tests failed too: run them on your machine first (the "
+            "statement says how)" if public else "")
+    return f"{said}; the speedup is measured once every test passes{tail}"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,31 +9,10 @@ import pytest
 from tests.server.conftest import REFERENCE
 from tests.server.live import Platform, wait_until
 from tests.server.test_pages import _t1_zip
+from tests.web.conftest import SHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-CHROMIUM = "/usr/bin/chromium"
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-WRONG = b"def parallel_sum(n, chunks, workers=2):\n    return 0.001 * n * n / 2\n"
-
-
-@pytest.fixture
-def platform(tmp_path: Path) -> Iterator[Platform]:
-    p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}")
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def page() -> Iterator[object]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium is not installed (scripts/setup.sh installs it)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield browser.new_page()
-        browser.close()
+WRONG = (Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "t1_wrong.py").read_bytes()
 
 
 def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-untyped-def]
