@@ -44,6 +44,7 @@ TINY: dict[str, tuple[str, ...]] = {
     "lti_launches": ("5",),
     "placement": ("1", "treasure-hunt/t1-multiprocessing"),
     "queue_throughput": ("--burst", "4", "--latency-jobs", "2"),
+    "readiness": ("--packages", "treasure-hunt/t1-multiprocessing", "--next-term"),
     "runaway": ("treasure-hunt/t1-multiprocessing", "--kinds", "loop"),
     "sandbox_overhead": (),
     "server_throughput": ("--stored", "200", "--students", "20", "--requests", "10",

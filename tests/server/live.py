@@ -168,12 +168,13 @@ class Platform:
         return r.json()
 
     def start_runner(self, name: str, queues: str = "cpu,mpi",
-                     env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+                     env: dict[str, str] | None = None,
+                     options: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         """`paragrade runner` as an operator starts it, in its own process group."""
         log = (self.tmp / f"runner-{name}.log").open("wb")
         proc = subprocess.Popen(
             [sys.executable, "-m", "paragrade.cli", "runner", "--queues", queues, "--name", name,
-             "--server", self.base, "--broker", self.settings.broker_url],
+             "--server", self.base, "--broker", self.settings.broker_url, *options],
             env={**os.environ, "PARAGRADE_RUNNER_TOKEN": TOKEN, "PARAGRADE_HEARTBEAT_S": "1",
                  "PARAGRADE_BROKER_KEY_PREFIX": self.settings.broker_key_prefix, **(env or {})},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
