@@ -30,7 +30,7 @@ from sqlalchemy import select
 from bench.common import publish
 from server.models import Assignment, AssignmentVersion, Job
 from server.settings import REPO_ROOT
-from tests.server.live import Platform
+from tests.server.live import Platform, wait_until
 
 ABOUT = re.compile(r"ready in about (\d+) (s|min)")
 SLACK_S = 10.0
@@ -46,6 +46,17 @@ def estimate(sentence: str | None) -> float | None:
 
 def right(promised: float, left: float) -> bool:
     return abs(promised - left) <= SLACK_S or 0.5 <= promised / max(left, 1e-9) <= 2
+
+
+def _assignment(p: Platform, pkg: str) -> dict[str, Any]:
+    course, slug = pkg.split("/")
+    got: dict[str, Any] = p.get(p.prof, f"/api/courses/{course}/assignments/{slug}")
+    return got
+
+
+def _said(p: Platform, pkg: str) -> str | None:
+    said: str | None = _assignment(p, pkg)["readiness"]
+    return said
 
 
 def _check_seconds(p: Platform) -> dict[str, list[float]]:
@@ -67,19 +78,20 @@ def _round(p: Platform, packages: list[str], every: float, limit_s: float
            ) -> dict[str, dict[str, Any]]:
     """Read every package's readiness until each is ready; what was read and when it was ready."""
     seen: dict[str, list[tuple[float, float]]] = {pkg: [] for pkg in packages}
-    ready: dict[str, tuple[float, str]] = {}
+    ready: dict[str, tuple[float | None, str]] = {}
     start = time.monotonic()
     while len(ready) < len(packages) and time.monotonic() - start < limit_s:
         for pkg in packages:
             if pkg in ready:
                 continue
-            course, slug = pkg.split("/")
-            got = p.get(p.prof, f"/api/courses/{course}/assignments/{slug}")
+            got = _assignment(p, pkg)
             at = time.monotonic() - start
             if got["validation"] != "validating":
                 ready[pkg] = (at, got["validation"])
             elif (n := estimate(got["readiness"])) is not None:
                 seen[pkg].append((at, n))
+            elif "waiting for" in (got["readiness"] or "") and not seen[pkg]:
+                ready[pkg] = (None, got["readiness"])  # no runner here serves it: no estimate
         time.sleep(every)
     return {pkg: {"reads": seen[pkg], "ready_s": ready.get(pkg, (None, "timed out"))[0],
                   "state": ready.get(pkg, (None, "timed out"))[1]} for pkg in packages}
@@ -91,7 +103,7 @@ def _rows(found: dict[str, dict[str, Any]], checks: dict[str, list[float]],
     for pkg, f in found.items():
         reads, ready_s = f["reads"], f["ready_s"]
         if ready_s is None:
-            rows.append({"round": label, "package": pkg, "check_s": "–", "ready_s": "timed out",
+            rows.append({"round": label, "package": pkg, "check_s": "–", "ready_s": f["state"],
                          "first": "–", "right": "–"})
             continue
         ok = [right(n, ready_s - at) for at, n in reads]
@@ -121,6 +133,8 @@ def measure(tmp: Path, packages: list[str], every: float, next_term: bool,
         for course in courses:
             p.course(*[pkg for pkg in packages if pkg.startswith(f"{course}/")], slug=course)
         p.start_runner("local", "cpu,mpi,gpusim", options=("--stand-in-nodes",))
+        wait_until("the runner to say hello", lambda: any(  # until then all wait for a runner
+            estimate(_said(p, pkg)) is not None for pkg in packages), 120, 0.2)
         first = _round(p, packages, every, limit_s)
         rows = _rows(first, _check_seconds(p), "first start")
         extra: dict[str, Any] = {"first_start": _share(first)}
