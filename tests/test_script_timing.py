@@ -19,7 +19,7 @@ from runners.grading import grader
 from runners.measure import whole_runs
 from runners.measure.stats import Samples
 from runners.measure.stopping import StopRule
-from runners.measure.timing import WrongTimedAnswer
+from runners.measure.timed_calls import WrongTimedAnswer
 from runners.protocol import GradeReport, Verdict
 from runners.runs import configure
 from runners.runs.launch import ScriptResult

@@ -24,7 +24,7 @@ from runners.measure import (
     placement,
     stats,
     stopping,
-    timing,
+    timed_calls,
     whole_runs,
 )
 from runners.nodes import gang, hardware, overlay
@@ -307,7 +307,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     all_samples.append(samples)
                     continue
                 assert m.entry.function is not None
-                samples = timing.measure(
+                samples = timed_calls.measure(
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg,
                     baseline_cfg=cfg(base_dir, k, True), submission_cfg=cfg(code_dir, k, False),
@@ -320,19 +320,19 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             for k in weak_counts:
                 progress(f"weak scaling: {k} workers on a {k}× larger problem")
                 assert m.entry.function is not None
-                samples = timing.measure_weak(
+                samples = timed_calls.measure_weak(
                     hook=hook, function=m.entry.function, workers=k,
                     workers_arg=m.entry.workers_arg, one_cfg=cfg(code_dir, 1, False),
                     many_cfg=cfg(code_dir, k, False), rng=rng, stop=stops(-k), paired=paired,
                     gauge=gauge(k), fresh=fresh[1] if fresh else None)
                 timed_total += sum(samples.baseline) + sum(samples.submission)
                 weak_samples.append(samples)
-        except timing.WrongTimedAnswer as exc:
+        except timed_calls.WrongTimedAnswer as exc:
             return report(Verdict.FAILED, str(exc), tests, output=output)
         except array.ArrayUnavailable as exc:
             return report(Verdict.PLATFORM_ERROR, f"the job array could not run: {exc}", tests,
                           output=output)
-        except timing.BaselineBroken as exc:
+        except timed_calls.BaselineBroken as exc:
             return report(Verdict.AUTHOR_ERROR, str(exc), tests, output=output)
         except SubmissionFailure as exc:
             return report(exc.verdict, f"during timing: {exc.message}", tests,
