@@ -37,7 +37,7 @@ from runners.protocol import (
     TestResult,
     Verdict,
     credited_speedup,
-    performance_share,
+    points,
 )
 from runners.runs import array, batchscript, configure, service, zygote
 from runners.runs.failures import SubmissionFailure, SubmissionRaised
@@ -152,25 +152,28 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
 
     def report(verdict: Verdict, summary: str, tests: list[TestResult], *, output: str = "",
                speedup: Any = None, scaling: Any = (), weak: Any = (),
-               perf: float = 0.0, credit: Credit | None = None) -> GradeReport:
+               earned: float | None = None, credit: Credit | None = None) -> GradeReport:
         weights = sum(t.weight for t in tests)
         passed = sum(t.weight for t in tests if t.outcome == TestOutcome.PASSED)
         test_points = m.scoring.test_points * (passed / weights if weights else 0.0)
         if verdict.fault != "student":
-            test_points, perf = 0.0, 0.0
+            test_points = 0.0
         kf = scaling[-1].karp_flatt if scaling else None
         amdahl = stats.amdahl_fit([(p.workers, p.speedup) for p in scaling]) if scaling else None
-        return GradeReport(
+        graded = GradeReport(
             assignment=assignment.ref, assignment_version=m.version, verdict=verdict,
-            summary=summary, tests=tests, score=round(test_points + perf, 2),
+            summary=summary, tests=tests, score=0.0,
             max_score=m.scoring.test_points + m.scoring.performance_points,
-            test_points=round(test_points, 2), performance_points=round(perf, 2),
+            test_points=round(test_points, 2), performance_points=0.0,
             speedup=speedup, scaling=list(scaling), weak_scaling=list(weak), serial_fraction=kf,
             amdahl_serial_fraction=amdahl, credit=credit, notes=notes, output_excerpt=output[-16000:],
             seed=seed, environment=env.model_copy(update={"phases": laps.table(timed_total)}),
             started_at=started_at,
             wall_time_s=round(time.monotonic() - started, 3), timed_time_s=round(timed_total, 3),
         )
+        total = points.score(graded, m.scoring, earned=earned)  # as the server stores it
+        return graded.model_copy(update={"score": total, "performance_points": round(
+            total - graded.test_points, 2)})
 
     if gpu_mode == "unavailable":
         return report(Verdict.PLATFORM_ERROR,
@@ -412,10 +415,6 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             cores=min(top.workers, len(cpus) * top.nodes),
             reference_speedup=reference_speedup, reference_factor=m.scoring.reference_factor,
             gpu=gpu_mode == "real")
-        earned = credited_speedup(judged, figure.median)
-        share = 0.0 if earned is None else performance_share(
-            m.scoring, earned, weak[-1].efficiency if weak else None)
-        perf = m.scoring.performance_points * share
         summary += f"; speedup {figure.median:.2f}× (95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})"
         if weak:
             summary += f"; weak-scaling efficiency {weak[-1].efficiency:.0%} at {weak[-1].workers}"
@@ -431,7 +430,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             notes.append("parallelism not measured: this runner cannot read the sandbox's CPU "
                          "time, so the speedup counts only up to the allotted cores")
         return report(verdict, summary, tests, output=output, speedup=figure, scaling=scaling,
-                      weak=weak, perf=perf, credit=judged)
+                      weak=weak, earned=credited_speedup(judged, figure.median), credit=judged)
     except package.PackageError as exc:
         return report(Verdict.AUTHOR_ERROR, f"assignment package problem: {exc}", [])
     except (ImportError, SyntaxError) as exc:
