@@ -29,11 +29,17 @@ def status_of(verdict: Verdict) -> str:
     return "error" if verdict.fault == "platform" else "graded"
 
 
+def report_of(*, session: Session, submission_id: int) -> GradeReportRow | None:
+    """The submission's stored report (one per submission), or None before its first grade."""
+    return session.scalar(select(GradeReportRow).where(
+        GradeReportRow.submission_id == submission_id))
+
+
 def store_report(*, session: Session, sub: Submission, report: GradeReport) -> GradeReportRow:
     """One report per submission (a regrade replaces it), with its tests and scaling points.
     An instructor's review of a held or refused speedup carries over to a regrade that holds or
     refuses it again (the same code, judged already)."""
-    old = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
+    old = report_of(session=session, submission_id=sub.id)
     review = None
     if old is not None:
         if report.credit is not None and report.credit.status in ("held", "refused"):

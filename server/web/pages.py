@@ -23,13 +23,13 @@ from sqlalchemy.orm import Session
 from server import security
 from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
-from server.models import Assignment, Course, GradeReportRow, Submission, User
+from server.models import Assignment, Course, Submission, User
 from server.schemas import JoinCreate, UserCreate
 from server.services import artifacts, final_grades, retiming, routing, visibility
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
-from server.services import fleet as fleet_service
+from server.services import grading as grading_service
 from server.services import readiness as readiness_service
 from server.services import statistics as stats_service
 from server.services import submissions as submission_service
@@ -312,23 +312,16 @@ def _visible(session: SessionDep, user: User, submission_id: int) -> Submission:
 
 def _live(session: SessionDep, settings: SettingsDep, sub: Submission) -> dict[str, Any]:
     """What the live status box shows (also what the event stream sends)."""
-    job = submission_service.latest_job(session=session, submission=sub)
-    out: dict[str, Any] = {"status": sub.status, "verdict": sub.verdict, "queue": None,
-                           "position": None, "waiting_for": None, "final": sub.status in FINAL}
-    if job is not None:
-        out["queue"] = job.queue
-        if job.state == "queued":
-            out["position"] = submission_service.queue_position(session=session, job=job)
-            out["waiting_for"] = fleet_service.waiting_for(session=session, queue=job.queue,
-                                                           live_s=settings.runner_live_s)
-    return out
+    at = submission_service.place(session=session, submission=sub, live_s=settings.runner_live_s)
+    return {"status": sub.status, "verdict": sub.verdict, "queue": at.queue,
+            "position": at.position, "waiting_for": at.waiting_for, "final": sub.status in FINAL}
 
 
 @router.get("/s/{submission_id}")
 def submission_page(submission_id: int, request: Request, session: SessionDep,
                     settings: SettingsDep, user: PageUser) -> HTMLResponse:
     sub = _visible(session, user, submission_id)
-    row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
+    row = grading_service.report_of(session=session, submission_id=sub.id)
     a = sub.assignment
     role = course_service.role(session=session, user=user, course=a.course)
     report = visibility.for_reader(session=session, sub=sub, report=row.report if row else None,
