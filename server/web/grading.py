@@ -27,8 +27,8 @@ from server.services import grading as grading_service
 from server.services import manual, manual_points, regrades, rubric, visibility
 from server.services.errors import DomainError, Forbidden
 from server.web.admin import course_for
-from server.web.pages import Csrf, PageUser, reasons, render
 from server.web.plots import scaling_svg
+from server.web.plumbing import Csrf, PageUser, reasons, render
 
 router = APIRouter(include_in_schema=False)
 G = "/c/{course}/{slug}/grading"
