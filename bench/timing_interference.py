@@ -24,7 +24,7 @@ import numpy as np
 
 from bench.common import publish
 from runners import package
-from runners.grading import grader
+from runners.grading import measuring
 from runners.measure import stats, stopping, timed_calls
 from runners.nodes import hardware
 from runners.runs import configure
@@ -70,7 +70,7 @@ def main() -> None:
     executor = create_executor(settings)
     cpus, _ = hardware.allotment(a)
     workers = len(cpus)
-    hook = grader.load_hook(a)
+    hook = measuring.load_hook(a)
     stage = Stage(scratch=settings.scratch_dir)
     rows = []
     try:

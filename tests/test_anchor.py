@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.grading import grader
+from runners.grading import grader, measuring
 from runners.measure import anchor, stats, stopping, timed_calls, whole_runs
 from runners.measure.stats import Samples
 from runners.measure.stopping import StopRule
@@ -179,7 +179,7 @@ def test_a_grading_with_a_reference_figure_is_anchored() -> None:
     assert r.speedup.median == pytest.approx(1.7 * pinned.versus_reference, abs=1e-3)
     assert r.scaling[-1].speedup == r.speedup.median
     assert any(n.startswith("timed beside the reference on the same cores") for n in r.notes)
-    paired = grader.can_pair(a, create_executor(on, None), "none")
+    paired = measuring.can_pair(a, create_executor(on, None), "none")
     assert any(n.startswith("timed in turns: the baseline's, the reference's")
                for n in r.notes) == paired, r.notes
     assert not get_settings().anchor  # off by default: tests/test_grading.py grades so

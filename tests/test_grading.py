@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.grading import environment, grader, testrun
+from runners.grading import environment, grader, measuring, testrun
 from runners.measure import stats, stopping, timed_calls
 from runners.nodes import hardware
 from runners.protocol import GradeReport, TestOutcome, TestResult, Verdict
@@ -282,13 +282,13 @@ def test_timing_pairs_sandboxes_only_where_a_frozen_side_is_harmless(
     if os.getuid() == 0:  # root makes cgroups, and these hosts have a freezer
         assert bwrap.can_freeze()
     monkeypatch.setattr(bwrap, "can_freeze", lambda: True)
-    assert grader.can_pair(t1, bwrap, "none")
-    assert grader.can_pair(t1, bwrap, "simulated")
-    assert not grader.can_pair(t1, process, "none")  # same uid: they could meddle
-    assert not grader.can_pair(t1, bwrap, "real")  # queued GPU kernels run on
-    assert not grader.can_pair(threads_io, bwrap, "none")  # one shared service
+    assert measuring.can_pair(t1, bwrap, "none")
+    assert measuring.can_pair(t1, bwrap, "simulated")
+    assert not measuring.can_pair(t1, process, "none")  # same uid: they could meddle
+    assert not measuring.can_pair(t1, bwrap, "real")  # queued GPU kernels run on
+    assert not measuring.can_pair(threads_io, bwrap, "none")  # one shared service
     monkeypatch.setattr(bwrap, "can_freeze", lambda: False)  # a host without a freezer
-    assert not grader.can_pair(t1, bwrap, "none")
+    assert not measuring.can_pair(t1, bwrap, "none")
 
 
 def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
@@ -341,7 +341,7 @@ def test_empty_submission_measures_under_one_percent_of_the_baseline(
         t1: package.Assignment) -> None:
     """Launch, import and warm-up stay outside the timed region: doing nothing costs ≈ 0."""
     class AcceptAll:
-        make_input = staticmethod(grader.load_hook(t1).make_input)
+        make_input = staticmethod(measuring.load_hook(t1).make_input)
 
         @staticmethod
         def check(inputs: dict[str, object], result: object) -> None:
@@ -431,7 +431,7 @@ def test_a_timing_sandbox_is_killed_once_its_last_answer_is_in(
     monkeypatch.setattr(Session, "close", timed_close)
 
     class Hook:
-        make_input = staticmethod(grader.load_hook(t1).make_input)
+        make_input = staticmethod(measuring.load_hook(t1).make_input)
 
         @staticmethod
         def make_warmup_input(rng: np.random.Generator, workers: int) -> dict[str, int]:
