@@ -16,7 +16,7 @@ import numpy as np
 
 from bench.common import publish
 from runners import package
-from runners.grading import grader
+from runners.grading import measuring
 from runners.nodes import hardware
 from runners.runs import array, configure
 from runners.runs.stage import Stage
@@ -37,7 +37,7 @@ NOOP = "def run_task(task_id, n_tasks, **inputs):\n    return []\n"
 def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     a = package.load(SWEEP)
-    hook = grader.load_hook(a)
+    hook = measuring.load_hook(a)
     settings = get_settings()
     executor = create_executor(settings, None)
     cpus = hardware.host_cpus()[:2]

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.common import publish
 from runners import package
-from runners.grading import grader, testrun
+from runners.grading import grader, measuring, testrun
 from runners.runs.session import Session
 from runners.settings import get_settings
 
@@ -51,7 +51,7 @@ def _timed(key: str, fn: Callable[..., Any], *, call: bool = False) -> Callable[
 @contextlib.contextmanager
 def detailed() -> Iterator[None]:
     """Wrap the sandbox session's life cycle and every hook the grader loads."""
-    saved = Session.__enter__, Session.close, Session.call, grader.load_hook
+    saved = Session.__enter__, Session.close, Session.call, measuring.load_hook
 
     def load_hook(assignment: package.Assignment) -> ModuleType:
         hook = saved[3](assignment)
@@ -66,11 +66,11 @@ def detailed() -> Iterator[None]:
     Session.__enter__ = _timed("starts", Session.__enter__)  # type: ignore[method-assign]
     Session.close = _timed("closes", Session.close)  # type: ignore[method-assign]
     Session.call = _timed("calls", Session.call, call=True)  # type: ignore[method-assign]
-    grader.load_hook = load_hook
+    measuring.load_hook = load_hook
     try:
         yield
     finally:
-        Session.__enter__, Session.close, Session.call, grader.load_hook = saved  # type: ignore[method-assign]
+        Session.__enter__, Session.close, Session.call, measuring.load_hook = saved  # type: ignore[method-assign]
 
 
 def main() -> None:

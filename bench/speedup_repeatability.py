@@ -36,7 +36,7 @@ from typing import Any
 from bench.common import publish
 from bench.timing_interference import tenant
 from runners import package
-from runners.fleet.worker import confine
+from runners.fleet.runner import confine
 from runners.grading import grader
 from runners.settings import RunnerSettings, get_settings
 

@@ -1,7 +1,7 @@
 """Figure: what another tenant of the machine does to a measured speedup, per timing mode.
 
 A package's reference (all its cores) against its serial baseline, timed at one worker count by
-`timing.measure` as a grading would, N times per mode: `blocks` (one side's sandbox at a time,
+`timed_calls.measure` as a grading would, N times per mode: `blocks` (one side's sandbox at a time,
 3 timed calls per block) and `paired` (both sandboxes live, calls alternating, the idle side
 frozen). Once on a quiet machine and once beside a tenant that spins on the last allotted core
 for ON seconds out of every ON + OFF (a core taken away now and then, as on a shared VM).
@@ -24,8 +24,8 @@ import numpy as np
 
 from bench.common import publish
 from runners import package
-from runners.grading import grader
-from runners.measure import stats, stopping, timing
+from runners.grading import measuring
+from runners.measure import stats, stopping, timed_calls
 from runners.nodes import hardware
 from runners.runs import configure
 from runners.runs.runconfig import RunConfig
@@ -70,7 +70,7 @@ def main() -> None:
     executor = create_executor(settings)
     cpus, _ = hardware.allotment(a)
     workers = len(cpus)
-    hook = grader.load_hook(a)
+    hook = measuring.load_hook(a)
     stage = Stage(scratch=settings.scratch_dir)
     rows = []
     try:
@@ -88,7 +88,7 @@ def main() -> None:
             with tenant(cpu, on, off):
                 for i in range(n):
                     for mode in ("blocks", "paired"):
-                        s = timing.measure(
+                        s = timed_calls.measure(
                             hook=hook, function=m.entry.function, workers=workers,
                             workers_arg=m.entry.workers_arg, baseline_cfg=cfg(base, 1, True),
                             submission_cfg=cfg(code, workers, False),

@@ -210,7 +210,7 @@ def runner(
     import logging
     import os
 
-    from runners.fleet import worker
+    from runners.fleet import runner
     from runners.nodes import hardware, overlay
     from runners.protocol import QUEUES
     from runners.sandbox import BackendUnavailable
@@ -246,10 +246,10 @@ def runner(
     if nodes_said:
         logging.info(nodes_said)
     try:
-        worker.serve(server=url, token=settings.runner_token, broker_url=broker_url,
+        runner.serve(server=url, token=settings.runner_token, broker_url=broker_url,
                      queues=wanted, name=name, settings=settings,  # type: ignore[arg-type]
                      idle_exit_s=idle_exit, drain_s=drain_s)
-    except (BackendUnavailable, worker.NoGpu, worker.NoGang, worker.BadCpus, worker.Refused,
+    except (BackendUnavailable, runner.NoGpu, runner.NoGang, runner.BadCpus, runner.Refused,
             overlay.OverlayError) as exc:
         _fail(str(exc))
 

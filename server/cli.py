@@ -22,8 +22,7 @@ from runners.protocol import QUEUES
 from server import backup, migrate
 from server.db import make_engine, session_factory
 from server.dispatch import publishing_sessions
-from server.services import runners as runner_service
-from server.services import shipped
+from server.services import runner_credentials, shipped
 from server.services import users as user_service
 from server.services.errors import DomainError
 from server.settings import (
@@ -300,8 +299,8 @@ def runner_add(name: Annotated[str, typer.Argument(help="the runner's name (its 
     with session_factory(make_engine(get_settings().database_url))() as session, \
             session.begin():
         try:
-            served = runner_service.parse_queues(queues)
-            secret = runner_service.add(session=session, name=name, queues=served)
+            served = runner_credentials.parse_queues(queues)
+            secret = runner_credentials.add(session=session, name=name, queues=served)
         except DomainError as exc:
             console.print(f"[red]error:[/] {exc.message}")
             raise typer.Exit(2) from exc
@@ -319,7 +318,7 @@ def runner_list() -> None:
     hello."""
     _prepare()
     with session_factory(make_engine(get_settings().database_url))() as session:
-        rows = runner_service.listing(session=session)
+        rows = runner_credentials.listing(session=session)
     if not rows:
         console.print("no runner credentials (paragrade admin runner add NAME)")
         return
@@ -341,7 +340,7 @@ def runner_revoke(name: Annotated[str, typer.Argument(help="the runner's name")]
     sessions, _ = publishing_sessions(settings)  # the jobs put back are published again
     with sessions() as session, session.begin():
         try:
-            n = runner_service.revoke(session=session, name=name,
+            n = runner_credentials.revoke(session=session, name=name,
                                       max_attempts=settings.max_job_attempts)
         except DomainError as exc:
             console.print(f"[red]error:[/] {exc.message}")
@@ -362,10 +361,10 @@ def scale(config: Annotated[Path, typer.Argument(help="the fleet's TOML file (do
     import time
 
     from server import pilots
-    from server.services import scaling
+    from server.services import autoscaling
 
     try:
-        policy = scaling.load_policy(config)
+        policy = autoscaling.load_policy(config)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc
@@ -379,12 +378,12 @@ def scale(config: Annotated[Path, typer.Argument(help="the fleet's TOML file (do
         raise typer.Exit(2)
     try:
         provider = pilots.SlurmPilots(policy, server=server, broker=broker)
-    except scaling.PilotError as exc:
+    except autoscaling.PilotError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s scaler %(message)s")
     sessions, _ = publishing_sessions(settings)  # jobs a gone pilot held are published again
-    scaler = scaling.Scaler(policy=policy, provider=provider)
+    scaler = autoscaling.Scaler(policy=policy, provider=provider)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     while not stop:
@@ -394,7 +393,7 @@ def scale(config: Annotated[Path, typer.Argument(help="the fleet's TOML file (do
                                        max_attempts=settings.max_job_attempts):
                     logging.info("%s: %d desired, %d waiting for a node, %d running: %s",
                                  row.queue, row.desired, row.pending, row.running, row.reason)
-        except scaling.PilotError as exc:  # squeue down for a moment: the next pass tries again
+        except autoscaling.PilotError as exc:  # squeue down for a moment: the next pass tries again
             logging.warning("%s", exc)
         if once:
             break

@@ -42,12 +42,6 @@ def session_factory(engine: Engine | None = None) -> sessionmaker[Session]:
     return sessionmaker(engine or get_engine(), expire_on_commit=False)
 
 
-def get_session() -> Iterator[Session]:
-    """FastAPI dependency: one session per request."""
-    with session_factory()() as session:
-        yield session
-
-
 @contextmanager
 def committing(session: Session) -> Iterator[None]:
     """Commit what the block did, or roll it all back: a refused request stores nothing."""

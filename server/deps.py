@@ -16,10 +16,10 @@ from server import security
 from server.dispatch import Dispatcher
 from server.models import Course, User
 from server.services import courses as course_service
-from server.services import runners as runner_service
+from server.services import runner_credentials
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
-from server.services.runners import RunnerIdentity
+from server.services.runner_credentials import RunnerIdentity
 from server.settings import ServerSettings
 
 
@@ -156,7 +156,7 @@ async def _runner_bearer(authorization: Annotated[str | None, Header()] = None) 
 
 def _runner(session: SessionDep, settings: SettingsDep,
             token: Annotated[str, Depends(_runner_bearer)]) -> RunnerIdentity:
-    return runner_service.identify(session=session, token=token,
+    return runner_credentials.identify(session=session, token=token,
                                    fleet_token=settings.runner_token)
 
 

@@ -45,7 +45,7 @@ from server.services import leaderboard
 from server.services.assignments import PackageInvalid
 from server.services.errors import DomainError
 from server.settings import ServerSettings, get_settings, with_local_secrets
-from server.web import admin, live, pages, stats
+from server.web import admin, live, pages, plumbing, stats
 from server.web import grading as grading_pages
 from server.web import reviews as reviews_pages
 
@@ -205,16 +205,16 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(reviews_pages.router)
     app.include_router(grading_pages.router)
     app.include_router(stats.router)
-    app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
+    app.mount("/static", StaticFiles(directory=plumbing.HERE / "static"), name="static")
     app.state.guide = (settings.guide_dir / "index.html").is_file()
     if app.state.guide:  # the guide is static pages, served as they were built
         app.mount("/guide", StaticFiles(directory=settings.guide_dir, html=True), name="guide")
-    app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
+    app.add_exception_handler(plumbing.LoginRequired, plumbing.login_redirect)  # type: ignore[arg-type]
 
     @app.exception_handler(DomainError)
     def _domain(request: Request, exc: DomainError) -> Response:
         if not request.url.path.startswith("/api/"):
-            return pages.error_page(request, exc)
+            return plumbing.error_page(request, exc)
         body: dict[str, object] = {"detail": exc.message}
         if isinstance(exc, PackageInvalid):
             body["problems"] = exc.problems
@@ -222,7 +222,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
 
     @app.exception_handler(RequestValidationError)
     def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": pages.reasons(exc) or "invalid request"}, status_code=422)
+        return JSONResponse({"detail": plumbing.reasons(exc) or "invalid request"}, status_code=422)
 
     @app.exception_handler(OperationalError)
     def _database_away(request: Request, exc: OperationalError) -> Response:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.grading import grader
-from runners.measure import anchor, stats, stopping, timing, whole_runs
+from runners.grading import grader, measuring
+from runners.measure import anchor, stats, stopping, timed_calls, whole_runs
 from runners.measure.stats import Samples
 from runners.measure.stopping import StopRule
 from runners.runs import configure
@@ -131,7 +131,7 @@ def _measure(stage: Stage, *, reference: bytes, paired: bool, tag: str = "") -> 
     hook = types.ModuleType("sleep_hook")
     hook.make_input = lambda rng, workers: {"n": 1}  # type: ignore[attr-defined]
     hook.check = lambda inputs, value: None if value == 1 else "wrong"  # type: ignore[attr-defined]
-    return timing.measure(
+    return timed_calls.measure(
         hook=hook, function="work", workers=1, workers_arg=None,
         baseline_cfg=cfg("baseline", _sleeper(0.06), True),
         submission_cfg=cfg("submission", _sleeper(0.02), False),
@@ -152,11 +152,11 @@ def test_the_reference_is_timed_in_the_same_turns(stage: Stage, paired: bool) ->
 
 
 def test_a_broken_reference_is_the_authors_fault(stage: Stage) -> None:
-    """Blamed like the baseline (timing.blamed, timing.judge: one path for both ways of timing):
+    """Blamed like the baseline (timed_calls.blamed, timed_calls.judge: one path for both ways of timing):
     a wrong timed answer, and a reference that exits."""
-    with pytest.raises(timing.BaselineBroken, match="the reference's timed answer is wrong"):
+    with pytest.raises(timed_calls.BaselineBroken, match="the reference's timed answer is wrong"):
         _measure(stage, reference=_sleeper(0.03, answer=2), paired=False)
-    with pytest.raises(timing.BaselineBroken, match="the reference failed while timed"):
+    with pytest.raises(timed_calls.BaselineBroken, match="the reference failed while timed"):
         _measure(stage, reference=b"def work(n):\n    raise SystemExit(3)\n", paired=True,
                  tag="-exits")
 
@@ -179,7 +179,7 @@ def test_a_grading_with_a_reference_figure_is_anchored() -> None:
     assert r.speedup.median == pytest.approx(1.7 * pinned.versus_reference, abs=1e-3)
     assert r.scaling[-1].speedup == r.speedup.median
     assert any(n.startswith("timed beside the reference on the same cores") for n in r.notes)
-    paired = grader.can_pair(a, create_executor(on, None), "none")
+    paired = measuring.can_pair(a, create_executor(on, None), "none")
     assert any(n.startswith("timed in turns: the baseline's, the reference's")
                for n in r.notes) == paired, r.notes
     assert not get_settings().anchor  # off by default: tests/test_grading.py grades so

@@ -2,7 +2,7 @@
 (`paragrade runner` as batch jobs) while work waits and none when it does not; an idle pilot
 leaves; a pilot told its allocation ends (SLURM's drain signal) finishes its grading and takes no
 other; a pilot cancelled mid-grading hands its job back, which another pilot grades, once; a
-pilot's credential ends with its job. The server's side of it: tests/server/test_scaling.py."""
+pilot's credential ends with its job. The server's side of it: tests/server/test_autoscaling.py."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.grading import environment, grader, testrun
-from runners.measure import stats, stopping, timing
+from runners.grading import environment, grader, measuring, testrun
+from runners.measure import stats, stopping, timed_calls
 from runners.nodes import hardware
 from runners.protocol import GradeReport, TestOutcome, TestResult, Verdict
 from runners.runs import configure
@@ -282,13 +282,13 @@ def test_timing_pairs_sandboxes_only_where_a_frozen_side_is_harmless(
     if os.getuid() == 0:  # root makes cgroups, and these hosts have a freezer
         assert bwrap.can_freeze()
     monkeypatch.setattr(bwrap, "can_freeze", lambda: True)
-    assert grader.can_pair(t1, bwrap, "none")
-    assert grader.can_pair(t1, bwrap, "simulated")
-    assert not grader.can_pair(t1, process, "none")  # same uid: they could meddle
-    assert not grader.can_pair(t1, bwrap, "real")  # queued GPU kernels run on
-    assert not grader.can_pair(threads_io, bwrap, "none")  # one shared service
+    assert measuring.can_pair(t1, bwrap, "none")
+    assert measuring.can_pair(t1, bwrap, "simulated")
+    assert not measuring.can_pair(t1, process, "none")  # same uid: they could meddle
+    assert not measuring.can_pair(t1, bwrap, "real")  # queued GPU kernels run on
+    assert not measuring.can_pair(threads_io, bwrap, "none")  # one shared service
     monkeypatch.setattr(bwrap, "can_freeze", lambda: False)  # a host without a freezer
-    assert not grader.can_pair(t1, bwrap, "none")
+    assert not measuring.can_pair(t1, bwrap, "none")
 
 
 def test_cli_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
@@ -341,7 +341,7 @@ def test_empty_submission_measures_under_one_percent_of_the_baseline(
         t1: package.Assignment) -> None:
     """Launch, import and warm-up stay outside the timed region: doing nothing costs ≈ 0."""
     class AcceptAll:
-        make_input = staticmethod(grader.load_hook(t1).make_input)
+        make_input = staticmethod(measuring.load_hook(t1).make_input)
 
         @staticmethod
         def check(inputs: dict[str, object], result: object) -> None:
@@ -349,7 +349,7 @@ def test_empty_submission_measures_under_one_percent_of_the_baseline(
 
     empty = {"solution.py": b"def parallel_sum(n, chunks, workers=2):\n    return 0.0\n"}
     with t1_configs(t1, empty) as (base, sub):
-        s = timing.measure(hook=AcceptAll, function="parallel_sum", workers=2,  # type: ignore[arg-type]
+        s = timed_calls.measure(hook=AcceptAll, function="parallel_sum", workers=2,  # type: ignore[arg-type]
                            workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
                            rng=np.random.default_rng(1),
                            stop=stopping.StopRule(budget_s=5, min_reps=3, max_reps=6,
@@ -392,7 +392,7 @@ def test_each_sandbox_warms_up_on_the_hooks_warm_up_input(t1: package.Assignment
 
     def measure(code: bytes) -> stats.Samples:
         with t1_configs(t1, {"solution.py": code}, {"solution.py": SLEEPY % 0}) as (base, sub):
-            return timing.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
+            return timed_calls.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
                                   workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
                                   rng=np.random.default_rng(2), paired=paired,
                                   stop=stopping.StopRule(budget_s=1, min_reps=3, max_reps=3,
@@ -402,11 +402,11 @@ def test_each_sandbox_warms_up_on_the_hooks_warm_up_input(t1: package.Assignment
     assert s.paired is paired
     warm, timed = seen.count(7), [n for n in seen if n != 7]
     # One warm-up per side and sandbox: a paired block holds both; one-sided blocks one each.
-    assert warm == 2 * (1 if paired else len(s.submission) // timing.CALLS_PER_BLOCK), seen
+    assert warm == 2 * (1 if paired else len(s.submission) // timed_calls.CALLS_PER_BLOCK), seen
     assert len(timed) == len(s.baseline) + len(s.submission) and len(s.submission) >= 3
     assert min(s.baseline + s.submission) > 0.045  # no sample is a warm-up call (≈ 0 s)
     seen.clear()
-    with pytest.raises(timing.WrongTimedAnswer):  # a wrong warm-up answer is a wrong answer
+    with pytest.raises(timed_calls.WrongTimedAnswer):  # a wrong warm-up answer is a wrong answer
         measure(SLEEPY % 1)
 
 
@@ -431,7 +431,7 @@ def test_a_timing_sandbox_is_killed_once_its_last_answer_is_in(
     monkeypatch.setattr(Session, "close", timed_close)
 
     class Hook:
-        make_input = staticmethod(grader.load_hook(t1).make_input)
+        make_input = staticmethod(measuring.load_hook(t1).make_input)
 
         @staticmethod
         def make_warmup_input(rng: np.random.Generator, workers: int) -> dict[str, int]:
@@ -443,7 +443,7 @@ def test_a_timing_sandbox_is_killed_once_its_last_answer_is_in(
 
     lingering = SLEEPY % 0 + b"\nimport atexit\natexit.register(time.sleep, 30)\n"
     with t1_configs(t1, {"solution.py": lingering}) as (base, sub):
-        timing.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
+        timed_calls.measure(hook=Hook, function="parallel_sum", workers=2,  # type: ignore[arg-type]
                        workers_arg="workers", baseline_cfg=base, submission_cfg=sub,
                        rng=np.random.default_rng(3),
                        stop=stopping.StopRule(budget_s=1, min_reps=3, max_reps=3, target_width=1.0))

@@ -568,11 +568,11 @@ def test_a_runner_without_nodes_does_not_grade_it(tmp_path: Path) -> None:
     assert r.verdict == Verdict.PLATFORM_ERROR
     assert "2 nodes" in r.summary and not r.tests
     # The runner hands it back as the platform's failure: the server grades it again, uncharged.
-    from runners.fleet import worker
+    from runners.fleet import runner
 
-    outcome = worker.outcome_of(r)
+    outcome = runner.outcome_of(r)
     assert outcome.report is None and outcome.platform_error == r.summary
-    assert worker.outcome_of(r.model_copy(update={"verdict": Verdict.FAILED})).report is not None
+    assert runner.outcome_of(r.model_copy(update={"verdict": Verdict.FAILED})).report is not None
 
 
 KILLED_RUNNER = """

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from runners import package
-from runners.fleet import worker
+from runners.fleet import runner
 from runners.protocol import GradeJob, JobOffer, check_relpath
 from runners.runs.stage import Stage, UnsafeFileName
 from runners.settings import RunnerSettings
@@ -88,7 +88,7 @@ def test_an_unsafe_name_from_the_server_is_a_platform_error(tmp_path: Path,
         entry_file="solution.py"))
     settings = RunnerSettings(backend="process", scratch_dir=tmp_path / "scratch")
     (tmp_path / "scratch").mkdir()
-    outcome = worker.handle(offer, client, worker.BundleCache(tmp_path / "bundles"), settings)
+    outcome = runner.handle(offer, client, runner.BundleCache(tmp_path / "bundles"), settings)
     assert outcome.report is None
     assert outcome.platform_error is not None and "UnsafeFileName" in outcome.platform_error
     assert "'..' path parts are not allowed" in outcome.platform_error

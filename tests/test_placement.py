@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.measure import placement, timing
+from runners.measure import placement, timed_calls
 from runners.measure.stopping import StopRule
 from runners.nodes import overlay
 from runners.runs import configure
@@ -144,7 +144,7 @@ def _measure(stage: Stage, cpus: list[int], slow: int, place: bool
     hook.make_input = lambda rng, workers: {"slow": slow, "n": n}  # type: ignore[attr-defined]
     hook.check = lambda inputs, value: None if value == 1 else "wrong"  # type: ignore[attr-defined]
     reps = max(8, 2 * n)  # every core twice at least
-    samples = timing.measure(
+    samples = timed_calls.measure(
         hook=hook, function="work", workers=n, workers_arg=None,
         baseline_cfg=cfg(BASELINE, True), submission_cfg=cfg(SUBMISSION, False),
         rng=np.random.default_rng(0), stop=StopRule(budget_s=60, min_reps=reps, max_reps=reps,

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.grading import grader
+from runners.grading import grader, measuring
 from runners.measure import whole_runs
 from runners.measure.stats import Samples
 from runners.measure.stopping import StopRule
-from runners.measure.timing import WrongTimedAnswer
+from runners.measure.timed_calls import WrongTimedAnswer
 from runners.protocol import GradeReport, Verdict
 from runners.runs import configure
 from runners.runs.launch import ScriptResult
@@ -116,7 +116,7 @@ def _time_first_runs_failing(stage: Stage, baseline_first: str, submission_first
     """Two blocks of script-mpi's whole runs, each side's code doing its `…_first` on its first
     run of each argument list; the samples and, per argument list, every run the check saw."""
     a = package.load(PACKAGE)
-    answers = grader.load_hook(a).answers
+    answers = measuring.load_hook(a).answers
     runs: dict[str, list[ScriptResult]] = defaultdict(list)
 
     def check(argv: list[str], result: ScriptResult) -> str | None:

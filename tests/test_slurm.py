@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.grading import grader
+from runners.grading import measuring
 from runners.nodes import slurm
 from runners.protocol import Verdict
 from runners.runs import array, configure
@@ -155,7 +155,7 @@ def test_an_array_is_timed_from_the_tasks_own_records(cluster: SlurmCluster,
                                                       settings: RunnerSettings) -> None:
     a = package.load(SWEEP)
     slurm_settings = settings.model_copy(update={"array_launcher": "slurm"})
-    hook = grader.load_hook(a)
+    hook = measuring.load_hook(a)
     inputs = hook.make_input(np.random.default_rng(5), 2)
     stage = Stage(scratch=settings.scratch_dir)
     try:

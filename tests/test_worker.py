@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-from runners.fleet.worker import Runner
+from runners.fleet.runner import Runner
 from runners.settings import RunnerSettings
 
 
@@ -90,7 +90,7 @@ import json, os, sys
 import numpy as np  # imported before the runner takes its slice, as the runner's modules do
 import threadpoolctl
 np.ones((64, 64)) @ np.ones((64, 64))  # BLAS threads started for the whole node
-from runners.fleet.worker import take_cpus
+from runners.fleet.runner import take_cpus
 
 def seen():
     return {"blas": [p["num_threads"] for p in threadpoolctl.threadpool_info()],

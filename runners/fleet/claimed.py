@@ -2,7 +2,7 @@
 outcome, or, when the runner is leaving, the job given back untouched (runners/fleet/leaving.py).
 
 Every request carries the job's own secret (X-Job-Token) beside the runner's credential and
-process key (runners/fleet/worker.py `Runner.client`); the server answers the process that claimed.
+process key (runners/fleet/runner.py `Runner.client`); the server answers the process that claimed.
 """
 
 from __future__ import annotations

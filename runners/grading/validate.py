@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from runners import package
-from runners.grading import grader, runaway, testrun
+from runners.grading import grader, measuring, runaway, testrun
+from runners.grading.state import Progress
 from runners.nodes import hardware
 from runners.protocol import GradeReport, TestOutcome, TestResult, ValidationCheck, Verdict
 from runners.runs import array, configure
@@ -73,7 +74,7 @@ def _check_starter(tests: list[TestResult]) -> Check:
 
 
 def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings | None = None,
-             progress: grader.Progress = grader._noop, measure: bool = False) -> list[Check]:
+             progress: Progress = grader._noop, measure: bool = False) -> list[Check]:
     """Every check of a package; a failed load is the only check when the manifest is broken.
 
     `measure`: grade the reference in full (its speedup on this runner, against the scoring
@@ -159,7 +160,7 @@ def _check_tests_time(a: package.Assignment, tests: list[TestResult]) -> Check:
 
 
 def _check_speedup(a: package.Assignment, report: GradeReport,
-                   regrade: Callable[[], GradeReport], progress: grader.Progress,
+                   regrade: Callable[[], GradeReport], progress: Progress,
                    rounds: int = 1) -> Check:
     """The reference's speedup beats `scoring.speedup_min`. A shared machine can take a core
     away for a whole timed block, so a figure at or below it is measured once more before the
@@ -221,7 +222,7 @@ def _check_hook(a: package.Assignment, stage: Stage, dirs: dict[str, Path], exec
     if not m.timing.enabled or (not script and m.entry.function is None):
         return Check("timing hook", True, skipped="timing is off for this package")
     try:
-        hook = grader.load_hook(a)
+        hook = measuring.load_hook(a)
     except (ImportError, SyntaxError) as exc:
         return Check("timing hook", False, [str(exc)])
     if a.data_dir is not None:

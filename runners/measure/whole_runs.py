@@ -13,7 +13,7 @@ from runners.measure import placement
 from runners.measure.capacity import Gauge
 from runners.measure.stats import Samples
 from runners.measure.stopping import StopRule
-from runners.measure.timing import blamed, judge
+from runners.measure.timed_calls import blamed, judge
 from runners.package import Assignment
 from runners.protocol import SpeedupFigure
 from runners.runs import batchscript

@@ -9,12 +9,11 @@ from fastapi import APIRouter, Response
 from runners.protocol import Manifest
 from server.api import RowId
 from server.deps import CourseStaffDep, CurrentUser, SessionDep
-from server.models import GradeReportRow
 from server.schemas import ErrorPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import exports as export_service
-from server.services import final_grades, manual_points
+from server.services import final_grades, grading, manual_points
 from server.services import submissions as submission_service
 from server.services.errors import Forbidden, NotFound
 
@@ -41,7 +40,7 @@ def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> 
     if not course_service.is_staff(course_service.role(session=session, user=user,
                                                         course=sub.assignment.course)):
         raise Forbidden("the course's staff only")  # its owner, who knows it exists
-    row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
+    row = grading.report_of(session=session, submission_id=sub.id)
     if row is None:
         raise NotFound("this submission has no report yet")
     a = sub.assignment

@@ -36,7 +36,7 @@ from server.services.lti import linking as lti_linking
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
 from server.settings import ServerSettings
-from server.web.pages import Csrf, PageUser, render, safe_next, start_session
+from server.web.plumbing import Csrf, PageUser, render, safe_next, start_session
 
 router = APIRouter(tags=["lti"], responses={401: {"model": ErrorPublic},
                                             403: {"model": ErrorPublic},

@@ -15,13 +15,12 @@ from server.api import RowId
 from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
 from server.models import AssignmentVersion, FinalTurn, SimilarityRun, Submission
 from server.schemas import ErrorPublic
-from server.services import artifacts
+from server.services import artifacts, runner_credentials
 from server.services import claims as claim_service
 from server.services import outcomes as outcome_service
-from server.services import runners as runner_service
 from server.services import similarity as similarity_service
 from server.services.errors import Conflict, NotFound
-from server.services.runners import RunnerIdentity
+from server.services.runner_credentials import RunnerIdentity
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
@@ -39,7 +38,7 @@ def hello(body: RunnerHello, runner: RunnerDep, session: SessionDep) -> None:
     if body.protocol_version != PROTOCOL_VERSION:
         raise Conflict(f"this runner speaks protocol {body.protocol_version}, the server "
                        f"{PROTOCOL_VERSION}: run the same paragrade version on both")
-    runner_service.hello(session=session, identity=runner, runner=body)
+    runner_credentials.hello(session=session, identity=runner, runner=body)
     session.commit()
 
 
@@ -52,11 +51,11 @@ def claim(job_id: RowId, identity: RunnerDep, key: RunnerKey, session: SessionDe
     """Claim the job a broker message named; a job is claimed once per attempt, and answers
     only the runner process (its X-Runner-Key) that claimed it. 403, the job left queued: a name
     or a queue the runner's credential does not give it."""
-    runner_service.check_name(session=session, identity=identity, name=runner)
+    runner_credentials.check_name(session=session, identity=identity, name=runner)
     return claim_service.claim(session=session, job_id=job_id, runner=runner, runner_key=key,
-                               queues=runner_service.served(session=session, identity=identity,
+                               queues=runner_credentials.served(session=session, identity=identity,
                                                             name=runner),
-                               across=runner_service.announced(session=session, identity=identity,
+                               across=runner_credentials.announced(session=session, identity=identity,
                                                                name=runner))
 
 
@@ -65,7 +64,7 @@ def heartbeat(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken,
               session: SessionDep) -> None:
     """Still grading: extends the job's lease. 403 once the job was cancelled or superseded,
     401 once the runner's credential was revoked."""
-    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+    job = runner_credentials.authorize(session=session, identity=runner, job_id=job_id,
                                    token=token, key=key)
     claim_service.heartbeat(session=session, job=job)
     session.commit()
@@ -73,7 +72,7 @@ def heartbeat(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken,
 
 def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: str, key: str,
               runner: RunnerIdentity, which: str) -> Response:
-    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+    job = runner_credentials.authorize(session=session, identity=runner, job_id=job_id,
                                    token=token, key=key)
     if job.kind == "similarity":
         run = session.get(SimilarityRun, job.run_id)
@@ -114,7 +113,7 @@ def submission(job_id: RowId, runner: RunnerDep, key: RunnerKey, token: JobToken
 def result(job_id: RowId, outcome: JobOutcome, runner: RunnerDep, key: RunnerKey,
            token: JobToken, session: SessionDep, settings: SettingsDep) -> None:
     """Record the outcome once (a redelivery changes nothing), from the runner that claimed it."""
-    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+    job = runner_credentials.authorize(session=session, identity=runner, job_id=job_id,
                                    token=token, key=key)
     outcome_service.record(session=session, job=job, outcome=outcome,
                            max_attempts=settings.max_job_attempts)
@@ -126,7 +125,7 @@ def release(job_id: RowId, body: JobHandBack, runner: RunnerDep, key: RunnerKey,
             token: JobToken, session: SessionDep) -> None:
     """Give a claimed job back before it finished (the runner is leaving): queued again at once
     for another runner, the attempt not counted."""
-    job = runner_service.authorize(session=session, identity=runner, job_id=job_id,
+    job = runner_credentials.authorize(session=session, identity=runner, job_id=job_id,
                                    token=token, key=key)
     log.info("job %s handed back by runner %s: %s", job.id, job.runner, body.reason)
     outcome_service.hand_back(session=session, job=job)

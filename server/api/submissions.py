@@ -9,12 +9,11 @@ from fastapi import APIRouter, File, Response, UploadFile, status
 from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, CurrentUser, SessionDep, SettingsDep
-from server.models import GradeReportRow, Job, Submission
+from server.models import Job, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
-from server.services import final_grades, visibility
-from server.services import fleet as fleet_service
+from server.services import final_grades, grading, visibility
 from server.services import submissions as submission_service
 from server.settings import ServerSettings
 
@@ -31,7 +30,7 @@ def public(session: SessionDep, sub: Submission, *, with_report: bool,
     for so far, when the caller has them."""
     report = None
     if with_report:
-        row = session.query(GradeReportRow).filter_by(submission_id=sub.id).one_or_none()
+        row = grading.report_of(session=session, submission_id=sub.id)
         report = visibility.for_reader(session=session, sub=sub,
                                        report=row.report if row else None, staff=staff)
     a = sub.assignment
@@ -41,16 +40,9 @@ def public(session: SessionDep, sub: Submission, *, with_report: bool,
         finished_at=sub.finished_at, report=report)
     if with_report and (final := final_grades.settled(session=session, sub=sub)) is not None:
         out.final_score, out.final_speedup = final.score, final.speedup
-    job = job or submission_service.latest_job(session=session, submission=sub)
-    out.queue = job.queue if job is not None else None
-    if job is not None and job.state == "queued":
-        out.queue_position = position or submission_service.queue_position(session=session,
-                                                                            job=job)
-        waiting = {} if waiting is None else waiting
-        if job.queue not in waiting:
-            waiting[job.queue] = fleet_service.waiting_for(session=session, queue=job.queue,
-                                                           live_s=settings.runner_live_s)
-        out.waiting_for = waiting[job.queue]
+    at = submission_service.place(session=session, submission=sub, live_s=settings.runner_live_s,
+                                  job=job, position=position, waiting=waiting)
+    out.queue, out.queue_position, out.waiting_for = at.queue, at.position, at.waiting_for
     return out
 
 

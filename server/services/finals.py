@@ -221,8 +221,7 @@ def settle(*, session: Session, run: FinalRun) -> bool:
         if not timed:  # every round failed on the platform's side: the live grade stands
             continue
         sub = timed[0].submission
-        row = session.scalar(select(GradeReportRow).where(
-            GradeReportRow.submission_id == sub.id))
+        row = grading.report_of(session=session, submission_id=sub.id)
         if row is None:  # the submission was regraded into nothing meanwhile
             continue
         earned = [t.earned or 0.0 for t in timed]

@@ -12,8 +12,8 @@ from runners.protocol import (
     Manifest,
     Verdict,
     credited_speedup,
-    performance_share,
 )
+from runners.protocol import points as grade_points
 from server.models import Assignment, GradeReportRow, ScalingPointRow, Submission, TestResultRow, now
 from server.services import grade_changes, reference
 
@@ -29,11 +29,17 @@ def status_of(verdict: Verdict) -> str:
     return "error" if verdict.fault == "platform" else "graded"
 
 
+def report_of(*, session: Session, submission_id: int) -> GradeReportRow | None:
+    """The submission's stored report (one per submission), or None before its first grade."""
+    return session.scalar(select(GradeReportRow).where(
+        GradeReportRow.submission_id == submission_id))
+
+
 def store_report(*, session: Session, sub: Submission, report: GradeReport) -> GradeReportRow:
     """One report per submission (a regrade replaces it), with its tests and scaling points.
     An instructor's review of a held or refused speedup carries over to a regrade that holds or
     refuses it again (the same code, judged already)."""
-    old = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
+    old = report_of(session=session, submission_id=sub.id)
     review = None
     if old is not None:
         if report.credit is not None and report.credit.status in ("held", "refused"):
@@ -86,11 +92,13 @@ def ranked_speedup(sub: Submission, earned: float | None, review: str | None) ->
 
 def course_score(*, sub: Submission, report: GradeReport, review: str | None = None) -> float:
     """The report's score under the assignment's own scoring curve and late policy; `review`:
-    an instructor granted ("granted") or refused ("refused") a held or refused speedup."""
+    an instructor granted ("granted") or refused ("refused") a held or refused speedup. With
+    neither a curve of the course's nor a review, the runner's own score stands: the runner
+    computed it with the same function (runners/protocol/points.py; tests/test_points.py)."""
     a = sub.assignment
     if report.speedup is not None and (a.speedup_min or a.speedup_full or review):
-        earned = credited_speedup(report.credit, report.speedup.median, review=review)
-        return points(sub=sub, report=report, earned=earned)
+        return points(sub=sub, report=report,
+                      earned=grade_points.earned_speedup(report, review=review))
     return late(sub, report.score)
 
 
@@ -99,10 +107,8 @@ def points(*, sub: Submission, report: GradeReport, earned: float | None) -> flo
     none) earns under the assignment's curve, after its late policy."""
     a = sub.assignment
     scoring = Manifest.model_validate(sub.version.manifest).scoring
-    weak = report.weak_scaling[-1].efficiency if report.weak_scaling else None
-    share = 0.0 if earned is None or report.verdict.value != "passed" else performance_share(
-        scoring, earned, weak, speedup_min=a.speedup_min, speedup_full=a.speedup_full)
-    return late(sub, report.test_points + scoring.performance_points * share)
+    return late(sub, grade_points.score(report, scoring, earned=earned,
+                                        speedup_min=a.speedup_min, speedup_full=a.speedup_full))
 
 
 def late(sub: Submission, score: float) -> float:

@@ -52,7 +52,7 @@ def decide(*, session: Session, actor: User, submission: Submission, role: str |
     """Grant the measured speedup its performance points, or leave them refused; audit-logged."""
     if role != "instructor":
         raise Forbidden("only the course's instructors review speedups")
-    row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == submission.id))
+    row = grading.report_of(session=session, submission_id=submission.id)
     if row is None or row.credit_status not in REVIEWABLE:
         raise Conflict("this submission has no held or refused speedup to review")
     report = GradeReport.model_validate(row.report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
@@ -16,6 +17,7 @@ from server.services import (
     artifacts,
     courses,
     extensions,
+    fleet,
     grading,
     jobs,
     readiness,
@@ -199,6 +201,33 @@ def queue_position(*, session: Session, job: Job) -> int:
     ahead = tuple_(Job.priority, Job.id) < tuple_(job.priority, job.id)
     return int(session.scalar(select(func.count()).select_from(Job).where(
         Job.state == "queued", Job.queue == job.queue, ahead)) or 0) + 1
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a submission's latest job stands: its queue and, while it is queued, its position
+    and what that queue waits for ('waiting for a GPU runner'; None: nothing)."""
+
+    queue: str | None = None
+    position: int | None = None
+    waiting_for: str | None = None
+
+
+def place(*, session: Session, submission: Submission, live_s: int, job: Job | None = None,
+          position: int | None = None, waiting: dict[str, str | None] | None = None) -> Place:
+    """The submission's `Place`, for the API and the pages alike. A caller listing many passes
+    each one's latest `job` and `position` (read in one query each) and a `waiting` dict that
+    keeps what each queue waits for once it is read."""
+    job = job or latest_job(session=session, submission=submission)
+    if job is None:
+        return Place()
+    if job.state != "queued":
+        return Place(queue=job.queue)
+    waiting = {} if waiting is None else waiting
+    if job.queue not in waiting:
+        waiting[job.queue] = fleet.waiting_for(session=session, queue=job.queue, live_s=live_s)
+    return Place(queue=job.queue, waiting_for=waiting[job.queue],
+                 position=position or queue_position(session=session, job=job))
 
 
 def regrade(*, session: Session, actor: User, submission: Submission, role: str | None,

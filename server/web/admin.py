@@ -33,7 +33,7 @@ from server.services.errors import DomainError, Forbidden, Invalid
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
 from server.settings import ServerSettings
-from server.web.pages import Csrf, PageUser, act_on_submission, reasons, render
+from server.web.plumbing import Csrf, PageUser, act_on_submission, reasons, render
 
 router = APIRouter(include_in_schema=False)
 

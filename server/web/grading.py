@@ -20,14 +20,15 @@ from sqlalchemy.orm import Session
 from server.api.manual import AnswerIn, CommentIn, ItemIn, RequestIn, RulesIn
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
-from server.models import Assignment, Course, GradeReportRow, ManualGrade, User
+from server.models import Assignment, Course, ManualGrade, User
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
+from server.services import grading as grading_service
 from server.services import manual, manual_points, regrades, rubric, visibility
 from server.services.errors import DomainError, Forbidden
 from server.web.admin import course_for
-from server.web.pages import Csrf, PageUser, reasons, render
 from server.web.plots import scaling_svg
+from server.web.plumbing import Csrf, PageUser, reasons, render
 
 router = APIRouter(include_in_schema=False)
 G = "/c/{course}/{slug}/grading"
@@ -167,8 +168,8 @@ def _grade_page(request: Request, session: Session, artifacts: Path, user: User,
     items = rubric.items(session=session, assignment=a)
     student = session.get(User, g.user_id)
     holder = session.get(User, g.locked_by) if g.locked_by else None
-    report = session.scalar(select(GradeReportRow.report).where(
-        GradeReportRow.submission_id == g.submission_id))
+    row = grading_service.report_of(session=session, submission_id=g.submission_id)
+    report = None if row is None else row.report
     return render(request, "grade.html", user=user, course=c, a=a, g=g, items=items, on=on,
                   student=student, holder=holder, report=report,
                   plot=Markup(scaling_svg(report["scaling"])) if report and report.get("scaling")
@@ -241,8 +242,8 @@ def _feedback(request: Request, session: Session, settings: Any, user: User, cou
     for x in f.comments:
         if x.file is not None and x.line is not None:
             at.setdefault((x.file, x.line), []).append(x)
-    report = session.scalar(select(GradeReportRow.report).where(
-        GradeReportRow.submission_id == f.grade.submission_id))
+    row = grading_service.report_of(session=session, submission_id=f.grade.submission_id)
+    report = None if row is None else row.report
     return render(request, "feedback.html", user=user, course=c, a=a, f=f, at=at,
                   tests=[t["name"] for t in (report or {}).get("tests", [])],
                   general=[x for x in f.comments if x.file is None],

@@ -3,140 +3,55 @@ a CSRF token in every form, Jinja2's autoescaping for everything a user or a sub
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable
-from datetime import timedelta
-from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from server import security
 from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
-from server.models import Assignment, Course, GradeReportRow, Submission, User
+from server.models import Assignment, Course, Submission, User
 from server.schemas import JoinCreate, UserCreate
 from server.services import artifacts, final_grades, retiming, routing, visibility
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
-from server.services import fleet as fleet_service
+from server.services import grading as grading_service
 from server.services import readiness as readiness_service
 from server.services import statistics as stats_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
-from server.services.lti.linking import lms_only
 from server.settings import ServerSettings
 from server.web import live
 from server.web.plots import scaling_svg, weak_svg
+from server.web.plumbing import (
+    Csrf,
+    PageUser,
+    act_on_submission,
+    anonymous_csrf,
+    page_user,
+    reasons,
+    render,
+    safe_next,
+    start_session,
+    templates,
+)
 
-HERE = Path(__file__).resolve().parent
-templates = Jinja2Templates(directory=HERE / "templates")
-templates.env.globals["lms_only"] = lms_only  # the page offers to link such an account
-
-
-def _seconds(s: float) -> str:
-    """A duration as it reads: '4.2 s', '3.5 min', '2.1 h'."""
-    return f"{s:.1f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{s / 3600:.1f} h"
-
-
-templates.env.filters["seconds"] = _seconds
 router = APIRouter(include_in_schema=False)
 FINAL = ("graded", "error", "cancelled")
 # Statements are Markdown written by instructors: rendered without raw HTML, links kept safe.
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
 
 
-class LoginRequired(Exception):
-    """No (valid) browser session: the page sends the visitor to the login form."""
-
-    def __init__(self, next_url: str) -> None:
-        self.next_url = next_url
-
-
-def _session_user(request: Request, session: Session) -> User | None:
-    """The user of the browser session's token (None: logged out, or the token ended)."""
-    raw = request.session.get("token")
-    return user_service.user_for_token(session=session, raw=str(raw)) if raw else None
-
-
-def _page_user(request: Request, session: SessionDep) -> User:
-    user = _session_user(request, session)
-    if user is None:
-        raise LoginRequired(request.url.path)
-    return user
-
-
-PageUser = Annotated[User, Depends(_page_user)]
-
-
-def _check_csrf(request: Request, csrf_token: Annotated[str, Form()] = "") -> None:
-    expected = str(request.session.get("csrf", ""))
-    if not expected or not security.same_secret(csrf_token, expected):
-        raise Forbidden("this form is stale or forged (missing CSRF token): reload the page")
-
-
-Csrf = Depends(_check_csrf)
-
-
-def render(request: Request, template: str, status_code: int = 200, **context: Any
-           ) -> HTMLResponse:
-    context.setdefault("user", None)
-    return templates.TemplateResponse(request, template, {"csrf": request.session.get("csrf", ""),
-                                                          **context}, status_code=status_code)
-
-
-# Plain words for a pattern a field failed (pydantic would print the regular expression).
-PATTERN_HINTS = {"alias": "use letters, digits, spaces, '.', '_' or '-'",
-                 "slug": "use lowercase letters, digits and '-', starting with a letter or digit"}
-
-
-def reasons(exc: ValidationError | RequestValidationError) -> str:
-    """A validation error as one line a person reads (the API's 422 says it the same way)."""
-    parts = []
-    for e in exc.errors():
-        field = ".".join(str(x) for x in e["loc"] if x != "body")
-        msg = e["msg"]
-        if e.get("type") == "string_pattern_mismatch":
-            msg = PATTERN_HINTS.get(str(e["loc"][-1]), "contains characters that are not allowed")
-        parts.append(f"{field}: {msg}")
-    return "; ".join(parts)
-
-
-def start_session(request: Request, session: SessionDep, settings: ServerSettings,
-                   user: User) -> None:
-    raw = user_service.issue_token(session=session, user=user, name="browser",
-                                   ttl=timedelta(days=settings.token_ttl_days))
-    # A fresh CSRF token with the login: one a visitor held before it is worth nothing after.
-    request.session.update(token=raw, csrf=secrets.token_urlsafe(32))
-
-
-def _anonymous_csrf(request: Request) -> None:
-    """A CSRF token for a visitor not yet logged in: the login and register forms carry it, so a
-    page elsewhere cannot log a browser into an account of its choosing (login CSRF)."""
-    if not request.session.get("csrf"):
-        request.session["csrf"] = secrets.token_urlsafe(32)
-
-
-def safe_next(url: str) -> str:
-    """A local path only: browsers read a backslash as a slash, so "/\\host" leaves the site."""
-    return url if url.startswith("/") and not url.startswith("//") and "\\" not in url else "/"
-
-
 # accounts ----------------------------------------------------------------------------------
 @router.get("/login")
 def login_form(request: Request, next: str = "/") -> HTMLResponse:
-    _anonymous_csrf(request)
+    anonymous_csrf(request)
     return render(request, "login.html", next=safe_next(next))
 
 
@@ -160,7 +75,7 @@ def login(request: Request, session: SessionDep, settings: SettingsDep,
 
 @router.get("/register")
 def register_form(request: Request, code: str = "") -> HTMLResponse:
-    _anonymous_csrf(request)
+    anonymous_csrf(request)
     return render(request, "register.html", code=code)
 
 
@@ -312,23 +227,16 @@ def _visible(session: SessionDep, user: User, submission_id: int) -> Submission:
 
 def _live(session: SessionDep, settings: SettingsDep, sub: Submission) -> dict[str, Any]:
     """What the live status box shows (also what the event stream sends)."""
-    job = submission_service.latest_job(session=session, submission=sub)
-    out: dict[str, Any] = {"status": sub.status, "verdict": sub.verdict, "queue": None,
-                           "position": None, "waiting_for": None, "final": sub.status in FINAL}
-    if job is not None:
-        out["queue"] = job.queue
-        if job.state == "queued":
-            out["position"] = submission_service.queue_position(session=session, job=job)
-            out["waiting_for"] = fleet_service.waiting_for(session=session, queue=job.queue,
-                                                           live_s=settings.runner_live_s)
-    return out
+    at = submission_service.place(session=session, submission=sub, live_s=settings.runner_live_s)
+    return {"status": sub.status, "verdict": sub.verdict, "queue": at.queue,
+            "position": at.position, "waiting_for": at.waiting_for, "final": sub.status in FINAL}
 
 
 @router.get("/s/{submission_id}")
 def submission_page(submission_id: int, request: Request, session: SessionDep,
                     settings: SettingsDep, user: PageUser) -> HTMLResponse:
     sub = _visible(session, user, submission_id)
-    row = session.scalar(select(GradeReportRow).where(GradeReportRow.submission_id == sub.id))
+    row = grading_service.report_of(session=session, submission_id=sub.id)
     a = sub.assignment
     role = course_service.role(session=session, user=user, course=a.course)
     report = visibility.for_reader(session=session, sub=sub, report=row.report if row else None,
@@ -341,16 +249,6 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "",
                   weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")
-
-
-def act_on_submission(submission_id: int, session: SessionDep, user: User,
-                      action: Callable[..., object]) -> Response:
-    """Run a submission service action (cancel, regrade) with the user's role, then show it."""
-    sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id)
-    with committing(session):
-        action(session=session, actor=user, submission=sub,
-               role=course_service.role(session=session, user=user, course=sub.assignment.course))
-    return RedirectResponse(f"/s/{submission_id}", status_code=303)
 
 
 @router.post("/s/{submission_id}/cancel", dependencies=[Csrf])
@@ -367,7 +265,7 @@ def submission_events(submission_id: int, request: Request,
                       settings: SettingsDep) -> StreamingResponse:
     sessions = request.app.state.sessions
     with sessions() as session:
-        sub_id = _visible(session, _page_user(request, session), submission_id).id
+        sub_id = _visible(session, page_user(request, session), submission_id).id
 
     def poll() -> dict[str, Any]:
         with sessions() as s:
@@ -393,7 +291,7 @@ def leaderboard_page(course: str, slug: str, request: Request, session: SessionD
 def leaderboard_events(course: str, slug: str, request: Request) -> StreamingResponse:
     sessions = request.app.state.sessions
     with sessions() as session:
-        assignment_id = _assignment(session, _page_user(request, session), course, slug)[2].id
+        assignment_id = _assignment(session, page_user(request, session), course, slug)[2].id
 
     def poll() -> int | None:  # the board's version: bumped by every change to the board
         with sessions() as s:
@@ -430,7 +328,7 @@ def course_board_page(course: str, request: Request, session: SessionDep,
 def course_board_events(course: str, request: Request) -> StreamingResponse:
     sessions = request.app.state.sessions
     with sessions() as session:
-        course_id = _course_assignments(session, _page_user(request, session), course)[0].id
+        course_id = _course_assignments(session, page_user(request, session), course)[0].id
 
     def poll() -> list[list[int]]:  # every task's board version: one changes, the board does
         with sessions() as s:
@@ -441,16 +339,3 @@ def course_board_events(course: str, request: Request) -> StreamingResponse:
     shared = (request.app.state.polls, ("course-board", course_id))
     return StreamingResponse(live.events(poll, 2.0, shared=shared), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store"})
-
-
-def login_redirect(request: Request, exc: LoginRequired) -> Response:
-    return RedirectResponse(f"/login?next={quote(exc.next_url)}", status_code=303)
-
-
-def error_page(request: Request, exc: DomainError) -> HTMLResponse:
-    """A refused page request, as a page (the API answers JSON), with the reader's own header
-    (their name, log out) where they are logged in."""
-    with request.app.state.sessions() as session:
-        user = _session_user(request, session)
-    return render(request, "error.html", status_code=exc.status, error=exc.message,
-                  status=exc.status, user=user)

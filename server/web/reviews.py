@@ -13,7 +13,7 @@ from server.services import assignments as assignment_service
 from server.services import reviews as review_service
 from server.services.reviews import Decision
 from server.web.admin import course_for
-from server.web.pages import Csrf, PageUser, act_on_submission, render
+from server.web.plumbing import Csrf, PageUser, act_on_submission, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -15,8 +15,8 @@ from server.services import assignments as assignment_service
 from server.services import course_statistics as course_stats_service
 from server.services import statistics as stats_service
 from server.web.admin import course_for
-from server.web.pages import PageUser, render
 from server.web.plots import bars_svg, scaling_svg
+from server.web.plumbing import PageUser, render
 
 router = APIRouter(include_in_schema=False)
 

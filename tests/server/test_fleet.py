@@ -206,12 +206,12 @@ def test_a_runner_serves_with_its_own_credential_and_a_revoked_one_stops(
     """Real runner processes on per-runner credentials: another name is refused at the start with
     the server's reason; revoking the credential mid-job stops the grading and the runner, and
     another runner grades the job once."""
-    from server.services import runners as runner_service
+    from server.services import runner_credentials
 
     p = platform
     with p.sessions() as s, s.begin():
-        first = runner_service.add(session=s, name="node-a", queues=["cpu", "mpi"])
-        second = runner_service.add(session=s, name="node-b", queues=["cpu"])
+        first = runner_credentials.add(session=s, name="node-a", queues=["cpu", "mpi"])
+        second = runner_credentials.add(session=s, name="node-b", queues=["cpu"])
     ada = p.student("ada", p.course("quick"))
     impostor = p.start_runner("node-z", env={"PARAGRADE_RUNNER_TOKEN": first})
     assert impostor.wait(60) == 2
@@ -224,7 +224,7 @@ def test_a_runner_serves_with_its_own_credential_and_a_revoked_one_stops(
     wait_until("node-a to start grading", lambda: p.get(
         ada, f"/api/submissions/{sid}")["status"] == "running", 30)
     with p.sessions() as s, s.begin():
-        assert runner_service.revoke(session=s, name="node-a", max_attempts=3) == 1
+        assert runner_credentials.revoke(session=s, name="node-a", max_attempts=3) == 1
     assert a.wait(60) is not None  # the runner stops itself (warm shutdown, job abandoned)
     log = " ".join(p.runner_log("node-a").split())
     assert "node-a's credential was revoked" in log and "cancelled while it ran" in log, log

@@ -18,13 +18,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
-from runners.fleet import claimed, worker
+from runners.fleet import claimed, runner
 from runners.protocol import JobOffer, RunnerHello
 from server import security
 from server.db import Base, session_factory
 from server.main import create_app
 from server.models import Job, RunnerCredential, Submission
-from server.services import runners as runner_service
+from server.services import runner_credentials
 from server.settings import DEV_SECRET, REPO_ROOT, ServerSettings, get_settings
 from tests.server.conftest import RUNNER, World, bearer
 
@@ -34,12 +34,12 @@ KEY = "node-process-key-0123456789"
 def issue(client: TestClient, name: str, queues: tuple[str, ...] = ("cpu", "mpi")) -> str:
     """An operator's `paragrade admin runner add NAME --queues …`, through the service."""
     with client.app.state.sessions() as s, s.begin():  # type: ignore[attr-defined]
-        return runner_service.add(session=s, name=name, queues=list(queues))
+        return runner_credentials.add(session=s, name=name, queues=list(queues))
 
 
 def revoke(client: TestClient, name: str) -> int:
     with client.app.state.sessions() as s, s.begin():  # type: ignore[attr-defined]
-        return runner_service.revoke(session=s, name=name, max_attempts=3)
+        return runner_credentials.revoke(session=s, name=name, max_attempts=3)
 
 
 def as_runner(secret: str, key: str = KEY) -> dict[str, str]:
@@ -179,8 +179,8 @@ def test_a_revoked_runner_stops_the_job_it_grades_and_then_itself(world: World) 
         time.sleep(20)  # a long grading, interrupted
     assert time.monotonic() - started < 5
     me = RunnerHello(name="node-a", queues=["cpu"], backend="bwrap", cores=2, memory_mb=1024)
-    with pytest.raises(worker.Refused, match="node-a's credential was revoked"):
-        worker.greet(client, me)
+    with pytest.raises(runner.Refused, match="node-a's credential was revoked"):
+        runner.greet(client, me)
 
 
 def test_a_runner_refused_at_start_is_told_why(world: World) -> None:
@@ -190,11 +190,11 @@ def test_a_runner_refused_at_start_is_told_why(world: World) -> None:
     for name, queues, why in (("node-b", ["cpu"], "it cannot act as 'node-b'"),
                               ("node-a", ["cpu", "gpu"], "does not serve the gpu queue")):
         me = RunnerHello(name=name, queues=queues, backend="bwrap", cores=2, memory_mb=1024)
-        with pytest.raises(worker.Refused, match=re.escape(why)):
-            worker.greet(client, me)
+        with pytest.raises(runner.Refused, match=re.escape(why)):
+            runner.greet(client, me)
     stranger = TestClient(c.app, headers=as_runner("not-a-credential-at-all"))
-    with pytest.raises(worker.Refused, match="not a runner credential"):
-        worker.greet(stranger, RunnerHello(name="x", queues=["cpu"], backend="bwrap", cores=1,
+    with pytest.raises(runner.Refused, match="not a runner credential"):
+        runner.greet(stranger, RunnerHello(name="x", queues=["cpu"], backend="bwrap", cores=1,
                                            memory_mb=1))
 
 

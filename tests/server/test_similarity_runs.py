@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from runners.fleet.claimed import post_outcome
-from runners.fleet.worker import BundleCache, handle
+from runners.fleet.runner import BundleCache, handle
 from runners.protocol import JobOffer
 from runners.settings import RunnerSettings
 from server.db import session_factory

@@ -45,8 +45,7 @@ from sqlalchemy.orm import Session
 from runners.protocol import Queue
 from server.models import QueueScale, Runner, RunnerCredential, aware, now
 from server.services import fleet as fleet_service
-from server.services import jobs
-from server.services import runners as runner_service
+from server.services import jobs, runner_credentials
 
 EXPIRY_GRACE_S = 120
 """Added to a running pilot's time limit for its credential's end: SLURM kills a job at its
@@ -207,7 +206,7 @@ class Scaler:
 
     def _withdraw(self, session: Session, pilot: Pilot, reason: str) -> None:
         self.provider.cancel(pilot)
-        runner_service.end(session=session, name=pilot.name, max_attempts=1, reason=reason)
+        runner_credentials.end(session=session, name=pilot.name, max_attempts=1, reason=reason)
 
     def _fit(self, session: Session, queue: str, qp: QueuePolicy, mine: list[Pilot],
              desired: int, at: datetime) -> str | None:
@@ -227,7 +226,7 @@ class Scaler:
             return None
         for _ in range(-surplus):
             name = f"{self.policy.pilot_prefix(queue)}{secrets.token_hex(4)}"
-            secret = runner_service.add_pilot(
+            secret = runner_credentials.add_pilot(
                 session=session, name=name, queue=queue,
                 expires_at=at + timedelta(seconds=qp.pending_limit_s + qp.time_limit_s))
             session.commit()  # the credential exists before its pilot can say hello
@@ -235,7 +234,7 @@ class Scaler:
                 job_id = self.provider.start(name=name, queue=queue, secret=secret, policy=qp)
                 mine.append(Pilot(name=name, queue=queue, job_id=job_id, state="pending"))
             except PilotError as exc:
-                runner_service.end(session=session, name=name, max_attempts=1,
+                runner_credentials.end(session=session, name=name, max_attempts=1,
                                    reason="its pilot could not be submitted")
                 session.commit()
                 return f"a pilot could not be submitted: {exc}"
@@ -248,14 +247,14 @@ class Scaler:
             RunnerCredential.revoked_at.is_(None)))
         for cred in list(creds):
             if cred.name not in alive:
-                runner_service.end(session=session, name=cred.name, max_attempts=max_attempts,
+                runner_credentials.end(session=session, name=cred.name, max_attempts=max_attempts,
                                    reason="its pilot's batch job ended while it held the job")
                 self.seen.discard(cred.name)
         for p in pilots:  # a pilot that runs: its credential ends with its allocation
             if p.state == "running" and p.started_at is not None:
                 qp = self.policy.queues.get(p.queue)  # type: ignore[call-overload]
                 if qp is not None:
-                    runner_service.expire(session=session, name=p.name, at=p.started_at
+                    runner_credentials.expire(session=session, name=p.name, at=p.started_at
                                           + timedelta(seconds=qp.time_limit_s + EXPIRY_GRACE_S))
         session.commit()
 

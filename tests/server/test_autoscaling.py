@@ -11,8 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from server.models import Job, QueueScale, Submission, now
-from server.services import runners as runner_service
-from server.services import scaling
+from server.services import autoscaling, runner_credentials
 from tests.server.conftest import World
 from tests.server.test_pages import browser
 from tests.server.test_security_runners import as_runner, hello, submit_one
@@ -20,21 +19,21 @@ from tests.server.test_security_runners import as_runner, hello, submit_one
 pytestmark = pytest.mark.concurrent
 
 
-def policy(**kw: int) -> scaling.QueuePolicy:
-    return scaling.QueuePolicy.model_validate({"max": 4, **kw})
+def policy(**kw: int) -> autoscaling.QueuePolicy:
+    return autoscaling.QueuePolicy.model_validate({"max": 4, **kw})
 
 
 def test_the_rule_grows_at_once_and_shrinks_after_the_delay() -> None:
     qp = policy(min=1, max=4, jobs_per_runner=2)
-    assert scaling.needed(policy=qp, queued=0, running=0, static=0)[0] == 1  # the minimum
-    n, why = scaling.needed(policy=qp, queued=5, running=2, static=0)
+    assert autoscaling.needed(policy=qp, queued=0, running=0, static=0)[0] == 1  # the minimum
+    n, why = autoscaling.needed(policy=qp, queued=5, running=2, static=0)
     assert n == 4 and why == "7 jobs (5 waiting, 2 running), 2 per runner: 4 pilots"
-    n, why = scaling.needed(policy=qp, queued=40, running=0, static=0)
+    n, why = autoscaling.needed(policy=qp, queued=40, running=0, static=0)
     assert n == 4 and "20 wanted, the maximum is 4" in why
     # An operator's fixed runners serve first: pilots only for the rest.
-    assert scaling.needed(policy=qp, queued=5, running=2, static=3)[0] == 1
-    assert scaling.needed(policy=policy(max=4), queued=1, running=0, static=3)[0] == 0
-    hold = scaling.Hold(window_s=60)
+    assert autoscaling.needed(policy=qp, queued=5, running=2, static=3)[0] == 1
+    assert autoscaling.needed(policy=policy(max=4), queued=1, running=0, static=3)[0] == 0
+    hold = autoscaling.Hold(window_s=60)
     assert [hold.add(t, n) for t, n in ((0, 4), (30, 1), (59, 0), (61, 0), (95, 2))] == \
         [4, 4, 4, 1, 2]  # the peak of 4 kept for 60 s, then the largest of the last 60 s
 
@@ -50,9 +49,9 @@ def test_the_fleet_file_says_what_is_wrong(tmp_path: Path) -> None:
             ("queues = [", "not TOML")):
         f.write_text(text)
         with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
-            scaling.load_policy(f)
+            autoscaling.load_policy(f)
     f.write_text('state_dir = "/shared/pilots"\n[queues.gpu]\nmax = 2\nsbatch = ["--gres=gpu:1"]\n')
-    p = scaling.load_policy(f)
+    p = autoscaling.load_policy(f)
     assert p.queues["gpu"].sbatch == ["--gres=gpu:1"] and p.pilot_prefix("gpu") == \
         "paragrade-pilot-gpu-"
 
@@ -60,7 +59,7 @@ def test_the_fleet_file_says_what_is_wrong(tmp_path: Path) -> None:
 def test_a_pilots_credential_serves_its_queue_until_it_ends(world: World) -> None:
     c = world.client
     with c.app.state.sessions() as s, s.begin():  # type: ignore[attr-defined]
-        secret = runner_service.add_pilot(session=s, name="paragrade-pilot-cpu-0a1b", queue="cpu",
+        secret = runner_credentials.add_pilot(session=s, name="paragrade-pilot-cpu-0a1b", queue="cpu",
                                           expires_at=now() + timedelta(hours=1))
     r = c.post("/api/runner/hello", json=hello("paragrade-pilot-cpu-0a1b", ("cpu", "gpu")),
                headers=as_runner(secret))
@@ -68,7 +67,7 @@ def test_a_pilots_credential_serves_its_queue_until_it_ends(world: World) -> Non
     assert c.post("/api/runner/hello", json=hello("paragrade-pilot-cpu-0a1b"),
                   headers=as_runner(secret)).status_code == 204
     with c.app.state.sessions() as s, s.begin():  # type: ignore[attr-defined]
-        runner_service.expire(session=s, name="paragrade-pilot-cpu-0a1b",
+        runner_credentials.expire(session=s, name="paragrade-pilot-cpu-0a1b",
                               at=now() - timedelta(seconds=1))
     r = c.post("/api/runner/hello", json=hello("paragrade-pilot-cpu-0a1b"),
                headers=as_runner(secret))
@@ -78,7 +77,7 @@ def test_a_pilots_credential_serves_its_queue_until_it_ends(world: World) -> Non
 def test_a_job_handed_back_is_queued_again_and_its_attempt_not_counted(world: World) -> None:
     c = world.client
     with c.app.state.sessions() as s, s.begin():  # type: ignore[attr-defined]
-        secret = runner_service.add(session=s, name="pilot-x", queues=["cpu"])
+        secret = runner_credentials.add(session=s, name="pilot-x", queues=["cpu"])
     jid = submit_one(world)
     offer = c.post(f"/api/runner/jobs/{jid}/claim", params={"runner": "pilot-x"},
                    headers=as_runner(secret)).json()
