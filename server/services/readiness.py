@@ -21,9 +21,11 @@ less the time it has run; once it has run longer than expected, the expectation 
 least the overrun, and it is expected to run as long again (a first start's t5-ddp check runs 60
 s against a typical 10 s: without this, every package queued behind it said "about 15 s" for a
 minute). A claimed validation is ready when what is left of it is done. A queued one first waits
-for the jobs ahead of it in its queue (the broker's order: priority, then id) and for what is
-left of the jobs the queue's runners hold, that work shared among the live runners serving the
-queue; then it runs its own expected length. N is never below `SOON_S`, and is rounded up (to 5
+for the jobs ahead of it (the broker's order: priority, then id) in its queue and in every other
+queue its runners serve (a runner takes the most urgent job of all its queues: on a first start
+the one local runner serves cpu, mpi, gpusim and mpinodes), and for what is left of the jobs
+those runners hold, that work shared among the live runners serving the queue; then it runs its
+own expected length. N is never below `SOON_S`, and is rounded up (to 5
 s, or to whole minutes from 2 minutes on).
 """
 
@@ -101,15 +103,18 @@ def seconds_to_ready(*, session: Session, job: Job, live_s: int) -> float:
     mine = expected(job)
     if job.state == "claimed":
         return max(_left(mine, job), SOON_S)
+    # The runners that serve this queue also take the other queues they serve, the most urgent
+    # job first (services/claims.py): a job on any of those queues ahead of this one comes first.
+    serving = [r for r in fleet.live_runners(session=session, live_s=live_s)
+               if job.queue in r.queues]
+    shared = {q for r in serving for q in r.queues} | {job.queue}
     ahead = session.scalars(select(Job).where(
-        Job.state == "queued", Job.queue == job.queue,
+        Job.state == "queued", Job.queue.in_(shared),
         tuple_(Job.priority, Job.id) < tuple_(job.priority, job.id))
         .order_by(Job.priority, Job.id).limit(MAX_AHEAD))
-    held = session.scalars(select(Job).where(Job.state == "claimed", Job.queue == job.queue))
+    held = session.scalars(select(Job).where(Job.state == "claimed", Job.queue.in_(shared)))
     work = sum(expected(j) for j in ahead) + sum(_left(expected(j), j) for j in held)
-    serving = sum(1 for r in fleet.live_runners(session=session, live_s=live_s)
-                  if job.queue in r.queues)
-    return max(work / max(serving, 1) + mine, SOON_S)
+    return max(work / max(len(serving), 1) + mine, SOON_S)
 
 
 def _elapsed(job: Job) -> float:

@@ -185,6 +185,24 @@ def test_a_package_checked_in_another_course_is_expected_to_take_as_long(
                     "t5-ddp": "being checked, ready in about 65 s"}
 
 
+def test_a_check_waits_for_what_is_ahead_on_every_queue_its_runner_serves(
+        world: World, engine: Engine) -> None:
+    """One runner serving cpu and mpi takes the most urgent job of both: a cpu package's check
+    queued behind an mpi package's waits for it too (measured on a first start: estimates half
+    the time that was left, until the other queues' jobs counted)."""
+    with session_factory(engine)() as s:  # t1's validation (the world's, cpu) took 20 s
+        t1 = s.scalar(select(Job.id).where(Job.kind == "validate", Job.state == "done"))
+    assert t1 is not None
+    _measured(engine, t1, 20, ago=60)
+    _hello(world.client, "node", ["cpu", "mpi"])
+    _import(world, "treasure-hunt/t2-mpi")  # mpi, first of its queue: 15 s expected
+    _import(world, "parallel-python/dask")  # cpu: 20 s, after t2's check
+    assert (_said(world, "t2-mpi"), _said(world, "dask")) == (
+        "being checked, ready in about 15 s", "being checked, ready in about 35 s")
+    _hello(world.client, "cpu-only", ["cpu"])  # a second runner, for cpu alone, shares it
+    assert _said(world, "dask") == "being checked, ready in about 30 s"
+
+
 def test_estimates_are_rounded_up_and_never_promise_less_than_five_seconds() -> None:
     assert [about(s) for s in (0, 4.2, 5, 5.1, 41, 119, 120, 121, 600)] == [
         "about 5 s", "about 5 s", "about 5 s", "about 10 s", "about 45 s", "about 2 min",
