@@ -202,6 +202,19 @@ def outcome_of(report: GradeReport) -> JobOutcome:
     return JobOutcome(report=report)
 
 
+class _HandedBack(logging.Filter):
+    """A message handed back to the broker while the runner leaves is no error: Celery logs the
+    task's Reject with a traceback; the line before it says what happened."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], Reject):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+logging.getLogger("celery.app.trace").addFilter(_HandedBack())
+
+
 def run_job(job_id: int) -> str:
     """The Celery task: claim a job of the message's queue (the most urgent), run it, post the
     outcome. Returns what happened."""

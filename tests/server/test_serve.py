@@ -25,10 +25,11 @@ from tests.server.live import answers, free_port, serve_env, wait_until
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C", "Ctrl-C while checks are queued"])
 def test_a_stop_ends_the_server_and_its_runner_cleanly(tmp_path: Path, how: str) -> None:
     """SIGTERM to the server (a service manager), or SIGINT to its whole terminal group
-    (Ctrl-C): the server and its runner stop, with no error line on the way."""
+    (Ctrl-C), also while the first start's package checks are queued (the runner hands back the
+    messages it had taken): the server and its runner stop, with no error line on the way."""
     port = free_port()
     env = serve_env(tmp_path)
     log = (tmp_path / "serve.log").open("wb")
@@ -47,6 +48,13 @@ def test_a_stop_ends_the_server_and_its_runner_cleanly(tmp_path: Path, how: str)
 
         runner = wait_until("the local runner", runner_pid, 30)
         wait_until("the runner's pool process", lambda: children(runner), 60)
+        if how.endswith("queued"):  # the shipped courses imported: a dozen checks queued
+            made = subprocess.run([sys.executable, "-m", "paragrade.cli", "admin",
+                                   "create-instructor", "prof@uni.edu", "--password",
+                                   "prof-pass-4821"], env=env, capture_output=True, text=True)
+            assert made.returncode == 0, made.stderr
+            wait_until("a check to start", lambda: b": validate " in (
+                tmp_path / "serve.log").read_bytes(), 60)
         if how == "SIGTERM":
             serve.send_signal(signal.SIGTERM)
         else:
