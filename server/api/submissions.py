@@ -56,12 +56,10 @@ def submit(slug: str, files: Annotated[list[UploadFile], File(description="solut
     for f in files:
         uploads.append((f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)))
     a = assignment_service.get(session=session, course=access.course, slug=slug)
-    sub, job = submission_service.create(session=session, user=access.user, assignment=a,
-                                    role=access.role, uploads=uploads,
-                                    artifacts_root=settings.artifacts_dir,
-                                    max_bytes=settings.max_upload_bytes,
-                                    max_unzipped=settings.max_unzipped_bytes,
-                                    live_s=settings.runner_live_s)
+    with committing(session):
+        sub, job = submission_service.create(session=session, user=access.user, assignment=a,
+                                             role=access.role, uploads=uploads,
+                                             intake=submission_service.Intake.of(settings))
     return public(session, sub, with_report=False, settings=settings, job=job)
 
 

@@ -33,6 +33,7 @@ from server.services.errors import (
     QuotaExceeded,
     TooLarge,
 )
+from server.settings import ServerSettings
 
 
 def is_late(*, session: Session, assignment: Assignment, user: User) -> bool:
@@ -97,12 +98,29 @@ def check_files(uploads: list[tuple[str, bytes]], *, manifest: Manifest, max_byt
     return files
 
 
+@dataclass(frozen=True)
+class Intake:
+    """What an upload is held to and where it goes, the same for the API and the pages: the
+    artifacts folder, the most bytes per file and unzipped, and how recently a runner must have
+    been heard from to count as live (what a refusal says of an assignment not open yet)."""
+
+    artifacts_root: Path
+    max_bytes: int
+    max_unzipped: int
+    live_s: int
+
+    @classmethod
+    def of(cls, settings: ServerSettings) -> Intake:
+        return cls(artifacts_root=settings.artifacts_dir, max_bytes=settings.max_upload_bytes,
+                   max_unzipped=settings.max_unzipped_bytes, live_s=settings.runner_live_s)
+
+
 def create(*, session: Session, user: User, assignment: Assignment, role: str | None,
-           uploads: list[tuple[str, bytes]], artifacts_root: Path, max_bytes: int,
-           max_unzipped: int, live_s: int) -> tuple[Submission, Job]:
-    """Check, store and queue an upload (the submission and its job); a refused upload stores
-    nothing. `live_s`: how recently a runner must have been heard from to count as live (what
-    a refusal says of an assignment not open yet depends on it)."""
+           uploads: list[tuple[str, bytes]], intake: Intake) -> tuple[Submission, Job]:
+    """Check, store and queue an upload (the submission and its job) in the caller's
+    transaction (`db.committing`, as every action: a refused upload stores nothing)."""
+    artifacts_root, max_bytes = intake.artifacts_root, intake.max_bytes
+    max_unzipped, live_s = intake.max_unzipped, intake.live_s
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     version = assignment.current_version
@@ -139,7 +157,6 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     job = jobs.enqueue(session=session, submission=sub, manifest=manifest, queue=routing.queue_for(
         session=session, manifest=manifest.model_dump(), queue=manifest.resources.queue,
         live_s=live_s))
-    session.commit()
     return sub, job
 
 

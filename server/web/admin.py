@@ -135,8 +135,7 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
         return _course_page(request, session, user, c, role, problems=exc.problems,
                             error="the package has problems; nothing was imported",
                             status_code=422)
-    except DomainError as exc:
-        session.rollback()
+    except DomainError as exc:  # what the import did is rolled back (committing)
         return _course_page(request, session, user, c, role, error=exc.message,
                             status_code=exc.status)
     # Post/redirect/get: a refresh shows the page again instead of importing twice.

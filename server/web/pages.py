@@ -207,13 +207,11 @@ def submit(course: str, slug: str, request: Request, session: SessionDep, settin
     uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
     uid = user.id
     try:
-        sub, _ = submission_service.create(session=session, user=user, assignment=a, role=role,
-                                        uploads=uploads, artifacts_root=settings.artifacts_dir,
-                                        max_bytes=settings.max_upload_bytes,
-                                        max_unzipped=settings.max_unzipped_bytes,
-                                        live_s=settings.runner_live_s)
+        with committing(session):
+            sub, _ = submission_service.create(
+                session=session, user=user, assignment=a, role=role, uploads=uploads,
+                intake=submission_service.Intake.of(settings))
     except DomainError as exc:
-        session.rollback()
         if session.get(User, uid) is None:  # linked to another account meanwhile: sign in again
             return RedirectResponse("/login", status_code=303)
         return _assignment_page(request, session, settings, user, course, slug,
