@@ -5,6 +5,7 @@ services/policies.py's."""
 
 from __future__ import annotations
 
+import functools
 import io
 import lzma
 import re
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session, joinedload
 from runners.protocol import MANIFEST, SLUG_RE, Manifest, check_relpath
 from server.models import Assignment, AssignmentVersion, AuditLog, Course, RubricItem, User
 from server.services import artifacts, jobs, student_kit
-from server.services.errors import Conflict, Forbidden, Invalid, NotFound
+from server.services.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
 
 ZIP_EPOCH = (2000, 1, 1, 0, 0, 0)
 MAX_MEMBERS = 2000
@@ -155,6 +156,29 @@ def parse_manifest(files: dict[str, bytes]) -> Manifest:
     if problems:
         raise PackageInvalid(problems)
     return manifest
+
+
+STATEMENT_MAX_BYTES = 1 << 20
+"""The most of a statement a page shows (a package's statement is a page of Markdown)."""
+
+
+def statement_of(root: Path, sha256: str, name: str) -> str:
+    """A stored package's statement, read alone from its bundle (its other members, the hidden
+    tests among them, are not unpacked), and kept once read: a bundle's hash names its content.
+    "" where the bundle or the statement cannot be read (not kept: a restore may bring it)."""
+    try:
+        return _statement(root, sha256, name)
+    except (KeyError, zipfile.BadZipFile, zlib.error, OSError, DomainError, ValueError):
+        return ""
+
+
+@functools.lru_cache(maxsize=128)
+def _statement(root: Path, sha256: str, name: str) -> str:
+    with zipfile.ZipFile(io.BytesIO(artifacts.read(root=root, sha256=sha256))) as zf:
+        info = zf.getinfo(name)
+        if info.file_size > STATEMENT_MAX_BYTES:
+            raise ValueError(f"the statement is larger than {STATEMENT_MAX_BYTES} bytes")
+        return zf.read(info).decode("utf-8", "replace")
 
 
 def bundle(files: dict[str, bytes]) -> bytes:

@@ -16,10 +16,10 @@ from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, Submission, User
 from server.schemas import JoinCreate, UserCreate
-from server.services import artifacts, final_grades, retiming, routing, visibility
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
+from server.services import final_grades, retiming, routing, visibility
 from server.services import grading as grading_service
 from server.services import readiness as readiness_service
 from server.services import statistics as stats_service
@@ -169,15 +169,9 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
                      status_code: int = 200) -> HTMLResponse:
     c, role, a = _assignment(session, user, course, slug)
     manifest = assignment_service.manifest_of(a)
-    statement = ""
-    try:
-        assert a.current_version is not None
-        files = assignment_service.safe_members(
-            artifacts.read(root=settings.artifacts_dir, sha256=a.current_version.bundle_sha256),
-            max_total=1 << 30)
-        statement = files.get(manifest.statement, b"").decode("utf-8", "replace")
-    except (DomainError, OSError):
-        statement = ""
+    assert a.current_version is not None
+    statement = assignment_service.statement_of(settings.artifacts_dir,
+                                                a.current_version.bundle_sha256, manifest.statement)
     allowed = sorted(set(manifest.entry.allowed_files) | {manifest.entry.file})
     mine = submission_service.mine(session=session, user=user, assignment=a)
     return render(request, "assignment.html", status_code=status_code, user=user, course=c,
