@@ -27,14 +27,13 @@ from server.services import submissions as submission_service
 from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
 from server.settings import ServerSettings
-from server.web import live
 from server.web.plots import scaling_svg, weak_svg
 from server.web.plumbing import (
     Csrf,
     PageUser,
     act_on_submission,
     anonymous_csrf,
-    page_user,
+    event_stream,
     reasons,
     render,
     safe_next,
@@ -249,23 +248,12 @@ def cancel_submission(submission_id: int, session: SessionDep, user: PageUser) -
     return act_on_submission(submission_id, session, user, submission_service.cancel)
 
 
-# The event streams check access in a session of their own, closed before streaming begins: a
-# request's session (SessionDep) lives until its response ends, and one per open stream would
-# take a database connection from the pool for as long as the browser watches.
 @router.get("/s/{submission_id}/events")
 def submission_events(submission_id: int, request: Request,
                       settings: SettingsDep) -> StreamingResponse:
-    sessions = request.app.state.sessions
-    with sessions() as session:
-        sub_id = _visible(session, page_user(request, session), submission_id).id
-
-    def poll() -> dict[str, Any]:
-        with sessions() as s:
-            sub = s.get(Submission, sub_id)
-            return _live(s, settings, sub)
-
-    return StreamingResponse(live.events(poll), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store"})
+    return event_stream(
+        request, lambda s, user: _visible(s, user, submission_id).id,
+        lambda s, sub_id: _live(s, settings, s.get_one(Submission, sub_id)))
 
 
 @router.get("/c/{course}/{slug}/leaderboard")
@@ -281,19 +269,11 @@ def leaderboard_page(course: str, slug: str, request: Request, session: SessionD
 
 @router.get("/c/{course}/{slug}/leaderboard/events")
 def leaderboard_events(course: str, slug: str, request: Request) -> StreamingResponse:
-    sessions = request.app.state.sessions
-    with sessions() as session:
-        assignment_id = _assignment(session, page_user(request, session), course, slug)[2].id
-
-    def poll() -> int | None:  # the board's version: bumped by every change to the board
-        with sessions() as s:
-            version: int | None = s.scalar(select(Assignment.board_version).where(
-                Assignment.id == assignment_id))
-            return version
-
-    shared = (request.app.state.polls, ("board", assignment_id))
-    return StreamingResponse(live.events(poll, 2.0, shared=shared), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store"})
+    """The board's version, bumped by every change to the board."""
+    return event_stream(
+        request, lambda s, user: _assignment(s, user, course, slug)[2].id,
+        lambda s, assignment_id: s.scalar(select(Assignment.board_version).where(
+            Assignment.id == assignment_id)), every_s=2.0, shared="board")
 
 
 def _course_assignments(session: SessionDep, user: User, course: str
@@ -318,16 +298,10 @@ def course_board_page(course: str, request: Request, session: SessionDep,
 
 @router.get("/c/{course}/-/board/events")
 def course_board_events(course: str, request: Request) -> StreamingResponse:
-    sessions = request.app.state.sessions
-    with sessions() as session:
-        course_id = _course_assignments(session, page_user(request, session), course)[0].id
-
-    def poll() -> list[list[int]]:  # every task's board version: one changes, the board does
-        with sessions() as s:
-            return [[i, v] for i, v in s.execute(
-                select(Assignment.id, Assignment.board_version)
-                .where(Assignment.course_id == course_id).order_by(Assignment.id))]
-
-    shared = (request.app.state.polls, ("course-board", course_id))
-    return StreamingResponse(live.events(poll, 2.0, shared=shared), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store"})
+    """Every task's board version: one changes, the course's board does."""
+    return event_stream(
+        request, lambda s, user: _course_assignments(s, user, course)[0].id,
+        lambda s, course_id: [[i, v] for i, v in s.execute(
+            select(Assignment.id, Assignment.board_version)
+            .where(Assignment.course_id == course_id).order_by(Assignment.id))],
+        every_s=2.0, shared="course-board")

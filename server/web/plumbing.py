@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from fastapi import Depends, Form, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -28,6 +28,7 @@ from server.services import users as user_service
 from server.services.errors import DomainError, Forbidden
 from server.services.lti.linking import lms_only
 from server.settings import ServerSettings
+from server.web import live
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -139,3 +140,25 @@ def error_page(request: Request, exc: DomainError) -> HTMLResponse:
         user = session_user(request, session)
     return render(request, "error.html", status_code=exc.status, error=exc.message,
                   status=exc.status, user=user)
+
+
+def event_stream(request: Request, allowed: Callable[[Session, User], int],
+                 read: Callable[[Session, int], Any], *, every_s: float = 1.0,
+                 shared: str | None = None) -> StreamingResponse:
+    """A page's event stream: one event each time `read(session, key)` changes, for a reader
+    `allowed` lets in (it returns the key: a submission's, an assignment's, a course's id).
+    Access is checked in a session of its own, closed before streaming begins (a request's
+    session lives until its response ends: one per open stream would hold a database
+    connection for as long as the browser watches), and each read opens its own; `shared`: the
+    readers of one key share one poll (server/web/live.py)."""
+    sessions = request.app.state.sessions
+    with sessions() as session:
+        key = allowed(session, page_user(request, session))
+
+    def poll() -> Any:
+        with sessions() as s:
+            return read(s, key)
+
+    polls = None if shared is None else (request.app.state.polls, (shared, key))
+    return StreamingResponse(live.events(poll, every_s, shared=polls),
+                             media_type="text/event-stream", headers={"Cache-Control": "no-store"})
