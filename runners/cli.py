@@ -14,6 +14,7 @@ from rich.table import Table
 from runners import package
 from runners.grading import grader, report, testrun, validate
 from runners.nodes import hardware
+from runners.protocol.backends import SANDBOX_BACKENDS
 from runners.sandbox import BackendUnavailable
 from runners.settings import get_settings
 
@@ -24,7 +25,7 @@ app.add_typer(assignments_app, name="assignments")
 console = Console()
 err = Console(stderr=True)
 
-Backend = Annotated[str | None, typer.Option(help="bwrap, process, docker or apptainer")]
+Backend = Annotated[str | None, typer.Option(help=", ".join(SANDBOX_BACKENDS))]
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runners.protocol.backends import RunnerBackend
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -23,7 +25,7 @@ class RunnerSettings(BaseSettings):
         default=Path("/opt/paragrade/runtime"),
         description="The sandbox's Python venv (world-readable; built by scripts/setup.sh)",
     )
-    backend: Literal["auto", "bwrap", "process", "docker", "apptainer", "slurm"] = "auto"
+    backend: RunnerBackend = "auto"
     scratch_dir: Path | None = Field(
         default=None, description="Where per-run work dirs are made (default: system temp)"
     )

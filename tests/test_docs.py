@@ -132,3 +132,23 @@ def test_every_source_path_the_text_cites_exists() -> None:
             for cited in SOURCE_PATH.findall(line)
             if cited not in WRITTEN_BY_RUNS and not (ROOT / cited).exists()]
     assert not gone, "\n".join(gone)
+
+
+def test_the_backends_are_named_once_and_the_operators_table_lists_each() -> None:
+    """runners/protocol/backends.py names the backends; the settings take exactly those, and the
+    operators' table has one row for each a runner can be given (all but `auto`)."""
+    from typing import get_args
+
+    from runners.protocol.backends import RUNNER_BACKENDS, SANDBOX_BACKENDS
+    from runners.settings import RunnerSettings
+
+    accepted = set()
+    for union_part in get_args(RunnerSettings.model_fields["backend"].annotation):
+        accepted |= set(get_args(union_part)) or {union_part}
+    assert accepted == set(RUNNER_BACKENDS)
+    page = (ROOT / "docs/operators/runners.md").read_text()
+    table = page[page.index("| backend | where | sandboxes |"):].split("\n\n")[0]
+    rows = {line.split("|")[1].strip(" `") for line in table.splitlines()
+            if line.startswith("| `")}
+    assert rows == set(RUNNER_BACKENDS) - {"auto"}
+    assert set(SANDBOX_BACKENDS) < rows

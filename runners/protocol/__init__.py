@@ -3,8 +3,8 @@ manifest.
 
 This is the only runners package the server imports. Every model is frozen and versioned; a
 change to a field's meaning bumps PROTOCOL_VERSION. Each module holds one part of the contract
-(base, names, text, queues, verdicts, report, jobs, similarity, manifest, points); every public name is
-importable from here, `from runners.protocol import X`.
+(base, names, backends, text, queues, verdicts, report, jobs, similarity, manifest,
+points); every public name is importable from here, `from runners.protocol import X`.
 """
 
 from runners.protocol.base import (

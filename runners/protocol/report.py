@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from runners.protocol.backends import SANDBOX_BACKENDS
 from runners.protocol.base import PROTOCOL_VERSION, Frozen
 from runners.protocol.verdicts import TestOutcome, Verdict
 
@@ -214,7 +215,7 @@ class Environment(Frozen):
     memory_mb: int
     core_set: list[int] = Field(description="CPUs the timed runs were confined to")
     core_set_enforced: bool = Field(description="True when a cgroup cpuset (not only affinity) held")
-    backend: str = Field(description="Executor backend: bwrap, process, docker, apptainer")
+    backend: str = Field(description="Sandbox backend: " + ", ".join(SANDBOX_BACKENDS))
     sandboxed: bool = Field(description="False for the unsafe 'process' backend")
     isolation: list[str] = Field(description="Limits that held: namespaces, cgroups, rlimits")
     gpu: str | None = Field(default=None, description="GPU model, or None")

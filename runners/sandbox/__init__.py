@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runners.protocol.backends import SANDBOX_BACKENDS
 from runners.sandbox.base import Executor, ExitInfo, Limits, Mount, Running, SandboxSpec
 from runners.settings import RunnerSettings
 
@@ -41,4 +42,4 @@ def create_executor(settings: RunnerSettings, name: str | None = None) -> Execut
             raise BackendUnavailable("set PARAGRADE_APPTAINER_IMAGE to a .sif image")
         return ApptainerExecutor(image=settings.apptainer_image, binary=settings.apptainer_bin,
                                  sandbox_uid=settings.sandbox_uid)
-    raise BackendUnavailable(f"unknown backend {name!r}")
+    raise BackendUnavailable(f"unknown backend {name!r} (one of: {', '.join(SANDBOX_BACKENDS)})")
