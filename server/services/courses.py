@@ -245,26 +245,12 @@ def import_roster(*, session: Session, actor: User, course: Course, role: str | 
         email = cell(at_email).lower()
         name = cell(at_name) or " ".join(x for x in (cell(at_first), cell(at_last)) if x)
         alias = cell(at_alias) or None
-        why = next((w for v, what in ((email, "the email"), (name, "the name"),
-                                      (alias or "", "the alias"))
-                    if (w := text.problem(v, what)) is not None), None)
-        if why is not None:
-            report.append(RosterRow(n, email.encode("unicode_escape").decode(), "refused", why))
+        if (refused := _refused(n, email, name, alias, seen=seen)) is not None:
+            report.append(refused)
             continue
-        if not re.fullmatch(EMAIL_RE, email) or len(email) > 320:
-            report.append(RosterRow(n, email, "refused", "not an email address"))
-            continue
-        if email in seen:
-            report.append(RosterRow(n, email, "refused", "the same email is on an earlier row"))
-            continue
-        seen.add(email)
-        if alias is not None and (len(alias) > 64 or not re.fullmatch(ALIAS_RE, alias)):
-            report.append(RosterRow(n, email, "refused", "alias: use at most 64 letters, digits, "
-                                                         "spaces, '.', '_' or '-'"))
-            continue
-        if alias is not None and _taken(owners, alias, email):
-            report.append(RosterRow(n, email, "refused", f"alias {alias!r} is taken in this "
-                                    "course (or one that looks like it)"))
+        seen.add(email)  # an earlier row's email, even where its alias is refused below
+        if (refused := _alias_refused(n, email, alias, owners=owners)) is not None:
+            report.append(refused)
             continue
         if alias is not None:
             for key in aliases.keys(alias):
@@ -277,31 +263,64 @@ def import_roster(*, session: Session, actor: User, course: Course, role: str | 
                                                 alias=alias)
             session.add(entry)
         entry.name, entry.alias = name, alias
-        user = accounts.get(email)
-        if user is None:
-            report.append(RosterRow(n, email, "invited" if changed else "unchanged",
-                                    "no account yet: enrolled when they register with the "
-                                    "course's join code or arrive from the LMS"))
-            continue
-        enrollment = enrolled.get(user.id)
-        if enrollment is None:
-            enrolled[user.id] = Enrollment(user_id=user.id, course_id=course.id, role="student",
-                                           alias=alias)
-            session.add(enrolled[user.id])
-            report.append(RosterRow(n, email, "enrolled"))
-        elif enrollment.role != "student":
-            report.append(RosterRow(n, email, "unchanged",
-                                    f"already the course's {enrollment.role}; roles change on "
-                                    "the members page"))
-        elif alias is not None and enrollment.alias != alias:
-            enrollment.alias = alias
-            report.append(RosterRow(n, email, "updated", "alias"))
-        else:
-            report.append(RosterRow(n, email, "updated" if changed else "unchanged"))
+        report.append(_enrol(session, course, n, email, alias, user=accounts.get(email),
+                             enrolled=enrolled, changed=changed))
     session.add(AuditLog(actor_id=actor.id, action="roster.import", target=course.slug,
                          detail=tally(report)))
     session.flush()
     return report
+
+
+def _refused(n: int, email: str, name: str, alias: str | None, *, seen: set[str]
+             ) -> RosterRow | None:
+    """Row `n` refused for its text, its email, or an email an earlier row had; else None."""
+    why = next((w for v, what in ((email, "the email"), (name, "the name"),
+                                  (alias or "", "the alias"))
+                if (w := text.problem(v, what)) is not None), None)
+    if why is not None:
+        return RosterRow(n, email.encode("unicode_escape").decode(), "refused", why)
+    if not re.fullmatch(EMAIL_RE, email) or len(email) > 320:
+        return RosterRow(n, email, "refused", "not an email address")
+    if email in seen:
+        return RosterRow(n, email, "refused", "the same email is on an earlier row")
+    return None
+
+
+def _alias_refused(n: int, email: str, alias: str | None, *, owners: dict[str, set[str]]
+                   ) -> RosterRow | None:
+    """Row `n` refused for its alias (not allowed, or taken in the course); else None."""
+    if alias is None:
+        return None
+    if len(alias) > 64 or not re.fullmatch(ALIAS_RE, alias):
+        return RosterRow(n, email, "refused", "alias: use at most 64 letters, digits, "
+                                              "spaces, '.', '_' or '-'")
+    if _taken(owners, alias, email):
+        return RosterRow(n, email, "refused", f"alias {alias!r} is taken in this "
+                         "course (or one that looks like it)")
+    return None
+
+
+def _enrol(session: Session, course: Course, n: int, email: str, alias: str | None, *,
+           user: User | None, enrolled: dict[int, Enrollment], changed: bool) -> RosterRow:
+    """Row `n`'s account enrolled as a student (or its alias updated); invited where there is
+    no account yet; staff left as they are."""
+    if user is None:
+        return RosterRow(n, email, "invited" if changed else "unchanged",
+                         "no account yet: enrolled when they register with the "
+                         "course's join code or arrive from the LMS")
+    enrollment = enrolled.get(user.id)
+    if enrollment is None:
+        enrolled[user.id] = Enrollment(user_id=user.id, course_id=course.id, role="student",
+                                       alias=alias)
+        session.add(enrolled[user.id])
+        return RosterRow(n, email, "enrolled")
+    if enrollment.role != "student":
+        return RosterRow(n, email, "unchanged", f"already the course's {enrollment.role}; "
+                         "roles change on the members page")
+    if alias is not None and enrollment.alias != alias:
+        enrollment.alias = alias
+        return RosterRow(n, email, "updated", "alias")
+    return RosterRow(n, email, "updated" if changed else "unchanged")
 
 
 def tally(report: list[RosterRow]) -> dict[str, int]:
