@@ -62,13 +62,8 @@ def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
     return done.packages
 
 
-def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
-          port: Annotated[int, typer.Option()] = 8000,
-          runner: Annotated[bool, typer.Option(help="also start a local runner")] = True,
-          workers: Annotated[int, typer.Option(
-              min=1, envvar="PARAGRADE_SERVER_WORKERS",
-              help="server processes (one Python process uses one core at most)")] = 1) -> None:
-    """Start the server (migrating the schema first) and a local runner."""
+def _settings_to_serve(host: str, runner: bool) -> ServerSettings:
+    """The settings, refused (exit 2, said why) where serving them would be unsafe."""
     try:
         # Never the documented development secrets: anyone who read the README could then
         # claim jobs and post grades, or forge a session cookie.
@@ -93,6 +88,36 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                       "(PARAGRADE_SERVER_RUNNER_TOKEN) is accepted: any holder can serve any "
                       "queue. Give each runner its own credential (paragrade admin runner add "
                       "NAME --queues …) and unset it.")
+    return settings
+
+
+def _local_runner(settings: ServerSettings, url: str) -> subprocess.Popen[bytes]:
+    """The development start's own runner, in a process group of its own."""
+    # The token goes in the runner's environment as it is spawned: readable only by this
+    # user (/proc/PID/environ), never on its command line (`ps` shows that to everyone).
+    # The server's own settings stay here: a runner needs none of them.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARAGRADE_SERVER_")}
+    assert settings.runner_token is not None  # _settings_to_serve refused a start without it
+    env.update(PARAGRADE_RUNNER_SERVER=url, PARAGRADE_BROKER_URL=settings.broker_url,
+               PARAGRADE_RUNNER_TOKEN=settings.runner_token)
+    # GPU jobs wait for a GPU runner unless this machine has a GPU; without one, the GPU
+    # tasks that can be simulated are graded here under the CUDA simulator (correctness
+    # only) while no GPU runner is live. Two-node MPI jobs wait for a runner that holds
+    # nodes unless this one can stand two in on this host.
+    queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi,gpusim"
+    return subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner", "--queues", queues,
+                             "--name", "local", "--stand-in-nodes"], env=env,
+                            start_new_session=True)  # its own group, stopped with the server
+
+
+def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
+          port: Annotated[int, typer.Option()] = 8000,
+          runner: Annotated[bool, typer.Option(help="also start a local runner")] = True,
+          workers: Annotated[int, typer.Option(
+              min=1, envvar="PARAGRADE_SERVER_WORKERS",
+              help="server processes (one Python process uses one core at most)")] = 1) -> None:
+    """Start the server (migrating the schema first) and a local runner."""
+    settings = _settings_to_serve(host, runner)
     _prepare()
     imported = import_shipped_courses()
     url = f"http://{host}:{port}"
@@ -104,24 +129,7 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                       "paragrade …); that imports the shipped courses and prints their join codes.")
     console.print(f"Open [bold]{url}[/] in a browser to log in, or from a terminal: "
                   f"[bold]paragrade login {url}[/]")
-    procs = []
-    if runner:
-        # The token goes in the runner's environment as it is spawned: readable only by this
-        # user (/proc/PID/environ), never on its command line (`ps` shows that to everyone).
-        # The server's own settings stay here: a runner needs none of them.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PARAGRADE_SERVER_")}
-        assert settings.runner_token is not None  # checked above
-        env.update(PARAGRADE_RUNNER_SERVER=url, PARAGRADE_BROKER_URL=settings.broker_url,
-                   PARAGRADE_RUNNER_TOKEN=settings.runner_token)
-        # GPU jobs wait for a GPU runner unless this machine has a GPU; without one, the GPU
-        # tasks that can be simulated are graded here under the CUDA simulator (correctness
-        # only) while no GPU runner is live. Two-node MPI jobs wait for a runner that holds
-        # nodes unless this one can stand two in on this host.
-        queues = "cpu,mpi,gpu" if Path("/dev/nvidia0").exists() else "cpu,mpi,gpusim"
-        procs.append(subprocess.Popen([sys.executable, "-m", "paragrade.cli", "runner",
-                                       "--queues", queues, "--name", "local",
-                                       "--stand-in-nodes"], env=env,
-                                      start_new_session=True))  # its own group, stopped below
+    procs = [_local_runner(settings, url)] if runner else []
     import uvicorn
 
     from server import reaper
