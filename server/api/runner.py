@@ -1,7 +1,7 @@
 """The runner side: announce itself, claim a job, fetch its bundle and archive, post its outcome.
 
 Every route wants a runner's secret (RunnerDep: its own credential, or the fleet token) and its
-process key (RunnerKey); services/runners.py says which names and queues a secret gives."""
+process key (RunnerKey); services/runner_credentials.py says which names and queues a secret gives."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ queued job keeps a message of its own: none waits for the reaper's sweep, which 
 A job answers only the runner process that claimed it. Every runner process makes a random key
 at its start and sends it with the claim and with every request about the job; the claim stores
 its hash beside the per-job secret's. `authorize` wants all three: the runner's credential says
-"this runner" (services/runners.py: a credential's runner claims only under its own name and on
+"this runner" (services/runner_credentials.py: a credential's runner claims only under its own name and on
 its own queues), the key says "this process of it", the per-job secret says "this attempt". So
 another runner cannot fetch, renew or report a job someone else claimed, even with its per-job
 secret (a log line, a proxy). What the shared fleet token cannot stop: its holder claims queued

@@ -16,7 +16,7 @@ from server.services import jobs
 
 def hello(*, session: Session, runner: RunnerHello) -> None:
     """Record (or refresh) a runner's announcement: its capabilities and that it is alive
-    (services/runners.py decides who may say it)."""
+    (services/runner_credentials.py decides who may say it)."""
     row = session.get(Runner, runner.name)
     caps = runner.model_dump(mode="json", exclude={"name", "queues", "current_job"})
     if row is None:
@@ -57,7 +57,7 @@ class QueueState:
 
 
 def scale_plans(*, session: Session) -> dict[str, QueueScale]:
-    """Each queue's fleet scaler decision (services/scaling.py), if one was made lately."""
+    """Each queue's fleet scaler decision (services/autoscaling.py), if one was made lately."""
     cutoff = now() - timedelta(seconds=SCALE_FRESH_S)
     return {row.queue: row for row in session.scalars(select(QueueScale))
             if aware(row.updated_at) >= cutoff}
