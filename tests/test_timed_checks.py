@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runners import package
-from runners.grading import grader
+from runners.grading import measuring
 from runners.settings import REPO_ROOT
 
 COURSE = REPO_ROOT / "assignments" / "parallel-python"
@@ -25,7 +25,7 @@ def hook_and_baseline(slug: str) -> tuple[ModuleType, ModuleType]:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return grader.load_hook(a), module
+    return measuring.load_hook(a), module
 
 
 @pytest.fixture(scope="module")
