@@ -19,7 +19,6 @@ from runners.protocol import (
     GradeReport,
     TestOutcome,
     Verdict,
-    credited_speedup,
 )
 from runners.runs import batchscript, configure
 from runners.runs.stage import Stage
@@ -67,10 +66,10 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
             return untimed
         timing = Timing(g, stage, code_dir, stack, reference_speedup=reference_speedup,
                          timing_only=timing_only, timing_share=timing_share)
-        measured = measure(g, timing)
+        measured = measure(timing)
         if isinstance(measured, GradeReport):
             return measured
-        return _credited(g, figures(g, timing, *measured, files=files),
+        return _credited(g, figures(timing, *measured, files=files),
                          reference_speedup=reference_speedup)
     except package.PackageError as exc:
         return g.report(Verdict.AUTHOR_ERROR, f"assignment package problem: {exc}", [])
@@ -193,4 +192,4 @@ def _credited(g: Grading, f: Figures, *, reference_speedup: float | None) -> Gra
         g.notes.append("parallelism not measured: this runner cannot read the sandbox's CPU "
                        "time, so the speedup counts only up to the allotted cores")
     return g.report(Verdict.PASSED, summary, speedup=figure, scaling=f.scaling, weak=f.weak,
-                    earned=credited_speedup(judged, figure.median), credit=judged)
+                    credit=judged)

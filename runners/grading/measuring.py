@@ -186,10 +186,10 @@ class Timing:
             paired=self.paired, gauge=self.gauge(k), fresh=self.fresh[1] if self.fresh else None)
 
 
-def measure(g: Grading, t: Timing
-             ) -> tuple[list[stats.Samples], list[stats.Samples]] | GradeReport:
+def measure(t: Timing) -> tuple[list[stats.Samples], list[stats.Samples]] | GradeReport:
     """Stage 2: every worker count's samples, strong then weak (the loop written once), or the
     report of a timing that went wrong (its verdict says whose fault)."""
+    g = t.g
     strong: list[stats.Samples] = []
     weak: list[stats.Samples] = []
     plan = [(k, t.strong, strong, f"timing with {k} worker{'s' * (k > 1)} against the baseline")
@@ -227,11 +227,12 @@ class Figures:
     interfered: bool
 
 
-def figures(g: Grading, t: Timing, all_samples: list[stats.Samples],
+def figures(t: Timing, all_samples: list[stats.Samples],
              weak_samples: list[stats.Samples], *, files: dict[str, bytes]) -> Figures:
     """Stage 3: the figures from the samples, start-up taken out of whole programs where the
     package says so, anchored to the reference where it was timed beside, and the notes that
     say how they were measured."""
+    g = t.g
     m, notes = g.m, g.notes
     g.laps.start("report")
     figure, scaling = stats.summarize(all_samples)
@@ -250,7 +251,7 @@ def figures(g: Grading, t: Timing, all_samples: list[stats.Samples],
     if top_windows is not None:
         figure = figure.model_copy(update={"interference": top_windows.figure()})
     if m.entry.style == "script":
-        figure, scaling, anchored_on = startup(g, t, all_samples, figure, scaling, files=files)
+        figure, scaling, anchored_on = startup(t, all_samples, figure, scaling, files=files)
     if t.anchor_to is not None and (pinned := anchor.measure(anchored_on, t.anchor_to)) is not None:
         figure, scaling[-1] = anchor.apply(figure, scaling[-1], pinned)
         notes.append(anchor.note(pinned))
@@ -277,12 +278,13 @@ def figures(g: Grading, t: Timing, all_samples: list[stats.Samples],
     return Figures(figure=figure, scaling=scaling, weak=weak, interfered=interfered)
 
 
-def startup(g: Grading, t: Timing, all_samples: list[stats.Samples], figure: Any,
+def startup(t: Timing, all_samples: list[stats.Samples], figure: Any,
              scaling: list[Any], *, files: dict[str, bytes]) -> tuple[Any, list[Any],
                                                                      stats.Samples]:
     """Whole programs: each side's start-up timed apart (an empty script under its launcher);
     busy cores and work ratio without it, and the figure too where the package scores the work
     after start-up. Returns the figure, the scaling points and the samples to anchor on."""
+    g = t.g
     m = g.m
     widest = max(all_samples, key=lambda x: x.workers)
     g.progress("timing an empty script under each side's launcher (start-up)")

@@ -80,10 +80,10 @@ class Grading:
 
     def report(self, verdict: Verdict, summary: str, tests: list[TestResult] | None = None, *,
                output: str | None = None, speedup: Any = None, scaling: Any = (),
-               weak: Any = (), earned: float | None = None,
-               credit: Credit | None = None) -> GradeReport:
+               weak: Any = (), credit: Credit | None = None) -> GradeReport:
         """The report, its points from runners/protocol/points.py as the server computes them
-        (`tests`, `output`: the tests run so far unless given)."""
+        (the credited speedup on the curve; `tests`, `output`: the tests run so far unless
+        given)."""
         m = self.m
         tests = self.tests if tests is None else tests
         weights = sum(t.weight for t in tests)
@@ -105,6 +105,6 @@ class Grading:
             environment=self.env.model_copy(update={"phases": self.laps.table(self.timed_total)}),
             started_at=self.started_at, wall_time_s=round(time.monotonic() - self.started, 3),
             timed_time_s=round(self.timed_total, 3))
-        total = points.score(graded, m.scoring, earned=earned)  # as the server stores it
+        total = points.score(graded, m.scoring, earned=points.earned_speedup(graded))
         return graded.model_copy(update={"score": total, "performance_points": round(
             total - graded.test_points, 2)})

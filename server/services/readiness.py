@@ -25,8 +25,8 @@ for the jobs ahead of it (the broker's order: priority, then id) in its queue an
 queue its runners serve (a runner takes the most urgent job of all its queues: on a first start
 the one local runner serves cpu, mpi, gpusim and mpinodes), and for what is left of the jobs
 those runners hold, that work shared among the live runners serving the queue; then it runs its
-own expected length. N is never below `SOON_S`, and is rounded up (to 5
-s, or to whole minutes from 2 minutes on).
+own expected length. N is never below `SOON_S`, and is rounded up (to 5 s, or to whole minutes
+from 2 minutes on).
 """
 
 from __future__ import annotations

@@ -119,17 +119,17 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
            uploads: list[tuple[str, bytes]], intake: Intake) -> tuple[Submission, Job]:
     """Check, store and queue an upload (the submission and its job) in the caller's
     transaction (`db.committing`, as every action: a refused upload stores nothing)."""
-    artifacts_root, max_bytes = intake.artifacts_root, intake.max_bytes
-    max_unzipped, live_s = intake.max_unzipped, intake.live_s
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     version = assignment.current_version
     assert version is not None
     if version.status != "ready" and not courses.is_staff(role):
-        raise Conflict(readiness.refusal(session=session, assignment=assignment, live_s=live_s)
+        raise Conflict(readiness.refusal(session=session, assignment=assignment,
+                                         live_s=intake.live_s)
                        or "this assignment does not take submissions")
     manifest = manifest_of(assignment)
-    files = check_files(uploads, manifest=manifest, max_bytes=max_bytes, max_unzipped=max_unzipped)
+    files = check_files(uploads, manifest=manifest, max_bytes=intake.max_bytes,
+                        max_unzipped=intake.max_unzipped)
     late = is_late(session=session, assignment=assignment, user=user)
     if late and assignment.late_policy == "reject" and not courses.is_staff(role):
         raise Forbidden("the deadline has passed; this assignment takes no late submissions")
@@ -144,7 +144,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
         n = assignment.quota_count
         raise QuotaExceeded(f"quota reached: {n} submission{'s' * (n != 1)} per "
                             f"{assignment.quota_window_s // 60} minutes")
-    sha = artifacts.store(session=session, root=artifacts_root, data=bundle(files),
+    sha = artifacts.store(session=session, root=intake.artifacts_root, data=bundle(files),
                           kind="submission")
     assert assignment.current_version_id is not None
     sub = Submission(user_id=user.id, assignment_id=assignment.id,
@@ -156,7 +156,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     # A GPU task that can be simulated goes where a live runner serves it now (services/routing).
     job = jobs.enqueue(session=session, submission=sub, manifest=manifest, queue=routing.queue_for(
         session=session, manifest=manifest.model_dump(), queue=manifest.resources.queue,
-        live_s=live_s))
+        live_s=intake.live_s))
     return sub, job
 
 
