@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import select
 
 from bench.common import publish
-from server.models import AssignmentVersion, Job, Submission
+from server.models import AssignmentVersion, FinalTurn, Job, Submission
 from server.services import reference
 from server.settings import REPO_ROOT
 from tests.server.live import Platform, wait_until
@@ -51,6 +51,12 @@ def _seconds(p: Platform, kind: str) -> list[float]:
         return [(j.finished_at - j.claimed_at).total_seconds() for j in s.scalars(
             select(Job).where(Job.kind == kind, Job.state == "done"))
             if j.finished_at and j.claimed_at]
+
+
+def _turn_grading_s(p: Platform) -> list[float]:
+    """Each final-run turn's grading alone (the report's wall time: sandboxes, warm-up, timing)."""
+    with p.sessions() as s:
+        return [t for t in s.scalars(select(FinalTurn.timed_s)) if t is not None]
 
 
 def _pooled(p: Platform) -> dict[str, float | int] | None:
@@ -103,6 +109,7 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
             sp = (got.get("report") or {}).get("speedup")
             live[name] = (got["score"] or 0.0, sp["median"] if sp else 0.0)
         finals: list[dict[str, tuple[float, float]]] = []
+        ranges: list[dict[str, tuple[float, float]]] = []  # each student's rounds: low, high
         pooled_at_start = _pooled(p)
         for i in range(runs):
             clock = time.monotonic()
@@ -117,6 +124,8 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
 
             done = wait_until("the final run", settled, 200 * rounds * len(share_of), 2)
             finals.append({g["email"].split("@")[0]: (g["score"], g["speedup"] or 0.0)
+                           for g in done["grades"]})
+            ranges.append({g["email"].split("@")[0]: (g["low"] or 0.0, g["high"] or 0.0)
                            for g in done["grades"]})
             phases[f"final_run_{i + 1}_s"] = round(time.monotonic() - clock, 1)
         rows = []
@@ -137,12 +146,21 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
                                     for n in mine), default=0.0), 1)})
         quiet = {n: 100 / share_of[n] for n in share_of}
         grading_s, turn_s = _seconds(p, "grade"), _seconds(p, "final")
+        inside = _turn_grading_s(p)
         extra = {
             "inversions_live": _inversions({n: live[n][1] for n in share_of}, quiet),
             "inversions_final": [_inversions({n: f[n][1] for n in share_of}, quiet)
                                  for f in finals],
+            # Does a final run's range (its lowest and highest round) hold the next run's figure?
+            "next_run_inside_range": [
+                sum(1 for n in share_of if ranges[i][n][0] <= finals[i + 1][n][1]
+                    <= ranges[i][n][1]) for i in range(runs - 1)],
             "grading_s_median": round(statistics.median(grading_s), 1) if grading_s else None,
             "final_run_s_per_student": round(sum(turn_s) / runs / len(share_of), 1),
+            # A turn's job (claim to result) against its grading alone: the rest is the job's
+            # own cost (fetching, unpacking, posting), paid once per turn.
+            "turn_s_median": round(statistics.median(turn_s), 1) if turn_s else None,
+            "turn_grading_s_median": round(statistics.median(inside), 1) if inside else None,
             "rounds": rounds, "runs": runs, "anchor": anchor, **phases,
             # The reference's speedup: validation's, pooled over the live gradings (what the
             # final run fixed), and pooled after the final runs' turns too.
