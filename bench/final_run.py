@@ -11,15 +11,19 @@ inversions (two students whose variants' quiet speedups are ≥ 10 % apart, rank
 their figures) live and final, and runner seconds per student (a live grading vs one final run).
 
     .venv/bin/python -m bench.final_run [--per-variant 4] [--shares 100,80,70,60,50]
-                                        [--rounds 3] [--runs 2] [--anchor]
+                                        [--rounds 3] [--runs 2] [--anchor] [--tenant ON,OFF]
 
-Record `bench.core_speed` just before (how noisy the hour was).
+Record `bench.core_speed` just before (how noisy the hour was). `--tenant ON,OFF`: a neighbour
+spins on the node's last core ON s of every ON + OFF the whole time (the live gradings and the
+final runs alike), a noisy stretch that can be repeated.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import os
 import statistics
 import tempfile
 import time
@@ -29,6 +33,7 @@ from typing import Any
 from sqlalchemy import select
 
 from bench.common import publish
+from bench.timing_interference import tenant
 from server.models import AssignmentVersion, FinalTurn, Job, Submission
 from server.services import reference
 from server.settings import REPO_ROOT
@@ -179,11 +184,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--anchor", action="store_true",
                     help="the runner anchors each figure to the reference (PARAGRADE_ANCHOR)")
+    ap.add_argument("--tenant", help="ON,OFF: spin on the last core ON s of every ON + OFF")
     args = ap.parse_args()
     shares = [int(s) for s in args.shares.split(",")]
-    with tempfile.TemporaryDirectory() as tmp:
+    on, off = (float(x) for x in args.tenant.split(",")) if args.tenant else (0.0, 0.0)
+    beside = (tenant(max(os.sched_getaffinity(0)), on, off) if args.tenant
+              else contextlib.nullcontext())
+    with tempfile.TemporaryDirectory() as tmp, beside:
         rows, extra = measure(Path(tmp), shares=shares, per_variant=args.per_variant,
                               rounds=args.rounds, runs=args.runs, anchor=args.anchor)
+        extra["tenant"] = args.tenant
     publish("final_run", rows, {
         "share": "rank 0's share", "quiet": "quiet speedup", "students": "students",
         "live_speedups": "live speedups", "live_points": "live points",
