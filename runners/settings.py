@@ -45,9 +45,9 @@ class RunnerSettings(BaseSettings):
                                      "false: the kernel places it, as before the rule")
     anchor: bool = Field(default=False, description="Time the submission beside the package's "
                          "reference on the same cores and anchor its speedup to the reference's "
-                         "validated one (runners/measure/anchor.py), where one is known; off "
-                         "(the plain ratio to the serial baseline) until validation measures "
-                         "that figure over many rounds and a noisy hour shows the gain")
+                         "validated one (runners/measure/anchor.py), where one is known; off: "
+                         "the plain ratio to the serial baseline (what each gains and costs: "
+                         "docs/instructors/speedup-credit.md)")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
     gpu_env: list[str] = Field(
         default=["CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"],

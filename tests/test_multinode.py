@@ -751,3 +751,25 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
     while _job_networks() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _job_networks() == []
+
+
+@pytest.mark.slow
+def test_a_batch_job_on_two_nodes_is_anchored_to_the_reference_run_beside_it(
+        two_nodes: tuple) -> None:
+    """The shipped two-node batch package with a stored reference figure: the reference's own
+    script runs on the same two nodes in the same turns as the submission's, and the figure is
+    anchored to it as on one node."""
+    _, settings = two_nodes
+    a = package.load(SEED_FORM)
+    on = settings.model_copy(update={"anchor": True})
+    r = grader.grade(a, package.code_of(a, "reference"), settings=on, reference_speedup=1.6)
+    assert r.verdict == Verdict.PASSED, (r.summary, r.notes)
+    assert r.speedup is not None and r.speedup.anchor is not None, (r.summary, r.notes)
+    pinned = r.speedup.anchor
+    assert pinned.reference_speedup == 1.6 and pinned.turns == r.speedup.repetitions
+    assert 1 / 3 < pinned.versus_reference < 3, pinned  # itself: a side timed wrongly, else ~1
+    assert r.speedup.median == pytest.approx(1.6 * pinned.versus_reference, abs=1e-3)
+    assert pinned.reference_measured is not None and pinned.reference_measured > 0
+    assert any(n.startswith("timed beside the reference") for n in r.notes), r.notes
+    assert [n.split(":")[0] for n in r.environment.nodes] == ["n1", "n2"]
+    assert overlay.leftovers() == []

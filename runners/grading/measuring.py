@@ -93,10 +93,10 @@ class Timing:
             stage.add_data(a.data_dir)
         self.base_dir = stage.add_code("baseline", package.code_of(a, "baseline"))
         # The reference beside the submission at the headline worker count, where its figure is
-        # known: calls and whole programs; job arrays, batch scripts (the student's own launch
-        # line) and ranks on several nodes are not anchored yet.
-        self.anchor_to = (reference_speedup if settings.anchor and m.array is None
-                          and m.launcher.kind != "sbatch" and m.resources.nodes == 1 else None)
+        # known: calls and whole programs, on one node or several (a batch script's reference
+        # runs as the reference's own script says, on the same nodes); job arrays are not
+        # anchored yet.
+        self.anchor_to = (reference_speedup if settings.anchor and m.array is None else None)
         self.ref_dir = (stage.add_code("reference", package.code_of(a, "reference"))
                         if self.anchor_to is not None else None)
         if m.timing.note:
