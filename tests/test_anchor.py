@@ -16,6 +16,7 @@ from runners.grading import grader, measuring
 from runners.measure import anchor, stats, stopping, timed_calls, whole_runs
 from runners.measure.stats import Samples
 from runners.measure.stopping import StopRule
+from runners.protocol import GradeReport
 from runners.runs import configure
 from runners.runs.runconfig import RunConfig
 from runners.runs.stage import Stage
@@ -194,13 +195,21 @@ def test_a_whole_program_is_anchored_to_the_reference_run_beside_it() -> None:
     a = package.load(SCRIPT_PACKAGE)
     on = get_settings().model_copy(update={"anchor": True})
     r = grader.grade(a, package.code_of(a, "reference"), settings=on, reference_speedup=1.5)
+    anchored_to_itself(r, 1.5)
+    assert any(n.startswith("timed as whole programs") for n in r.notes), r.notes
+
+
+def anchored_to_itself(r: GradeReport, reference_speedup: float) -> None:
+    """A reference graded against itself with `reference_speedup` stored: its figure anchored to
+    it, up to how its turns beside itself differ, and its own ratio to the baseline reported."""
     assert r.speedup is not None and r.speedup.anchor is not None, (r.summary, r.notes)
     pinned = r.speedup.anchor
-    assert pinned.reference_speedup == 1.5 and pinned.turns == r.speedup.repetitions
+    assert pinned.reference_speedup == reference_speedup
+    assert pinned.turns == r.speedup.repetitions
     assert 1 / 3 < pinned.versus_reference < 3, pinned  # itself: a side timed wrongly, else ~1
-    assert r.speedup.median == pytest.approx(1.5 * pinned.versus_reference, abs=1e-3)
+    assert r.speedup.median == pytest.approx(reference_speedup * pinned.versus_reference,
+                                             abs=1e-3)
     assert pinned.reference_measured is not None and pinned.reference_measured > 0
-    assert any(n.startswith("timed as whole programs") for n in r.notes), r.notes
     assert any(n.startswith("timed beside the reference") for n in r.notes), r.notes
 
 
@@ -222,7 +231,6 @@ def test_validation_anchors_to_the_median_of_several_gradings() -> None:
     anchored, validation takes the median of ANCHOR_ROUNDS gradings of the reference, each
     shown; the server starts its pool from the check's figure (server/services/reference.py)."""
     from runners.grading import validate
-    from runners.protocol import GradeReport
     from tests.server.reports import sample_report
 
     def graded(median: float) -> GradeReport:
