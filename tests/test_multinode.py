@@ -755,13 +755,14 @@ def test_two_nodes_through_one_slurm_allocation(slurm_two_nodes: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_batch_job_on_two_nodes_is_anchored_to_the_reference_run_beside_it(
-        two_nodes: tuple) -> None:
-    """The shipped two-node batch package with a stored reference figure: the reference's own
-    script runs on the same two nodes in the same turns as the submission's, and the figure is
-    anchored to it as on one node."""
-    _, settings = two_nodes
-    a = package.load(SEED_FORM)
+@pytest.mark.parametrize("entry", ["calls", "batch script"])
+def test_ranks_on_two_nodes_are_anchored_to_the_reference_beside_them(
+        two_nodes: tuple, entry: str) -> None:
+    """With a stored reference figure, the reference's ranks take the same two nodes in the same
+    turns as the submission's: a function entry's two gangs alive at once, each frozen while the
+    other is timed; a batch script's reference run as the reference's own script says."""
+    called, settings = two_nodes
+    a = called if entry == "calls" else package.load(SEED_FORM)
     on = settings.model_copy(update={"anchor": True})
     r = grader.grade(a, package.code_of(a, "reference"), settings=on, reference_speedup=1.6)
     assert r.verdict == Verdict.PASSED, (r.summary, r.notes)
