@@ -170,16 +170,8 @@ def test_a_grading_with_a_reference_figure_is_anchored() -> None:
     code = package.code_of(a, "reference")
     on = get_settings().model_copy(update={"anchor": True})
     r = grader.grade(a, code, settings=on, reference_speedup=1.7)
-    assert r.speedup is not None and r.speedup.anchor is not None, r.summary
-    pinned = r.speedup.anchor
-    assert pinned.reference_speedup == 1.7 and pinned.turns == r.speedup.repetitions
-    # The reference beside itself reads about 1, up to noise the two sides do not share (in a
-    # noisy hour 0.69 and 1.46 were seen): a bound here only catches a side timed wrongly (a unit,
-    # a side left out); the figure's spread is measured by bench.speedup_repeatability --anchor.
-    assert 1 / 3 < pinned.versus_reference < 3, pinned
-    assert r.speedup.median == pytest.approx(1.7 * pinned.versus_reference, abs=1e-3)
-    assert r.scaling[-1].speedup == r.speedup.median
-    assert any(n.startswith("timed beside the reference on the same cores") for n in r.notes)
+    anchored_to_itself(r, 1.7)
+    assert r.speedup is not None and r.scaling[-1].speedup == r.speedup.median
     paired = measuring.can_pair(a, create_executor(on, None), "none")
     assert any(n.startswith("timed in turns: the baseline's, the reference's")
                for n in r.notes) == paired, r.notes
@@ -206,11 +198,15 @@ def anchored_to_itself(r: GradeReport, reference_speedup: float) -> None:
     pinned = r.speedup.anchor
     assert pinned.reference_speedup == reference_speedup
     assert pinned.turns == r.speedup.repetitions
-    assert 1 / 3 < pinned.versus_reference < 3, pinned  # itself: a side timed wrongly, else ~1
+    # The reference beside itself reads about 1, up to noise the two sides do not share (in a
+    # noisy hour 0.69 and 1.46 were seen): a bound here only catches a side timed wrongly (a unit,
+    # a side left out); the figure's spread is measured by bench.speedup_repeatability --anchor.
+    assert 1 / 3 < pinned.versus_reference < 3, pinned
     assert r.speedup.median == pytest.approx(reference_speedup * pinned.versus_reference,
                                              abs=1e-3)
     assert pinned.reference_measured is not None and pinned.reference_measured > 0
-    assert any(n.startswith("timed beside the reference") for n in r.notes), r.notes
+    assert any(n.startswith("timed beside the reference on the same cores")
+               for n in r.notes), r.notes
 
 
 def test_the_work_after_start_up_is_anchored_on_both_parallel_sides() -> None:
