@@ -186,8 +186,13 @@ def test_cmd(
         raise typer.Exit(1)
 
 
-@app.command()
+runner_app = typer.Typer(help="Serve grading jobs (no subcommand), or calibrate this node.")
+app.add_typer(runner_app, name="runner")
+
+
+@runner_app.callback(invoke_without_command=True)
 def runner(
+    ctx: typer.Context,
     queues: Annotated[str, typer.Option(help="queues this node serves: cpu,mpi,gpu")] = "cpu,mpi",
     server: Annotated[str | None, typer.Option(help="server URL (PARAGRADE_RUNNER_SERVER)")] = None,
     broker: Annotated[str | None, typer.Option(
@@ -208,6 +213,8 @@ def runner(
         = None,
 ) -> None:
     """Serve grading jobs from a paragrade server's queues (token from PARAGRADE_RUNNER_TOKEN)."""
+    if ctx.invoked_subcommand is not None:
+        return
     import logging
     import os
 
@@ -253,6 +260,40 @@ def runner(
     except (BackendUnavailable, runner.NoGpu, runner.NoGang, runner.BadCpus, runner.Refused,
             overlay.OverlayError) as exc:
         _fail(str(exc))
+
+
+@runner_app.command("calibrate")
+def calibrate_cmd(
+    cpus: Annotated[str | None, typer.Option(
+        help="the cores to calibrate, e.g. 0-7 (default: every core this process may use)")] = None,
+    seconds: Annotated[float, typer.Option(min=0.5, max=60, help="how long to spin")] = 3.0,
+) -> None:
+    """Measure this node's idle cores and store them with the runner's state: every grading's
+    capacity probe is compared with them (refused, saying why, where the node is busy now)."""
+    from runners.fleet.runner import BadCpus, parse_cpus
+    from runners.measure import calibration
+
+    settings = get_settings()
+    try:
+        chosen = sorted(parse_cpus(cpus)) if cpus else hardware.host_cpus()
+    except BadCpus as exc:
+        _fail(str(exc))
+        return
+    if missing := sorted(set(chosen) - set(hardware.host_cpus())):
+        _fail(f"core(s) {', '.join(map(str, missing))} are not this process's to use "
+              f"(it may use {', '.join(map(str, hardware.host_cpus()))})")
+        return
+    try:
+        cal = calibration.make(chosen, seconds=seconds)
+    except calibration.NodeBusy as exc:
+        _fail(f"not calibrated: the node is busy ({exc}); run it again when the node is idle "
+              f"(the calibration at {settings.calibration_file} is kept as it was)")
+        return
+    old = calibration.load(settings.calibration_file)
+    if old is not None:  # cores calibrated before and not now keep their rates
+        cal = cal.model_copy(update={"rates": {**old.rates, **cal.rates}})
+    calibration.store(cal, settings.calibration_file)
+    console.print(f"{calibration.summary(cal)}; stored in {settings.calibration_file}")
 
 
 @app.command("node-sandbox", hidden=True)

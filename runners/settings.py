@@ -48,6 +48,17 @@ class RunnerSettings(BaseSettings):
                          "validated one (runners/measure/anchor.py), where one is known; off: "
                          "the plain ratio to the serial baseline (what each gains and costs: "
                          "docs/instructors/speedup-credit.md)")
+    busy_node: Literal["wait", "time-anyway"] = Field(
+        default="wait", description="A grading whose node stayed busy while it was timed: "
+        "'wait': its tests count, its performance points wait for a timing on a free node; "
+        "'time-anyway': the busy figure earns points and the report's headline says so (a "
+        "one-runner course that cannot wait)")
+    calibration_file: Path = Field(
+        default=REPO_ROOT / "var" / "runner" / "calibration.json",
+        description="The host's idle cores (`paragrade runner calibrate`; runners/measure/"
+        "calibration.py): every capacity probe is compared with it")
+    calibrate_at_start: bool = Field(default=True, description="A runner calibrates its cores "
+                                     "as it starts where the node is idle")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
     gpu_env: list[str] = Field(
         default=["CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"],

@@ -42,6 +42,7 @@ from runners import package
 from runners.fleet import claimed, leaving
 from runners.fleet.broker import consumer_app
 from runners.grading import grader, similarity, testrun, validate
+from runners.measure import calibration
 from runners.nodes import gang, hardware, overlay, slurm
 from runners.protocol import (
     PROTOCOL_VERSION,
@@ -274,7 +275,7 @@ def parse_cpus(spec: str) -> set[int]:
     out: set[int] = set()
     for part in spec.split(","):
         lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
+        if not lo.isdecimal() or (hi and not hi.isdecimal()) or (hi and int(hi) < int(lo)):
             raise BadCpus(f"bad CPU list {spec!r}: use e.g. 0-3,6")
         out.update(range(int(lo), int(hi or lo) + 1))
     return out
@@ -324,10 +325,39 @@ def capabilities(settings: RunnerSettings, name: str, queues: list[Queue],
         raise NoGang("the mpinodes queue needs a runner that holds two nodes or more (set "
                      "PARAGRADE_STANDIN_NODES for stand-in nodes on this host)")
     return RunnerHello(name=name, queues=queues, backend=executor.name, nodes=max(1, nodes),
+                       pressure=calibration.pressure(),
                        cores=len(hardware.host_cpus()),
                        memory_mb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
                        gpus=hardware.gpu_count() if model else 0, gpu_model=model,
                        mpi="mpich" if mpiexec.exists() else None, image=executor.image())
+
+
+START_CALIBRATION_S = 1.5
+"""A runner's calibration as it starts: shorter than the operator's, paid by every start."""
+
+
+def calibrate(settings: RunnerSettings) -> None:
+    """Calibrate this node's cores where it is idle now (runners/measure/calibration.py); on a
+    busy node the stored calibration stays, and the log says why."""
+    try:
+        cal = calibration.make(hardware.host_cpus(), seconds=START_CALIBRATION_S)
+    except calibration.NodeBusy as exc:
+        kept = calibration.load(settings.calibration_file)
+        log.warning("the node is busy as the runner starts (%s): %s", exc,
+                    f"gradings compare with {calibration.summary(kept)}" if kept is not None
+                    else "no calibration yet, so a node busy from the start may read as idle "
+                    "until it is made (`paragrade runner calibrate`)")
+        return
+    old = calibration.load(settings.calibration_file)
+    if old is not None:
+        cal = cal.model_copy(update={"rates": {**old.rates, **cal.rates}})
+    try:
+        calibration.store(cal, settings.calibration_file)
+    except OSError as exc:
+        log.warning("the calibration could not be stored in %s: %s", settings.calibration_file,
+                    exc)
+        return
+    log.info("%s", calibration.summary(cal))
 
 
 def greet(client: httpx.Client, hello: RunnerHello) -> None:
@@ -345,7 +375,7 @@ def announce(runner: Runner, hello: RunnerHello, stop: threading.Event) -> None:
     with runner.client() as client:
         while not stop.wait(runner.settings.heartbeat_s):
             try:
-                greet(client, hello)
+                greet(client, hello.model_copy(update={"pressure": calibration.pressure()}))
             except Refused as exc:
                 log.error("%s: stopping", exc)
                 os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown
@@ -399,6 +429,8 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
             greet(client, hello)
         except httpx.HTTPError as exc:
             log.warning("the server did not take our hello yet (%s); serving anyway", exc)
+    if executor is not None and settings.calibrate_at_start:
+        calibrate(settings)
     if executor is not None and (left := executor.sweep()):
         log.info("removed %d stopped sandboxes an earlier runner left", left)
     if os.geteuid() == 0 and (left := overlay.sweep()):

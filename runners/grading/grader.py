@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from pathlib import Path
+from typing import Literal
 
 from runners import package
 from runners.grading import environment, testrun
@@ -16,7 +17,9 @@ from runners.measure import (
 from runners.nodes import hardware, overlay
 from runners.package import Assignment
 from runners.protocol import (
+    Credit,
     GradeReport,
+    SpeedupFigure,
     TestOutcome,
     Verdict,
 )
@@ -168,10 +171,26 @@ def _untimed(g: Grading, verdict: Verdict, *, with_timing: bool) -> GradeReport 
     return None
 
 
+def busy_credit(figure: SpeedupFigure, policy: Literal["parallel", "any"]) -> Credit:
+    """The credit of a figure timed while the node stayed busy: none yet, pending a timing on a
+    free node (the tests' points count at once)."""
+    seen = figure.interference
+    assert seen is not None
+    what = (f"{seen.short} of {seen.windows} timed windows found the node short of cores"
+            + (f" (it delivered {seen.delivered:.1f} of {seen.cores})"
+               if seen.delivered is not None else ""))
+    if seen.waiting:
+        what += f"; the probes waited for a CPU {seen.waiting:.0%} of their time"
+    return Credit(policy=policy, status="pending", speedup=0.0, measured=False, reason=(
+        f"the node was busy while you were timed ({what}): a busy node's speedup is not yours, "
+        "so your performance points wait for a timing on a free node"))
+
+
 def _credited(g: Grading, f: Figures, *, reference_speedup: float | None) -> GradeReport:
     """Stages 4 and 5: the credit rule on the headline figure, then points (in the report)."""
     m, figure, top = g.m, f.figure, f.scaling[-1]
-    judged = credit.decide(
+    busy = f.interfered and g.settings.busy_node == "wait"
+    judged = busy_credit(figure, m.scoring.credit) if busy else credit.decide(
         policy=m.scoring.credit, figure=figure, point=top,
         cores=min(top.workers, len(g.cpus) * top.nodes),
         reference_speedup=reference_speedup, reference_factor=m.scoring.reference_factor,
@@ -180,8 +199,11 @@ def _credited(g: Grading, f: Figures, *, reference_speedup: float | None) -> Gra
                f"(95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})")
     if f.weak:
         summary += f"; weak-scaling efficiency {f.weak[-1].efficiency:.0%} at {f.weak[-1].workers}"
-    if f.interfered:
-        summary += "; measured while the node was short of cores: the speedup may be low"
+    if busy:
+        summary += "; performance points pending: the node was busy, it is timed again on a free one"
+    elif f.interfered:
+        summary += ("; timed on a busy node (this runner times anyway): the speedup may be off "
+                    "and earned points as measured")
     if judged.status == "held":
         summary += "; performance points held for review"
     elif judged.status == "refused":

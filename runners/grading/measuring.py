@@ -16,6 +16,7 @@ from runners import package
 from runners.grading.state import Grading
 from runners.measure import (
     anchor,
+    calibration,
     capacity,
     devicework,
     placement,
@@ -119,8 +120,9 @@ class Timing:
         self.fresh = ((zygote.preload_modules(package.code_of(a, "baseline")),
                        zygote.preload_modules(package.code_of(a, "reference")))
                       if m.timing.fresh_calls else None)
-        self.probe = (stack.enter_context(capacity.CapacityProbe(g.cpus))
-                      if probes(g.gpu_mode, m, settings) else None)
+        self.probe = (stack.enter_context(capacity.CapacityProbe(
+            g.cpus, calibration=calibration.load(settings.calibration_file)))
+            if probes(g.gpu_mode, m, settings) else None)
         self.watch = None
         if g.gpu_mode == "real":  # what each timed call did on the GPU, read through the driver
             self.watch, why = devicework.open_watch()

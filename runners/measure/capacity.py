@@ -36,6 +36,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from runners.measure.calibration import QUIET_WAITING, Calibration, pressure
 from runners.protocol import Interference
 
 SHORT_SHARE = 0.9
@@ -65,13 +66,26 @@ PROBE_S = 0.02
 
 _SPIN = """
 import sys, time
+def sched():
+    try:
+        with open("/proc/self/schedstat") as f:
+            ran, waited = f.read().split()[:2]
+        return int(ran), int(waited)
+    except (OSError, ValueError):
+        return None
 for line in sys.stdin:
     n = int(line)
+    s0 = sched()
     t0 = time.perf_counter()
     x = 0
     for i in range(n):
         x += i
-    print(time.perf_counter() - t0, flush=True)
+    t = time.perf_counter() - t0
+    s1 = sched()
+    if s0 is None or s1 is None:
+        print(t, -1, -1, flush=True)
+    else:
+        print(t, s1[0] - s0[0], s1[1] - s0[1], flush=True)
 """
 
 
@@ -82,7 +96,7 @@ _RATES: dict[tuple[int, ...], deque[tuple[float, list[float]]]] = {}
 """Recent probes' spin rates per core (iterations a second), by the set of cores that spun."""
 
 
-def _quantile(values: list[float], q: float) -> float:
+def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[round(q * (len(ordered) - 1))]
 
@@ -90,10 +104,15 @@ def _quantile(values: list[float], q: float) -> float:
 class CapacityProbe:
     """One trusted spinner process per allotted core, each pinned to its core."""
 
-    def __init__(self, cpus: list[int]) -> None:
+    def __init__(self, cpus: list[int], *, calibration: Calibration | None = None) -> None:
         self.cpus = list(cpus)
+        self.calibration = calibration
+        """The host's idle cores (runners/measure/calibration.py): every core's best is at least
+        its calibrated rate, so a node busy since this process started still reads busy."""
         self.speeds: dict[int, float] = {}
         """Each core's speed in the last probe, as a share of the set's fastest core's best."""
+        self.waiting = 0.0
+        """The largest share of its spin any core's spinner waited runnable in the last probe."""
         self._procs: list[subprocess.Popen[str]] = []
         try:
             for cpu in self.cpus:
@@ -101,38 +120,60 @@ class CapacityProbe:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 self._procs.append(proc)
                 os.sched_setaffinity(proc.pid, {cpu})
-            one = self._spin([self._procs[0]], 100_000)[0]
+            one = self._spin([self._procs[0]], 100_000)[0][0]
             self.iterations = max(10_000, int(100_000 * PROBE_S / max(one, 1e-6)))
         except BaseException:
             self.close()
             raise
 
-    def _spin(self, procs: list[subprocess.Popen[str]], n: int) -> list[float]:
+    def _spin(self, procs: list[subprocess.Popen[str]], n: int
+              ) -> list[tuple[float, float | None]]:
+        """Each spinner's wall seconds for `n` iterations and the share of them it waited
+        runnable for a CPU, as the kernel counts it (None: no schedstat)."""
         for p in procs:
             assert p.stdin is not None
             p.stdin.write(f"{n}\n")
             p.stdin.flush()
-        out = []
+        out: list[tuple[float, float | None]] = []
         for p in procs:
             assert p.stdout is not None
-            out.append(float(p.stdout.readline()))
+            wall, ran, waited = (float(v) for v in p.stdout.readline().split())
+            out.append((wall, waited / (ran + waited) if ran >= 0 and ran + waited > 0 else None))
         return out
+
+    def spin(self, cores: int) -> tuple[list[float], list[float]]:
+        """The first `cores` cores spun at once: each one's rate (iterations a second) and the
+        share of its spin it waited runnable (0 where the kernel does not say)."""
+        spun = self._spin(self._procs[:cores], self.iterations)
+        return ([self.iterations / max(t, 1e-9) for t, _ in spun],
+                [w or 0.0 for _, w in spun])
 
     def measure(self, cores: int) -> float:
         """Cores the node delivered just now, of the first `cores` allotted ones (each core's
         speed beside it in `speeds`)."""
-        times = self._spin(self._procs[:cores], self.iterations)
-        rates = [self.iterations / max(t, 1e-9) for t in times]
+        rates, waiting = self.spin(cores)
+        self.waiting = max(waiting)
         now = time.monotonic()
-        history = _RATES.setdefault(tuple(self.cpus[:cores]), deque(maxlen=MEMORY_PROBES))
-        history.append((now, rates))
+        cpus = self.cpus[:cores]
+        history = _RATES.setdefault(tuple(cpus), deque(maxlen=MEMORY_PROBES))
+        # A spin that waited for a CPU met another process on its core: its rate is that
+        # process's doing, not the core's, and must not become the core's best.
+        if self.waiting <= QUIET_WAITING:
+            history.append((now, rates))
         while history and history[0][0] < now - MEMORY_S:
             history.popleft()
-        best = [_quantile([r[i] for _, r in history], BEST_QUANTILE) for i in range(len(rates))]
+        best = []
+        for i, cpu in enumerate(cpus):
+            learnt = quantile([r[i] for _, r in history], BEST_QUANTILE) if history else rates[i]
+            known = self.calibration.best(cpu) if self.calibration is not None else None
+            best.append(max(learnt, known or 0.0))
         # Against the set's fastest core: a core slowed for longer than MEMORY_S (its own best
         # slow too) still shows.
-        self.speeds = {cpu: min(1.0, r / max(best)) for cpu, r in zip(self.cpus, rates, strict=False)}
-        return sum(min(1.0, r / b) for r, b in zip(rates, best, strict=True))
+        self.speeds = {cpu: min(1.0, r / max(best)) for cpu, r in zip(cpus, rates, strict=True)}
+        # Each core counts at its speed against its best, and never above the share of the
+        # spin the kernel let it run: the run queue says what no memory of the cores can.
+        return sum(min(1.0, r / b, 1.0 - w)
+                   for r, b, w in zip(rates, best, waiting, strict=True))
 
     def close(self) -> None:
         for p in self._procs:
@@ -161,10 +202,16 @@ class Windows:
     kept_short: int = 0
     speeds: dict[int, list[float]] = field(default_factory=dict)
     """Each core's speed in every probe (CapacityProbe.speeds), by core."""
+    waiting: list[float] = field(default_factory=list)
+    """The share of its spin the probe waited runnable for a CPU, in every probe."""
+    calibrated: bool = False
+    """Whether the probes were compared with the host's calibration (else their own past)."""
 
-    def saw(self, speeds: dict[int, float]) -> None:
-        for cpu, v in speeds.items():
+    def saw(self, probe: CapacityProbe) -> None:
+        for cpu, v in probe.speeds.items():
             self.speeds.setdefault(cpu, []).append(v)
+        self.waiting.append(probe.waiting)
+        self.calibrated = probe.calibration is not None
 
     def speeds_note(self) -> str | None:
         """How fast each core ran around the timed windows, in words (None: not probed)."""
@@ -209,7 +256,10 @@ class Windows:
         return Interference(cores=self.cores, windows=len(self.delivered), short=len(short),
                             retimed=self.retimed,
                             delivered=round(statistics.median(short), 3) if short else None,
-                            unreliable=self.unreliable)
+                            unreliable=self.unreliable,
+                            waiting=round(statistics.median(self.waiting), 3)
+                            if self.waiting else None,
+                            calibrated=self.calibrated, pressure=pressure())
 
     def note(self) -> str | None:
         """What the report says of these windows (None: the node delivered its cores)."""
@@ -247,12 +297,12 @@ class Gauge:
     def begin(self) -> None:
         """Probe before the first window (and after a pause in which no window was timed)."""
         self._before = self.probe.measure(self.cores)
-        self.windows.saw(self.probe.speeds)
+        self.windows.saw(self.probe)
 
     def counts(self) -> bool:
         """Probe after a window: whether its calls count."""
         after = self.probe.measure(self.cores)
-        self.windows.saw(self.probe.speeds)
+        self.windows.saw(self.probe)
         before = after if self._before is None else self._before
         self._before = after
         return self.windows.keep(max(before, after))

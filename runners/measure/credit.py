@@ -6,8 +6,10 @@ A speedup splits exactly into a parallel part and a work part:
 
 with P = CPU seconds / wall seconds of a timed call (busy cores, read from the sandbox's cgroup,
 outside the submission's reach), G the parallel gain and W the work ratio. Under "parallel" only
-G may earn points, and never more than the allotted cores can give. assignments/README.md gives
-the reasoning and the measurements the thresholds below come from.
+G may earn points, and never more than the allotted cores can give; on more than one allotted
+core, a speedup whose calls did no parallel work (`_parallel`) earns none, however lean their
+loop: one core's speed is not what a parallel task asks for. assignments/README.md gives the
+reasoning and the measurements the thresholds below come from.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ def _mib(n: float) -> str:
 
 def _cores(n: float) -> str:
     return f"{n:.1f} busy core{'' if round(n, 1) == 1 else 's'}"
+
+
+def _parallel(cpu: Parallelism, gain_high: float) -> bool:
+    """Whether the timed calls did parallel work: more busy cores than the baseline's, and more
+    than one core's worth in themselves. Both, because on a node short of cores the baseline's
+    own figure is low too (0.6 busy cores), and the ratio of two starved figures (0.7 / 0.6)
+    reads as a gain no second core gave."""
+    return gain_high >= MIN_PARALLEL_GAIN and cpu.parallelism_ci_high >= MIN_PARALLEL_GAIN
 
 
 def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: int,
@@ -72,6 +82,11 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
     if w < MIN_WORK_RATIO and gain_high < MIN_PARALLEL_GAIN:
         return Credit(policy="parallel", status="refused", speedup=0.0, measured=True, reason=(
             f"{did}: this speedup ({s:.2f}×) does not come from parallel execution"))
+    if cores > 1 and not _parallel(cpu, gain_high):
+        return Credit(policy="parallel", status="refused", speedup=0.0, measured=True, reason=(
+            f"{did}, against the baseline's {base:.1f}: no parallel work, so the {s:.2f}× is "
+            "one core's speed (a leaner loop, a quieter moment) and earns no performance "
+            "points"))
     if w < MIN_WORK_RATIO:
         return Credit(policy="parallel", status="held", speedup=0.0, measured=True, reason=(
             f"{did}: parallel, but most of the {s:.2f}× comes from doing less work than the "
@@ -87,11 +102,9 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
         against = (f"{a.cores_versus_reference:.2f}× the reference's beside it, whose "
                    f"{a.reference_speedup:.2f}× is parallel")
     if s <= explains * (1 + EXPLAINED_TOLERANCE) and s <= cap:
-        # A serial run's figure is credited as what one core explains (about 1×), not as parallel.
-        said = ("parallel execution explains the speedup" if gain_high >= MIN_PARALLEL_GAIN
-                else "no parallel work: one core's speed explains the speedup")
         return Credit(policy="parallel", status="credited", speedup=s, measured=True, reason=(
-            f"{_cores(cpu.parallelism)}, {against}, work ratio {w:.2f}: {said}"))
+            f"{_cores(cpu.parallelism)}, {against}, work ratio {w:.2f}: parallel execution "
+            "explains the speedup"))
     # The tolerance is for the noise of measured parallel work only: an answer on one busy core
     # (G below MIN_PARALLEL_GAIN) earns nothing above its gain, however close to 1.15 it is.
     explained = explains * (1 + EXPLAINED_TOLERANCE) if gain >= MIN_PARALLEL_GAIN else explains

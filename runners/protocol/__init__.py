@@ -12,6 +12,7 @@ from runners.protocol.base import (
     Frozen,
 )
 from runners.protocol.jobs import (
+    BUSY_PRESSURE,
     GradeJob,
     JobHandBack,
     JobOffer,
@@ -77,6 +78,7 @@ from runners.protocol.verdicts import (
 )
 
 __all__ = [
+    "BUSY_PRESSURE",
     "CORES_TOLERANCE",
     "LOWEST_PRIORITY",
     "MANIFEST",

@@ -76,6 +76,11 @@ class JobOffer(Frozen):
     similarity_job: SimilarityJob | None = Field(default=None, description="A similarity run")
 
 
+BUSY_PRESSURE = 10.0
+"""CPU pressure (`some avg10`, %) above which a node counts as busy: other work kept a runnable
+task waiting for a CPU more than this share of the last 10 s (an idle node here reads 0–2 %)."""
+
+
 class RunnerHello(Frozen):
     """What a runner announces when it joins the fleet (and repeats with each heartbeat)."""
 
@@ -95,6 +100,9 @@ class RunnerHello(Frozen):
     current_job: int | None = Field(default=None, description="The job it is grading now")
     nodes: int = Field(default=1, ge=1, le=4096, description="Nodes it holds for multi-node "
                        "MPI jobs (itself included)")
+    pressure: float | None = Field(default=None, ge=0, le=100, description="The node's CPU "
+                                   "pressure as it says hello (/proc/pressure/cpu some avg10, "
+                                   "%): other work that keeps its cores busy; None: no PSI")
 
 
 class JobOutcome(Frozen):

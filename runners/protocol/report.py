@@ -93,8 +93,17 @@ class Interference(Frozen):
     delivered: float | None = Field(description="Median cores the node delivered in the short "
                                     "windows (None: none was short)")
     unreliable: bool = Field(description="Most counted windows were short (the node did not "
-                             "come back within twice the timing budget): the speedup was "
-                             "measured under interference and may be low")
+                             "come back within twice the timing budget): the node was busy, "
+                             "and the speedup measured on it says little")
+    waiting: float | None = Field(
+        default=None, description="Median share of a probe's spin its process waited runnable "
+        "for a CPU (the kernel's run delay, /proc/PID/schedstat), with the submission frozen or "
+        "gone: other work on the cores, never the submission's own workers (None: not read)")
+    calibrated: bool = Field(default=False, description="The probes were compared with the "
+                             "host's idle calibration (`paragrade runner calibrate`), not only "
+                             "with their own recent past")
+    pressure: float | None = Field(default=None, description="The node's CPU pressure when "
+                                   "timing ended (/proc/pressure/cpu some avg10, %; None: no PSI)")
 
 
 class Parallelism(Frozen):
@@ -167,7 +176,7 @@ class WeakScalingPoint(Frozen):
     submission_median_s: float
 
 
-CreditStatus = Literal["credited", "capped", "held", "refused"]
+CreditStatus = Literal["credited", "capped", "held", "refused", "pending"]
 
 
 class Credit(Frozen):
@@ -176,7 +185,8 @@ class Credit(Frozen):
     policy: Literal["parallel", "any"]
     status: CreditStatus = Field(description="credited: all of it; capped: the part parallelism "
                                  "explains; held: points pending an instructor's review; "
-                                 "refused: no performance points")
+                                 "refused: no performance points; pending: the node was busy, "
+                                 "so the speedup is timed again once it is free")
     speedup: float = Field(description="The speedup the performance points come from (held and "
                            "refused: none until an instructor grants the measured one)")
     measured: bool = Field(description="False where the backend could not measure CPU time")
@@ -198,7 +208,7 @@ def credited_speedup(credit: Credit | None, measured: float, *,
         return None
     if credit is None:
         return measured
-    if credit.status in ("held", "refused"):
+    if credit.status in ("held", "refused", "pending"):
         return None
     return credit.speedup
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import RunnerHello
+from runners.protocol import BUSY_PRESSURE, RunnerHello
 from server.models import Job, QueueScale, Runner, aware, now
 from server.services import jobs
 
@@ -30,6 +30,17 @@ def hello(*, session: Session, runner: RunnerHello) -> None:
         if job is None or job.state != "claimed" or job.runner != runner.name:
             row.current_job_id = None
     session.flush()
+
+
+def node_state(runner: Runner) -> str | None:
+    """What a runner's last heartbeat said of its node's cores (None: it did not say)."""
+    pressure = runner.capabilities.get("pressure")
+    if not isinstance(pressure, int | float):
+        return None
+    if pressure > BUSY_PRESSURE:
+        return (f"busy: CPU pressure {pressure:.0f} % (other work kept its cores; its gradings' "
+                "performance points wait for a free node)")
+    return f"quiet: CPU pressure {pressure:.0f} %"
 
 
 def all_runners(*, session: Session) -> list[Runner]:

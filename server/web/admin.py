@@ -414,4 +414,4 @@ def fleet(request: Request, session: SessionDep, settings: SettingsDep, user: Pa
     runners, queues = fleet_service.fleet(session=session, live_s=settings.runner_live_s,
                                           broker_depth=dispatcher.depth())
     return render(request, "fleet.html", user=user, runners=runners,
-                  queues=queues)
+                  queues=queues, node_state=fleet_service.node_state)
