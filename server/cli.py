@@ -148,7 +148,9 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                         max_attempts=settings.max_job_attempts,
                         login_window_s=settings.login_window_s,
                         retime_after_s=settings.retime_after_s,
-                        final_runs=settings.final_runs, live_s=settings.runner_live_s)
+                        final_runs=settings.final_runs,
+                        final_busy_wait_s=settings.final_busy_wait_s,
+                        live_s=settings.runner_live_s)
     try:
         if workers == 1:
             # The app is built here, over the settings with this installation's secrets.

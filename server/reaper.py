@@ -25,7 +25,7 @@ log = logging.getLogger("paragrade.reaper")
 
 def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
           max_attempts: int, grace_s: float, login_window_s: int = 900,
-          retime_after_s: int = 0, final_runs: bool = False,
+          retime_after_s: int = 0, final_runs: bool = False, final_busy_wait_s: int = 0,
           live_s: int = 45) -> tuple[int, int]:
     """One pass: (jobs re-queued or failed, jobs published again)."""
     with sessions() as session:
@@ -45,10 +45,15 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
                      retimed)
     if final_runs:
         with sessions() as session:
-            if started := finals.start_due(session=session):
+            if started := finals.start_due(session=session, busy_wait_s=final_busy_wait_s):
                 log.info("started the final run of %d assignment(s) past their last deadline",
                          started)
             session.commit()
+    with sessions() as session:
+        if ended := finals.expire_due(session=session):
+            log.info("settled %d final run(s) at their busy limit: students short of clean "
+                     "turns keep their live points, marked", ended)
+        session.commit()
     with sessions() as session:
         user_service.purge(session=session, login_window_s=login_window_s)
         lti_launch.purge(session=session)
@@ -70,6 +75,7 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
 def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: int,
           max_attempts: int, every_s: float | None = None,
           login_window_s: int = 900, retime_after_s: int = 0, final_runs: bool = False,
+          final_busy_wait_s: int = 0,
           live_s: int = 45) -> threading.Event:
     """Run the reaper in a daemon thread; set the returned event to stop it."""
     stop = threading.Event()
@@ -82,7 +88,8 @@ def start(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
                                             max_attempts=max_attempts, grace_s=2 * every,
                                             login_window_s=login_window_s,
                                             retime_after_s=retime_after_s,
-                                            final_runs=final_runs, live_s=live_s)
+                                            final_runs=final_runs,
+                                            final_busy_wait_s=final_busy_wait_s, live_s=live_s)
                 if reaped or republished:
                     log.warning("re-queued or failed %d job(s); published %d again",
                                 reaped, republished)

@@ -401,7 +401,19 @@ class FinalGradePublic(BaseModel):
     score: float = Field(description="Final points: the live grading's test points and the "
                          "performance points the median earns, after the late policy")
     live_score: float | None = Field(description="The live grading's points (provisional)")
-    turns: int = Field(description="Rounds whose timing succeeded")
+    turns: int = Field(description="Clean rounds the figure comes from")
+    node_busy: bool = Field(default=False, description="The node stayed busy until the run's "
+                            "limit: short of clean rounds, the live points are kept")
+
+
+class FinalTurnPublic(BaseModel):
+    email: str
+    round: int
+    status: str = Field(description="queued | running | done | failed | busy (timed on a busy "
+                        "node: settles nothing, timed again in a later round) | expired")
+    node: str = Field(description="What the node delivered around the turn's timed windows")
+    measured: float | None
+    earned: float | None
 
 
 class FinalRunPublic(BaseModel):
@@ -413,10 +425,15 @@ class FinalRunPublic(BaseModel):
     done: int
     failed: int
     runner_seconds: float = Field(description="Runner wall seconds the finished turns took")
+    busy: int = Field(default=0, description="Turns timed on a busy node (none settles a figure)")
+    busy_until: UtcDatetime | None = Field(default=None, description="Busy turns are timed "
+                                           "again until then")
     created_at: UtcDatetime
     finished_at: UtcDatetime | None
     grades: list[FinalGradePublic] | None = Field(
         default=None, description="Once done (the run's own page; not in the list)")
+    turn_list: list[FinalTurnPublic] | None = Field(
+        default=None, description="Every turn with its node's state (the run's own page)")
 
 
 class LtiPlatformCreate(Input):

@@ -58,10 +58,16 @@ class ServerSettings(BaseSettings):
                              "reported for this long is re-queued")
     retime_after_s: int = Field(default=600, ge=0, description="A grading whose speedup was "
                                 "measured while the node was short of cores is graded again this "
-                                "long after it finished, once (0: never)")
+                                "long after it finished: once, or, where its performance points "
+                                "wait for a free node, up to 6 times (0: never)")
     final_runs: bool = Field(default=True, description="Once an assignment's last deadline "
                              "(extensions included) has passed, its final run starts by itself "
                              "(services/finals.py); instructors can always start one")
+    final_busy_wait_s: int = Field(default=7200, ge=0, le=14 * 86400, description="A final "
+                                   "run's turns timed on a busy node are timed again, in later "
+                                   "rounds, for at most this long after the run starts; then the "
+                                   "students still short of clean turns keep their live points, "
+                                   "marked 'final run: node busy' (0: no second try)")
     metrics_token: str | None = Field(
         default=None,
         description="Outside development, /metrics answers only a request with "

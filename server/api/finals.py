@@ -7,9 +7,15 @@ from sqlalchemy.orm import Session
 
 from server.api import RowId
 from server.db import committing
-from server.deps import CourseStaffDep, SessionDep
+from server.deps import CourseStaffDep, SessionDep, SettingsDep
 from server.models import FinalRun
-from server.schemas import ErrorPublic, FinalGradePublic, FinalRunCreate, FinalRunPublic
+from server.schemas import (
+    ErrorPublic,
+    FinalGradePublic,
+    FinalRunCreate,
+    FinalRunPublic,
+    FinalTurnPublic,
+)
 from server.services import assignments as assignment_service
 from server.services import finals
 
@@ -23,27 +29,33 @@ def run_public(session: Session, run: FinalRun, *, with_grades: bool) -> FinalRu
     p = finals.progress(session=session, run=run)
     out = FinalRunPublic(id=run.id, status=run.status, automatic=run.automatic,
                          rounds=run.rounds, turns=p.turns, done=p.done, failed=p.failed,
-                         runner_seconds=p.runner_seconds, created_at=run.created_at,
-                         finished_at=run.finished_at)
+                         runner_seconds=p.runner_seconds, busy=p.busy, busy_until=run.busy_until,
+                         created_at=run.created_at, finished_at=run.finished_at)
+    if with_grades:
+        out.turn_list = [FinalTurnPublic(email=email, round=t.round, status=t.status,
+                                         node=finals.node_state(t), measured=t.measured,
+                                         earned=t.earned)
+                         for t, email in finals.turns(session=session, run=run)]
     if with_grades and run.status == "done":
         out.grades = [FinalGradePublic(email=email, alias=alias, submission_id=g.submission_id,
                                        speedup=g.speedup, low=g.ci_low, high=g.ci_high,
-                                       score=g.score, live_score=live, turns=g.turns)
+                                       score=g.score, live_score=live, turns=g.turns,
+                                       node_busy=g.node_busy)
                       for g, email, alias, live in finals.standings(session=session, run=run)]
     return out
 
 
 @router.post("/{course}/assignments/{slug}/final-runs", response_model=FinalRunPublic,
              status_code=status.HTTP_202_ACCEPTED)
-def start(slug: str, body: FinalRunCreate, access: CourseStaffDep,
-          session: SessionDep) -> FinalRunPublic:
+def start(slug: str, body: FinalRunCreate, access: CourseStaffDep, session: SessionDep,
+          settings: SettingsDep) -> FinalRunPublic:
     """Time every student's counted submission again, in rounds of a random order; once every
     turn is timed, the final points replace the provisional ones (a later run replaces an
     earlier one's)."""
     with committing(session):
         a = assignment_service.get(session=session, course=access.course, slug=slug)
         run = finals.start(session=session, assignment=a, actor=access.user, role=access.role,
-                           rounds=body.rounds)
+                           rounds=body.rounds, busy_wait_s=settings.final_busy_wait_s)
         return run_public(session, run, with_grades=False)
 
 

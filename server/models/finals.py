@@ -4,9 +4,21 @@ again, in rounds that interleave the class in a random order (services/finals.py
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    false,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.clock import now
@@ -38,6 +50,9 @@ class FinalRun(Base):
     status: Mapped[str] = mapped_column(String(16), default="running", index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    busy_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    """Turns timed on a busy node are timed again, in later rounds, until then: past it, the
+    students still short of clean turns keep their live points, marked (None: no limit)."""
 
     assignment: Mapped[Assignment] = relationship()
 
@@ -56,7 +71,11 @@ class FinalTurn(Base):
     reference_speedup: Mapped[float | None] = mapped_column(Float, default=None)
     """The reference's speedup the turn is anchored to, fixed for the whole run at its start
     (services/reference.py pools it): every student's rounds are scaled alike."""
-    status: Mapped[str] = mapped_column(String(16), default="queued")  # |running|done|failed
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    """queued | running | done | failed | busy (timed on a busy node: it settles nothing, and
+    the student gets a turn in a later round) | expired (queued when the busy limit passed)"""
+    node: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """What the node delivered around the turn's timed windows (the report's Interference)."""
     measured: Mapped[float | None] = mapped_column(Float, default=None)
     """The turn's speedup as measured; `earned`: what the credit policy makes of it."""
     earned: Mapped[float | None] = mapped_column(Float, default=None)
@@ -89,4 +108,8 @@ class FinalGrade(Base):
     ci_high: Mapped[float | None] = mapped_column(Float, default=None)
     score: Mapped[float] = mapped_column(Float)
     turns: Mapped[int] = mapped_column(Integer)
-    """Rounds whose timing succeeded (the others failed on the platform's side)."""
+    """Clean rounds the figure comes from (the others failed on the platform's side, or found
+    the node busy)."""
+    node_busy: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """The node stayed busy until the run's limit: the student was short of clean turns, so
+    the score is the live grading's, kept and marked."""

@@ -11,6 +11,13 @@ drawn at random, and each student's figure is the median of their rounds. A roun
 no scaling curve): a student's rounds together time about what one ordinary grading times, each
 round paying its own sandbox start and warm-up calls on top.
 
+A turn whose node stayed busy (its report's interference: most windows short, whether the
+runner then left the points pending or timed anyway) settles nothing: it is kept with what the
+node delivered, and the student gets another turn in a later round, until the run's busy limit
+(`busy_until`, the operator's `final_busy_wait_s` after the start). A student still short of
+ROUNDS clean turns then keeps the live points, marked "final run: node busy", and the run's page
+and its audit entry say who.
+
 The final points are the live report's test points and the performance points the median
 earned (the credit policy of each round's own measurement, an instructor's review of the live
 speedup kept). Until a final run is done the live figure is provisional; the latest finished run
@@ -30,7 +37,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from runners.protocol import GradeReport, Manifest, credited_speedup
+from runners.protocol import GradeReport, Interference, Manifest, credited_speedup
 from server import db
 from server.models import (
     Assignment,
@@ -89,7 +96,7 @@ def under_way(*, session: Session, assignment: Assignment) -> FinalRun | None:
 
 
 def start(*, session: Session, assignment: Assignment, actor: User | None, role: str | None,
-          rounds: int = ROUNDS) -> FinalRun:
+          rounds: int = ROUNDS, busy_wait_s: int = 0) -> FinalRun:
     """Queue a final run of every student's counted submission (audit-logged); `actor` None:
     the platform's own, once the last deadline passed."""
     if actor is not None and not courses.is_staff(role):
@@ -105,7 +112,8 @@ def start(*, session: Session, assignment: Assignment, actor: User | None, role:
         raise Invalid(f"no student of {assignment.slug} has a passed submission with a measured "
                       "speedup: a final run has nothing to time")
     run = FinalRun(assignment_id=assignment.id, started_by=actor.id if actor else None,
-                   automatic=actor is None, rounds=rounds)
+                   automatic=actor is None, rounds=rounds,
+                   busy_until=now() + timedelta(seconds=busy_wait_s))
     try:
         with session.begin_nested():
             session.add(run)
@@ -118,21 +126,34 @@ def start(*, session: Session, assignment: Assignment, actor: User | None, role:
              for vid, v in versions.items()}                    # one for the whole run
     for r in range(rounds):
         for sub in order.sample(subs, len(subs)):
-            turn = FinalTurn(run_id=run.id, user_id=sub.user_id, submission_id=sub.id, round=r,
-                             reference_speedup=fixed[sub.version_id])
-            session.add(turn)
-            session.flush()
-            res = Manifest.model_validate(sub.version.manifest).resources
-            job = Job(kind="final", turn_id=turn.id, queue=res.queue, priority=FINAL_PRIORITY,
-                      time_limit_s=res.wall_seconds * 40, published_at=now())
-            session.add(job)
-            session.flush()
-            jobs.publish(session, job, stamp=False)
+            _queue_turn(session, run, sub, r, fixed[sub.version_id])
     session.add(AuditLog(actor_id=actor.id if actor else None, action="final.start",
                          target=f"{assignment.course.slug}/{assignment.slug}",
                          detail={"run": run.id, "rounds": rounds, "students": len(subs)}))
     session.flush()
     return run
+
+
+def _queue_turn(session: Session, run: FinalRun, sub: Submission, round_: int,
+                reference_speedup: float | None) -> FinalTurn:
+    turn = FinalTurn(run_id=run.id, user_id=sub.user_id, submission_id=sub.id, round=round_,
+                     reference_speedup=reference_speedup)
+    session.add(turn)
+    session.flush()
+    res = Manifest.model_validate(sub.version.manifest).resources
+    job = Job(kind="final", turn_id=turn.id, queue=res.queue, priority=FINAL_PRIORITY,
+              time_limit_s=res.wall_seconds * 40, published_at=now())
+    session.add(job)
+    session.flush()
+    jobs.publish(session, job, stamp=False)
+    return turn
+
+
+def busy(report: GradeReport) -> bool:
+    """Whether a turn's timing found the node busy (most windows short, the node did not come
+    back), whatever the runner then made of the points."""
+    seen = report.speedup.interference if report.speedup is not None else None
+    return seen is not None and seen.unreliable
 
 
 def cancel(*, session: Session, run: FinalRun, actor: User, role: str | None) -> None:
@@ -177,8 +198,23 @@ def turn_ended(*, session: Session, job: Job, report: GradeReport | None,
         # Nothing measured, and not the code's doing (a simulated GPU, timing off on that
         # runner): the round is left out, as a platform failure is.
         turn.status, turn.error = "failed", grading.storable(report.summary)[:2000]
+    elif report.verdict.value == "passed" and busy(report):
+        assert report.speedup is not None and report.speedup.interference is not None
+        turn.status, turn.timed_s = "busy", report.wall_time_s
+        turn.node = report.speedup.interference.model_dump(mode="json")
+        turn.measured = report.speedup.median
+        run = session.get(FinalRun, turn.run_id)
+        assert run is not None
+        if run.status == "running" and run.busy_until is not None \
+                and aware(run.busy_until) > now():
+            last = session.scalar(select(func.max(FinalTurn.round))
+                                  .where(FinalTurn.run_id == run.id)) or 0
+            _queue_turn(session, run, turn.submission, max(last, run.rounds - 1) + 1,
+                        turn.reference_speedup)
     else:
         turn.status, turn.timed_s = "done", report.wall_time_s
+        if report.speedup is not None and report.speedup.interference is not None:
+            turn.node = report.speedup.interference.model_dump(mode="json")
         reference.record(session=session, version_id=turn.submission.version_id,
                          user_id=turn.user_id, report=report, final=True)
         if report.verdict.value != "passed":
@@ -216,8 +252,22 @@ def settle(*, session: Session, run: FinalRun) -> bool:
     by_user: dict[int, list[FinalTurn]] = {}
     for t in turns:
         by_user.setdefault(t.user_id, []).append(t)
+    short_of_clean = []
     for user_id, mine in by_user.items():
         timed = [t for t in mine if t.status == "done"]
+        if len(timed) < run.rounds and any(t.status in ("busy", "expired") for t in mine):
+            # The node stayed busy until the limit: no figure from busy turns, nor from a few
+            # clean ones the others' rounds outnumber; the live points stand, marked.
+            sub = mine[0].submission
+            row = grading.report_of(session=session, submission_id=sub.id)
+            if row is not None:
+                short_of_clean.append(user_id)
+                session.add(FinalGrade(run_id=run.id, user_id=user_id,
+                                       assignment_id=run.assignment_id, submission_id=sub.id,
+                                       speedup=row.credited_speedup, ci_low=row.speedup_ci_low,
+                                       ci_high=row.speedup_ci_high, score=row.score,
+                                       turns=len(timed), node_busy=True))
+            continue
         if not timed:  # every round failed on the platform's side: the live grade stands
             continue
         sub = timed[0].submission
@@ -232,9 +282,35 @@ def settle(*, session: Session, run: FinalRun) -> bool:
                                submission_id=sub.id, speedup=speedup, ci_low=min(earned),
                                ci_high=max(earned), score=score, turns=len(timed)))
     run.status, run.finished_at = "done", now()
+    if short_of_clean:  # the instructor is told: the audit log and the run's page say who
+        session.add(AuditLog(actor_id=None, action="final.node_busy",
+                             target=f"{run.assignment.course.slug}/{run.assignment.slug}",
+                             detail={"run": run.id, "students": len(short_of_clean),
+                                     "user_ids": short_of_clean}))
     session.flush()
     grade_changes.of_everyone(session=session, assignment_id=run.assignment_id)
     return True
+
+
+def expire_due(*, session: Session) -> int:
+    """Runs past their busy limit: the turns still queued (timed again because the node was
+    busy) end as expired, and each run settles once its running turns are in (the caller
+    commits); how many runs settled."""
+    settled = 0
+    for run in session.scalars(select(FinalRun).where(FinalRun.status == "running",
+                                                      FinalRun.busy_until.is_not(None),
+                                                      FinalRun.busy_until <= now())):
+        retried = select(FinalTurn.id).where(FinalTurn.run_id == run.id,
+                                             FinalTurn.round >= run.rounds,
+                                             FinalTurn.status == "queued")
+        for job in session.scalars(select(Job).where(Job.turn_id.in_(retried),
+                                                     Job.state == "queued")):
+            job.state, job.token_hash = "cancelled", None
+        for turn in session.scalars(select(FinalTurn).where(FinalTurn.id.in_(retried))):
+            turn.status, turn.finished_at = "expired", now()
+        session.flush()
+        settled += settle(session=session, run=run)
+    return settled
 
 
 def of_assignment(*, session: Session, assignment: Assignment) -> list[FinalRun]:
@@ -269,6 +345,7 @@ class Progress:
     done: int
     failed: int
     runner_seconds: float  # the turns' wall time on runners so far
+    busy: int = 0  # turns timed on a busy node (each timed again while the limit allows)
 
 
 def progress(*, session: Session, run: FinalRun) -> Progress:
@@ -277,10 +354,35 @@ def progress(*, session: Session, run: FinalRun) -> Progress:
     n = {status: (int(count), float(secs or 0.0)) for status, count, secs in rows}
     return Progress(turns=sum(c for c, _ in n.values()), done=n.get("done", (0, 0.0))[0],
                     failed=n.get("failed", (0, 0.0))[0],
-                    runner_seconds=round(sum(s for _, s in n.values()), 1))
+                    runner_seconds=round(sum(s for _, s in n.values()), 1),
+                    busy=n.get("busy", (0, 0.0))[0])
 
 
-def start_due(*, session: Session) -> int:
+def turns(*, session: Session, run: FinalRun) -> list[tuple[FinalTurn, str]]:
+    """Every turn of the run with its student's email, by student then round."""
+    return [(t, email) for t, email in session.execute(
+        select(FinalTurn, User.email).join(User, User.id == FinalTurn.user_id)
+        .where(FinalTurn.run_id == run.id).order_by(User.email, FinalTurn.round))]
+
+
+def node_state(turn: FinalTurn) -> str:
+    """What the node delivered around a turn's timed windows, in words."""
+    if turn.node is None:
+        return "not probed" if turn.status in ("done", "busy") else ""
+    seen = Interference.model_validate(turn.node)
+    words = ("busy" if seen.unreliable else "free") + (
+        f": {seen.short} of {seen.windows} windows short" if seen.short
+        else f": all {seen.windows} windows whole")
+    if seen.delivered is not None:
+        words += f" (delivered {seen.delivered:.1f} of {seen.cores} cores)"
+    if seen.waiting is not None:
+        words += f"; the probes waited {seen.waiting:.0%} of their time for a CPU"
+    if seen.pressure is not None:
+        words += f"; CPU pressure {seen.pressure:.0f} %"
+    return words
+
+
+def start_due(*, session: Session, busy_wait_s: int = 0) -> int:
     """Start the platform's own final run of every assignment whose last deadline (extensions
     included) has passed and that has none yet (the caller commits); how many started."""
     started = 0
@@ -298,6 +400,6 @@ def start_due(*, session: Session) -> int:
         if (deadline is None or not now() - AUTO_WINDOW < deadline <= now()
                 or not counted(session=session, assignment=a)):
             continue
-        start(session=session, assignment=a, actor=None, role=None)
+        start(session=session, assignment=a, actor=None, role=None, busy_wait_s=busy_wait_s)
         started += 1
     return started

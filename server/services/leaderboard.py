@@ -22,11 +22,14 @@ from server.models import (
 )
 from server.services import final_grades, manual_points
 
-MARKS = {"held": "held for review", "refused": "speedup not credited"}
+MARKS = {"held": "held for review", "refused": "speedup not credited",
+         "pending": "performance pending: the node was busy"}
 INTERFERED = "measured while the node was short of cores"
 """The mark of a ranked speedup the platform measured under interference (it may be low)."""
 FINAL = "final run"
 """The mark of a figure and points the assignment's final run settled (others are provisional)."""
+FINAL_BUSY = "final run: node busy, live points kept"
+"""The mark of a student the final run could not time on a free node before its limit."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,8 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
                 out[out.index(head)] = replace(head, tied=True)
         out.append(Entry(rank=rank, tied=tied, user_id=row.user_id, alias=alias,
                          submission_id=row.submission_id, speedup=speed, ci_low=lo, ci_high=hi,
-                         score=row.score, mark=FINAL if isinstance(row, _Settled)
+                         score=row.score, mark=(FINAL_BUSY if row.busy else FINAL)
+                         if isinstance(row, _Settled)
                          else INTERFERED if row.timing_interfered else None))
     return out
 
@@ -171,6 +175,8 @@ class _Settled:
     timing_interfered: bool
     unranked: int
     alias: str | None
+    busy: bool = False
+    """The node stayed busy until the run's limit: these are the live figure and points."""
 
 
 def _settled(row: Any, grade: FinalGrade) -> _Settled:
@@ -180,7 +186,8 @@ def _settled(row: Any, grade: FinalGrade) -> _Settled:
                     speed=grade.speedup if grade.speedup is not None else -1.0,
                     speedup_median=grade.speedup, speedup_ci_low=grade.ci_low,
                     speedup_ci_high=grade.ci_high, credit_status=row.credit_status,
-                    timing_interfered=False, unranked=row.unranked, alias=row.alias)
+                    timing_interfered=False, unranked=row.unranked, alias=row.alias,
+                    busy=grade.node_busy)
 
 
 @dataclass

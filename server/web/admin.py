@@ -9,6 +9,7 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from server.api import RowId
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
 from server.models import Course, User
@@ -224,16 +225,31 @@ def regrade_all(course: str, slug: str, request: Request, session: SessionDep,
 
 @router.post("/c/{course}/{slug}/manage/final-run", dependencies=[Csrf])
 def final_run(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
-              rounds: Annotated[int, Form()] = finals.ROUNDS) -> Response:
+              settings: SettingsDep, rounds: Annotated[int, Form()] = finals.ROUNDS) -> Response:
     c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         with committing(session):
-            finals.start(session=session, assignment=a, actor=user, role=role, rounds=rounds)
+            finals.start(session=session, assignment=a, actor=user, role=role, rounds=rounds,
+                         busy_wait_s=settings.final_busy_wait_s)
     except DomainError as exc:
         return _manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?final=1", status_code=303)
+
+
+@router.get("/c/{course}/{slug}/manage/final-run/{run_id}")
+def final_run_page(course: str, slug: str, run_id: RowId, request: Request, session: SessionDep,
+                   user: PageUser) -> HTMLResponse:
+    """One final run: every turn with what the node delivered, and each student's outcome."""
+    c, _ = course_for(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    run = finals.get(session=session, assignment=a, run_id=run_id)
+    return render(request, "final_run.html", user=user, course=c, a=a, run=run,
+                  progress=finals.progress(session=session, run=run),
+                  turns=[(t, email, finals.node_state(t))
+                         for t, email in finals.turns(session=session, run=run)],
+                  grades=finals.standings(session=session, run=run))
 
 
 @router.post("/c/{course}/{slug}/manage/final-run/{run_id}/cancel", dependencies=[Csrf])
