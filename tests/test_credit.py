@@ -112,10 +112,12 @@ def test_policy_cases_from_the_measurements() -> None:
     # Figures as bench.credit measured them (assignments/README.md).
     parallel = decide(1.7, busy=1.85, work=1.07)  # t1 reference
     assert parallel.status == "credited" and "parallel execution explains" in parallel.reason
-    # A plain loop timed at 0.96×: credited as one core's figure, and never called parallel.
-    serial = decide(0.96, busy=1.0, work=1.03, busy_ci=(0.97, 1.02))
-    assert serial.status == "credited" and "no parallel work" in serial.reason
-    assert "parallel execution explains" not in serial.reason
+    # A plain loop timed at 0.96×, or a leaner one at 1.10×: no parallel work, no points.
+    for s, w in ((0.96, 1.03), (1.10, 0.91)):
+        serial = decide(s, busy=1.0, work=w, busy_ci=(0.97, 1.02))
+        assert serial.status == "refused" and serial.speedup == 0, serial
+        assert "no parallel work" in serial.reason and "earns no performance points" in serial.reason
+        assert "parallel execution explains" not in serial.reason
     closed = decide(3551.0, busy=0.64, work=1 / 5495)
     assert closed.status == "refused" and closed.speedup == 0
     assert "1/5,495 of the baseline's work on 0.6 busy cores" in closed.reason
@@ -132,9 +134,25 @@ def test_policy_cases_from_the_measurements() -> None:
     assert decide(3.5, busy=2.0, work=0.6, width=0.02).status == "held"
     capped = decide(1.9, busy=1.2, work=0.63)
     assert capped.status == "capped" and capped.speedup == pytest.approx(1.2)  # G < 1.25: no tolerance
-    # One busy core with a bit more than half the work: nothing above 1× (no tolerance gift).
+    # One busy core with a bit more than half the work: nothing (one core's speed).
     serial = decide(1.67, busy=1.0, work=0.6)
-    assert serial.status == "capped" and serial.speedup == pytest.approx(1.0)
+    assert serial.status == "refused" and serial.speedup == 0
+
+
+def test_a_starved_node_does_not_turn_two_low_figures_into_a_gain() -> None:
+    """A serial file on a node short of cores: 0.7 busy cores against the baseline's 0.6 is a
+    ratio of 1.17 (CI to 1.3), yet never more than one core's worth; a parallel file on a
+    whole node is still credited."""
+    fig, point = _figures(1.22, busy=0.7, work=0.96, base_busy=0.6, busy_ci=(0.6, 0.8))
+    starved = credit.decide(policy="parallel", figure=fig, point=point, cores=2)
+    assert starved.status == "refused" and "no parallel work" in starved.reason, starved
+    assert "against the baseline's 0.6" in starved.reason
+    fig, point = _figures(1.8, busy=1.9, work=1.05, base_busy=1.0)
+    assert credit.decide(policy="parallel", figure=fig, point=point, cores=2).status == "credited"
+    # One allotted core: nothing could be parallel, and the rule does not ask it to be.
+    fig, point = _figures(1.05, busy=1.0, work=0.95)
+    one = credit.decide(policy="parallel", figure=fig, point=point, cores=1)
+    assert one.status == "credited", one
 
 
 def test_unmeasured_parallelism_falls_back_to_the_cores_cap() -> None:
@@ -200,10 +218,9 @@ def test_an_anchored_figure_is_explained_by_busy_cores_beside_the_reference() ->
     assert "1.00× the reference's beside it" in beside.reason
     plain = _anchored(2.0, busy=1.4, base_busy=1.0, beside=None)  # CPU time beside not read
     assert plain.status == "capped" and plain.speedup == pytest.approx(1.4 * 1.15)
-    # A serial answer beside the reference: half its busy cores, no tolerance (one busy core
-    # against the baseline's), so no more than 1.9 × 0.52 of whatever r says.
+    # A serial answer beside the reference: one busy core, so nothing, whatever r says.
     serial = _anchored(1.2, busy=1.0, base_busy=1.0, beside=0.52)
-    assert serial.status == "capped" and serial.speedup == pytest.approx(1.9 * 0.52), serial
+    assert serial.status == "refused" and serial.speedup == 0, serial
 
 
 def test_the_anchor_reads_busy_cores_beside_the_reference_turn_by_turn() -> None:

@@ -7,22 +7,34 @@ trusted side measures the node itself between timed calls, where no submission c
 (both sandboxes frozen, or no sandbox alive): every allotted core spins the same fixed loop at
 once, and
 
-    delivered = Σ_cores min(1, rate_core / best_core)
+    share_core = rate_core / best_core
+    delivered  = Σ_cores min(1, share_core / min(1, max share), 1 − waiting_core)
 
-with best_core the BEST_QUANTILE of that core's rates, all of them spinning at once, over the
-last MEMORY_S (this process's probes: a runner's across its gradings; a quantile, not the
-fastest, so that one lucky spin does not make every later one look short). Cores that spin together are a
-little slower each than one alone (turbo, shared caches: 0.8–0.95 here); that is the node, not a
-tenant, so each core is compared with itself under the same load. The probes run at the
-sandboxes' priority, so they meet what the sandbox would meet: a host that takes a core, a process
-of the same machine that competes for it (and not a low-priority one that only soaks up idle
-time). A window (one A/B pair of timed calls, or one block) counts unless both probes around it
-found the node short (under SHORT_SHARE of the allotted cores: a single probe's blip is jitter, a
-lasting loss shows in both); otherwise its calls are timed again. After RETIME_FACTOR ×
-the timing budget, windows count whatever the probes say (the node did not come back), and the
-figure says it was measured under interference; so does a figure most of whose windows found the
-node short (UNRELIABLE_SHARE), whole windows between them or not. A submission cannot choose which
-of its calls are dropped: the probes run while it is frozen or gone.
+Two signals, neither learnt from a busy past:
+- **waiting**: the share of its spin the probe's process sat runnable on a run queue, as the
+  kernel counts it (/proc/self/schedstat). With the submission frozen or gone, that is other
+  work on the core (the server of a one-machine start, a neighbour), whatever the probe
+  remembers; a submission that starts more workers than its cores waits in its own calls, never
+  in a probe. A probe that waited is not remembered as the core's best.
+- **share**: each core's rate against its best, the BEST_QUANTILE of its quiet rates over the
+  last MEMORY_S (this process's probes: a runner's across its gradings) and never below the
+  host's idle calibration (runners/measure/calibration.py: kept across processes, so a fresh
+  `paragrade grade` on a node slowed since its start still sees it), as a share of the fastest
+  core's: a host that slows every core alike (ours do, for minutes, unseen) slows both sides of
+  the ratio alike, while a core slowed apart slows the parallel side alone.
+
+Cores that spin together are a little slower each than one alone (turbo, shared caches: 0.8–0.95
+here); that is the node, not a tenant, so each core is compared with itself under the same load.
+The probes run at the sandboxes' priority, so they meet what the sandbox would meet (and not a
+low-priority process that only soaks up idle time). A window (one A/B pair of timed calls, or
+one block) counts unless both probes around it found the node short (under SHORT_SHARE of the
+allotted cores: a single probe's blip is jitter, a lasting loss shows in both); otherwise its
+calls are timed again. After RETIME_FACTOR × the timing budget, windows count whatever the
+probes say (the node did not come back), and the figure says the node was busy; so does a
+figure most of whose windows found the node short (UNRELIABLE_SHARE), whole windows between them
+or not. Such a figure earns no performance points where the runner waits for a free node (its
+default): runners/grading/grader.py. A submission cannot choose which of its calls are dropped:
+the probes run while it is frozen or gone.
 """
 
 from __future__ import annotations
@@ -170,10 +182,15 @@ class CapacityProbe:
         # Against the set's fastest core: a core slowed for longer than MEMORY_S (its own best
         # slow too) still shows.
         self.speeds = {cpu: min(1.0, r / max(best)) for cpu, r in zip(cpus, rates, strict=True)}
-        # Each core counts at its speed against its best, and never above the share of the
-        # spin the kernel let it run: the run queue says what no memory of the cores can.
-        return sum(min(1.0, r / b, 1.0 - w)
-                   for r, b, w in zip(rates, best, waiting, strict=True))
+        # Each core counts at its speed against its best, as a share of the fastest core's:
+        # a host that slows every core alike slows both sides of the ratio alike (and on our
+        # VMs it does so for minutes, unseen), while one core slowed apart slows the parallel
+        # side alone. And never above the share of the spin the kernel let it run: the run
+        # queue says what no memory of the cores can (other work on the node's cores).
+        shares = [r / b for r, b in zip(rates, best, strict=True)]
+        top = min(1.0, max(shares))
+        return sum(min(1.0, share / top, 1.0 - w)
+                   for share, w in zip(shares, waiting, strict=True))
 
     def close(self) -> None:
         for p in self._procs:
@@ -207,11 +224,14 @@ class Windows:
     calibrated: bool = False
     """Whether the probes were compared with the host's calibration (else their own past)."""
 
-    def saw(self, probe: CapacityProbe) -> None:
-        for cpu, v in probe.speeds.items():
+    def saw(self, speeds: dict[int, float], waiting: float = 0.0,
+            calibrated: bool = False) -> None:
+        """One probe's reading: each core's speed, the share of its spin it waited for a CPU,
+        and whether it was compared with the host's calibration."""
+        for cpu, v in speeds.items():
             self.speeds.setdefault(cpu, []).append(v)
-        self.waiting.append(probe.waiting)
-        self.calibrated = probe.calibration is not None
+        self.waiting.append(waiting)
+        self.calibrated = calibrated
 
     def speeds_note(self) -> str | None:
         """How fast each core ran around the timed windows, in words (None: not probed)."""
@@ -297,12 +317,14 @@ class Gauge:
     def begin(self) -> None:
         """Probe before the first window (and after a pause in which no window was timed)."""
         self._before = self.probe.measure(self.cores)
-        self.windows.saw(self.probe)
+        self.windows.saw(self.probe.speeds, self.probe.waiting,
+                          self.probe.calibration is not None)
 
     def counts(self) -> bool:
         """Probe after a window: whether its calls count."""
         after = self.probe.measure(self.cores)
-        self.windows.saw(self.probe)
+        self.windows.saw(self.probe.speeds, self.probe.waiting,
+                          self.probe.calibration is not None)
         before = after if self._before is None else self._before
         self._before = after
         return self.windows.keep(max(before, after))
