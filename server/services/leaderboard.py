@@ -30,6 +30,8 @@ FINAL = "final run"
 """The mark of a figure and points the assignment's final run settled (others are provisional)."""
 FINAL_BUSY = "final run: node busy, live points kept"
 """The mark of a student the final run could not time on a free node before its limit."""
+FINAL_NONE = "final run: no speedup earned"
+"""The mark of a student whose final run's rounds earned no speedup (unranked)."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
             out.append(Entry(rank=None, tied=False, user_id=row.user_id, alias=alias,
                              submission_id=row.submission_id, speedup=row.speedup_median,
                              ci_low=row.speedup_ci_low, ci_high=row.speedup_ci_high,
-                             score=row.score, mark=MARKS[row.credit_status]))
+                             score=row.score, mark=row.mark if isinstance(row, _Settled)
+                             else MARKS[row.credit_status]))
             continue
         speed = float(row.speed) if row.speed >= 0 else None
         lo, hi = row.speedup_ci_low, row.speedup_ci_high
@@ -154,8 +157,7 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
                 out[out.index(head)] = replace(head, tied=True)
         out.append(Entry(rank=rank, tied=tied, user_id=row.user_id, alias=alias,
                          submission_id=row.submission_id, speedup=speed, ci_low=lo, ci_high=hi,
-                         score=row.score, mark=(FINAL_BUSY if row.busy else FINAL)
-                         if isinstance(row, _Settled)
+                         score=row.score, mark=row.mark if isinstance(row, _Settled)
                          else INTERFERED if row.timing_interfered else None))
     return out
 
@@ -175,19 +177,23 @@ class _Settled:
     timing_interfered: bool
     unranked: int
     alias: str | None
-    busy: bool = False
-    """The node stayed busy until the run's limit: these are the live figure and points."""
+    mark: str
 
 
 def _settled(row: Any, grade: FinalGrade) -> _Settled:
     """The row as the final run settled it: its median speedup and the range of its rounds,
-    its final points; ranked only where the final run earned a speedup."""
+    its final points; ranked only where the final run earned a speedup. A student the run
+    could not time on a free node keeps the live row, marked so."""
+    if grade.node_busy:
+        unranked, mark = row.unranked, FINAL_BUSY
+    else:
+        unranked, mark = int(grade.speedup is None), FINAL if grade.speedup is not None \
+            else FINAL_NONE
     return _Settled(user_id=row.user_id, submission_id=grade.submission_id, score=grade.score,
                     speed=grade.speedup if grade.speedup is not None else -1.0,
                     speedup_median=grade.speedup, speedup_ci_low=grade.ci_low,
                     speedup_ci_high=grade.ci_high, credit_status=row.credit_status,
-                    timing_interfered=False, unranked=row.unranked, alias=row.alias,
-                    busy=grade.node_busy)
+                    timing_interfered=False, unranked=unranked, alias=row.alias, mark=mark)
 
 
 @dataclass
