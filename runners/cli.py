@@ -271,7 +271,7 @@ def calibrate_cmd(
     """Measure this node's idle cores and store them with the runner's state: every grading's
     capacity probe is compared with them (refused, saying why, where the node is busy now)."""
     from runners.fleet.runner import BadCpus, parse_cpus
-    from runners.measure import calibration
+    from runners.measure import calibration, capacity
 
     settings = get_settings()
     try:
@@ -284,7 +284,7 @@ def calibrate_cmd(
               f"(it may use {', '.join(map(str, hardware.host_cpus()))})")
         return
     try:
-        cal = calibration.make(chosen, seconds=seconds)
+        cal = capacity.calibrate(chosen, seconds=seconds)
     except calibration.NodeBusy as exc:
         _fail(f"not calibrated: the node is busy ({exc}); run it again when the node is idle "
               f"(the calibration at {settings.calibration_file} is kept as it was)")

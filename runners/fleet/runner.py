@@ -42,7 +42,7 @@ from runners import package
 from runners.fleet import claimed, leaving
 from runners.fleet.broker import consumer_app
 from runners.grading import grader, similarity, testrun, validate
-from runners.measure import calibration
+from runners.measure import calibration, capacity
 from runners.nodes import gang, hardware, overlay, slurm
 from runners.protocol import (
     PROTOCOL_VERSION,
@@ -340,7 +340,7 @@ def calibrate(settings: RunnerSettings) -> None:
     """Calibrate this node's cores where it is idle now (runners/measure/calibration.py); on a
     busy node the stored calibration stays, and the log says why."""
     try:
-        cal = calibration.make(hardware.host_cpus(), seconds=START_CALIBRATION_S)
+        cal = capacity.calibrate(hardware.host_cpus(), seconds=START_CALIBRATION_S)
     except calibration.NodeBusy as exc:
         kept = calibration.load(settings.calibration_file)
         log.warning("the node is busy as the runner starts (%s): %s", exc,

@@ -2,15 +2,15 @@
 probe compares every grading with, and the kernel's own CPU pressure.
 
 A probe that learns each core's best from its own recent past learns busy where the node is busy
-from the start (a fresh `paragrade grade`, a runner started at a deadline): every probe reads
-"whole" against a best that is itself busy. So a runner, while its node is idle, spins every core
-the way the probe does (all at once, at the sandboxes' priority) and stores each core's
+from the start (a fresh `paragrade grade`, a runner started at a deadline). The kernel's run
+delay (runners/measure/capacity.py) says what other processes take; what it cannot see is a core
+the host slows apart from the others. So a runner, while its node is idle, spins every core the
+way the probe does (all at once, at the sandboxes' priority) and stores each core's
 BEST_QUANTILE rate with its state (`paragrade runner calibrate`, and at the runner's start where
-the node is quiet); every probe's best is at least that. A calibration is made only where the
-kernel says nothing waited: the spinners' own run delay (/proc/self/schedstat) under
-QUIET_WAITING, and the node's CPU pressure (/proc/pressure/cpu, `some` over the last 10 s)
-under QUIET_PRESSURE. Stored rates are what the node can do; a later host that slows a core reads
-short against them, which is what a busy node is.
+the node is quiet: runners.measure.capacity.calibrate); every probe's best is at least that. A
+calibration is made only where the kernel says nothing waited: the spinners' own run delay
+(/proc/self/schedstat) under QUIET_WAITING in most probes, and the node's CPU pressure
+(/proc/pressure/cpu, `some` over the last 10 s) under QUIET_PRESSURE.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -80,38 +78,6 @@ def load(path: Path) -> Calibration | None:
     except (OSError, ValidationError, ValueError):
         return None
     return cal if cal.host == socket.gethostname() else None
-
-
-def make(cpus: list[int], *, seconds: float = CALIBRATION_S) -> Calibration:
-    """Spin `cpus` together as the probe does, for about `seconds`; NodeBusy where the kernel
-    says the node was not idle meanwhile."""
-    from runners.measure.capacity import BEST_QUANTILE, CapacityProbe, quantile
-
-    before = pressure()
-    if before is not None and before > QUIET_PRESSURE:
-        raise NodeBusy(f"the node's CPU pressure is {before:.0f} % (tasks waited for a CPU "
-                       f"{before:.0f} % of the last 10 s; idle is under {QUIET_PRESSURE:g} %)")
-    quiet: list[list[float]] = []
-    taken = 0
-    end = time.monotonic() + seconds
-    with CapacityProbe(cpus, calibration=None) as probe:
-        while time.monotonic() < end:
-            rates, waiting = probe.spin(len(cpus))
-            taken += 1
-            if max(waiting) <= QUIET_WAITING:
-                quiet.append(rates)
-            time.sleep(0.02)
-    after = pressure()
-    if len(quiet) < QUIET_SHARE * taken:
-        raise NodeBusy(f"{taken - len(quiet)} of {taken} probes waited for a CPU (another "
-                       "process ran on the cores)")
-    if after is not None and after > QUIET_PRESSURE:
-        raise NodeBusy(f"the node's CPU pressure rose to {after:.0f} % while it was measured")
-    best = {cpu: round(quantile([r[i] for r in quiet], BEST_QUANTILE), 1)
-            for i, cpu in enumerate(cpus)}
-    return Calibration(host=socket.gethostname(),
-                       made_at=datetime.now(UTC).isoformat(timespec="seconds"), rates=best,
-                       pressure=after, probes=len(quiet))
 
 
 def store(cal: Calibration, path: Path) -> None:

@@ -41,13 +41,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
+from runners.measure import calibration
 from runners.measure.calibration import QUIET_WAITING, Calibration, pressure
 from runners.protocol import Interference
 
@@ -204,6 +207,38 @@ class CapacityProbe:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def calibrate(cpus: list[int], *, seconds: float = calibration.CALIBRATION_S) -> calibration.Calibration:
+    """Spin `cpus` together as the probe does, for about `seconds`; NodeBusy where the kernel
+    says the node was not idle meanwhile."""
+    before = calibration.pressure()
+    if before is not None and before > calibration.QUIET_PRESSURE:
+        raise calibration.NodeBusy(
+            f"the node's CPU pressure is {before:.0f} % (tasks waited for a CPU {before:.0f} % "
+            f"of the last 10 s; idle is under {calibration.QUIET_PRESSURE:g} %)")
+    quiet: list[list[float]] = []
+    taken = 0
+    end = time.monotonic() + seconds
+    with CapacityProbe(cpus) as probe:
+        while time.monotonic() < end:
+            rates, waiting = probe.spin(len(cpus))
+            taken += 1
+            if max(waiting) <= calibration.QUIET_WAITING:
+                quiet.append(rates)
+            time.sleep(0.02)
+    after = calibration.pressure()
+    if len(quiet) < calibration.QUIET_SHARE * taken:
+        raise calibration.NodeBusy(f"{taken - len(quiet)} of {taken} probes waited for a CPU "
+                                   "(another process ran on the cores)")
+    if after is not None and after > calibration.QUIET_PRESSURE:
+        raise calibration.NodeBusy(f"the node's CPU pressure rose to {after:.0f} % while it "
+                                   "was measured")
+    best = {cpu: round(quantile([r[i] for r in quiet], BEST_QUANTILE), 1)
+            for i, cpu in enumerate(cpus)}
+    return calibration.Calibration(host=socket.gethostname(),
+                       made_at=datetime.now(UTC).isoformat(timespec="seconds"), rates=best,
+                       pressure=after, probes=len(quiet))
 
 
 @dataclass

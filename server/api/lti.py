@@ -22,12 +22,8 @@ from server.deps import (
     SettingsDep,
 )
 from server.models import LtiPlatform
-from server.schemas import (
-    ErrorPublic,
-    LtiGradePostPublic,
-    LtiPlatformCreate,
-    LtiPlatformPublic,
-)
+from server.schemas import ErrorPublic
+from server.schemas_lti import LtiGradePostPublic, LtiPlatformCreate, LtiPlatformPublic
 from server.services import assignments as assignment_service
 from server.services import users as user_service
 from server.services.errors import DomainError

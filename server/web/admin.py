@@ -17,9 +17,9 @@ from server.schemas import (
     AssignmentUpdate,
     CourseCreate,
     ExtensionCreate,
-    LtiPlatformCreate,
     SimilarityCreate,
 )
+from server.schemas_lti import LtiPlatformCreate
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
