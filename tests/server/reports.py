@@ -19,6 +19,9 @@ from runners.protocol import (
 )
 
 
+EARNS_NONE = ("held", "refused", "pending")
+
+
 def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
                   hi: float = 2.0, credit: str | None = None,
                   interfered: bool | None = None) -> dict[str, Any]:
@@ -34,9 +37,9 @@ def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
                                        outcome=TestOutcome.PASSED if passed else TestOutcome.FAILED,
                                        verdict=verdict, message="m", hidden=True, weight=1,
                                        duration_s=0.1)],
-        score=(60 if credit in ("held", "refused") else 90) if passed else 0, max_score=100,
+        score=(60 if credit in EARNS_NONE else 90) if passed else 0, max_score=100,
         test_points=60 if passed else 0,
-        performance_points=(0 if credit in ("held", "refused") else 30) if passed else 0,
+        performance_points=(0 if credit in EARNS_NONE else 30) if passed else 0,
         speedup=SpeedupFigure(median=median, ci_low=lo, ci_high=hi, baseline_median_s=0.3,
                               submission_median_s=0.3 / median, repetitions=10,
                               interference=None if interfered is None else Interference(
@@ -49,7 +52,7 @@ def sample_report(*, passed: bool = True, median: float = 1.8, lo: float = 1.6,
         serial_fraction=0.1, amdahl_serial_fraction=0.1, notes=[],
         credit=None if credit is None else Credit(
             policy="parallel", status=credit,  # type: ignore[arg-type]
-            speedup=0.0 if credit in ("held", "refused") else median, measured=True,
+            speedup=0.0 if credit in EARNS_NONE else median, measured=True,
             reason=f"your timed calls did 1/100 of the baseline's work ({credit})"),
         output_excerpt="", seed=1,
         environment=env, started_at="2026-11-22T00:00:00+00:00", wall_time_s=1, timed_time_s=0.5)
