@@ -18,7 +18,6 @@ from runners.protocol import (
     Verdict,
 )
 
-
 EARNS_NONE = ("held", "refused", "pending")
 
 
