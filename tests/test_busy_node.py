@@ -1,0 +1,132 @@
+"""A busy node never settles a grade: other work on the cores (tests/neighbour.py: three spinning
+processes at the sandboxes' priority, started before the code under test) is read from the
+kernel's own run queue, by a fresh process as by a runner, and a grading timed beside it earns
+its test points and no performance points until a free node times it."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from runners import package
+from runners.grading import grader
+from runners.measure import calibration, capacity
+from runners.measure.capacity import SHORT_SHARE, CapacityProbe
+from runners.protocol import GradeReport, Verdict
+from runners.settings import REPO_ROOT, get_settings
+from tests.conftest import COURSE
+from tests.neighbour import neighbour
+
+T1 = COURSE / "t1-multiprocessing"
+PARAGRADE = REPO_ROOT / ".venv" / "bin" / "paragrade"
+CPUS = sorted(os.sched_getaffinity(0))[:2]
+two_cores = pytest.mark.skipif(len(CPUS) < 2, reason="needs two cores")
+
+
+@two_cores
+def test_a_fresh_probe_reads_a_busy_node_from_its_first_probe(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No memory of the cores' best and no calibration: the busy node shows anyway, as waiting
+    on a run queue, and the probes that waited are not remembered as the cores' best."""
+    monkeypatch.setattr(capacity, "_RATES", {})
+    with neighbour(3), CapacityProbe(CPUS) as probe:
+        readings, waited = [], []
+        for _ in range(9):
+            readings.append(probe.measure(2))
+            waited.append(probe.waiting)
+    assert statistics.median(readings) < SHORT_SHARE * 2, readings
+    assert statistics.median(waited) > 0.25, waited
+    remembered = capacity._RATES.get(tuple(CPUS), [])
+    assert len(remembered) < len(readings) // 2, (len(remembered), waited)
+
+
+def _calibrate(*args: str) -> tuple[int, str]:
+    from runners.cli import app
+
+    r = CliRunner().invoke(app, ["runner", "calibrate", "--seconds", "1", *args])
+    return r.exit_code, r.output
+
+
+@two_cores
+def test_a_calibration_is_made_only_on_an_idle_node(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "calibration.json"
+    monkeypatch.setenv("PARAGRADE_CALIBRATION_FILE", str(path))
+    get_settings.cache_clear()
+    try:
+        with neighbour(3):
+            code, said = _calibrate()
+        assert code == 2 and "not calibrated: the node is busy" in said, said
+        assert "waited for a CPU" in said or "CPU pressure" in said, said
+        assert not path.exists()
+        # Idle again: stored, and read back by this host's probes (a few tries: the neighbour's
+        # pressure takes seconds to fade from the 10 s average).
+        for _ in range(10):
+            code, said = _calibrate()
+            if code == 0:
+                break
+            time.sleep(2)
+        assert code == 0 and "stored in" in said and path.exists(), said
+        cal = calibration.load(path)
+        assert cal is not None and set(cal.rates) == set(CPUS) and cal.probes >= 10
+        code, said = _calibrate("--cpus", "²")  # bad input: a message, never a traceback
+        assert code == 2 and "bad CPU list" in said, said
+        code, said = _calibrate("--cpus", "4096")
+        assert code == 2 and "not this process's to use" in said, said
+        assert calibration.load(path) == cal  # a refused calibration keeps the stored one
+        path.write_text("{not json")
+        assert calibration.load(path) is None  # a damaged file is no calibration, not a crash
+    finally:
+        get_settings.cache_clear()
+
+
+def _cli_grade(files: list[Path]) -> GradeReport:
+    """`paragrade grade --json` in a fresh process, as a student or instructor runs it."""
+    out = subprocess.run([str(PARAGRADE), "grade", "treasure-hunt/t1-multiprocessing",
+                          *map(str, files), "--json"], capture_output=True, text=True,
+                         timeout=600, cwd=REPO_ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return GradeReport.model_validate(json.loads(out.stdout))
+
+
+@pytest.mark.slow
+@two_cores
+def test_t1_reference_graded_beside_a_neighbour_is_pending_never_a_busy_figure() -> None:
+    """The neighbour starts before the grading process and runs through it: the report says
+    the node was busy and counts only the tests, or, where the probes found the node free
+    after all, its figure is the quiet one (within 10 %), never 0.99× with "0 short"."""
+    with neighbour(3):
+        busy = _cli_grade([T1 / "reference" / "solution.py"])
+    assert busy.verdict is Verdict.PASSED and busy.speedup is not None, busy.summary
+    seen = busy.speedup.interference
+    assert seen is not None and seen.short > 0, seen
+    assert seen.waiting is not None and seen.waiting > 0.1, seen
+    if busy.credit is not None and busy.credit.status == "pending":
+        assert busy.score == busy.test_points and busy.performance_points == 0, busy
+        assert "performance points pending: the node was busy" in busy.summary
+        assert "the node was busy while you were timed" in busy.credit.reason
+    else:
+        quiet = _cli_grade([T1 / "reference" / "solution.py"])
+        assert quiet.speedup is not None
+        assert abs(busy.speedup.median / quiet.speedup.median - 1) <= 0.10, (
+            busy.speedup, quiet.speedup)
+
+
+@pytest.mark.slow
+@two_cores
+def test_a_serial_loop_beside_a_neighbour_earns_no_performance_points() -> None:
+    """The serial baseline handed in as a solution, on a starved node: its busy cores and the
+    baseline's are both low, and their ratio is no parallel gain."""
+    a = package.load(T1)
+    with neighbour(3):
+        r = grader.grade(a, package.code_of(a, "baseline"))
+    assert r.verdict is Verdict.PASSED and r.credit is not None, r.summary
+    assert r.credit.status in ("pending", "refused"), r.credit
+    assert r.score == r.test_points and r.performance_points == 0, (r.score, r.credit)
