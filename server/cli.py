@@ -130,6 +130,11 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     console.print(f"Open [bold]{url}[/] in a browser to log in, or from a terminal: "
                   f"[bold]paragrade login {url}[/]")
     procs = [_local_runner(settings, url)] if runner else []
+    if runner and settings.local_server_nice:
+        # The runner (spawned above) keeps the sandboxes' priority; this server, its SQLite
+        # database and its workers yield to them: a deadline's uploads and pages take what the
+        # timed calls leave, rather than cores the probes would find busy.
+        os.nice(settings.local_server_nice)
     import uvicorn
 
     from server import reaper

@@ -63,6 +63,11 @@ class ServerSettings(BaseSettings):
     final_runs: bool = Field(default=True, description="Once an assignment's last deadline "
                              "(extensions included) has passed, its final run starts by itself "
                              "(services/finals.py); instructors can always start one")
+    local_server_nice: int = Field(default=10, ge=0, le=19, description="With a local runner "
+                                   "(the one-command start), the server process lowers its CPU "
+                                   "priority by this much (nice) after starting the runner, so "
+                                   "that its requests take what the sandboxes leave (0: as "
+                                   "the runner)")
     final_busy_wait_s: int = Field(default=7200, ge=0, le=14 * 86400, description="A final "
                                    "run's turns timed on a busy node are timed again, in later "
                                    "rounds, for at most this long after the run starts; then the "

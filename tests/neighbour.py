@@ -23,7 +23,8 @@ def neighbour(n: int = 3, *, settle_s: float = 1.0) -> Iterator[list[subprocess.
     """`n` spinning processes for the duration of the block (started `settle_s` before it)."""
     procs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(n)]
     try:
-        time.sleep(settle_s)
+        if procs:
+            time.sleep(settle_s)
         yield procs
     finally:
         for p in procs:

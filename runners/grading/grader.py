@@ -176,13 +176,13 @@ def busy_credit(figure: SpeedupFigure, policy: Literal["parallel", "any"]) -> Cr
     free node (the tests' points count at once)."""
     seen = figure.interference
     assert seen is not None
-    what = (f"{seen.short} of {seen.windows} timed windows found the node short of cores"
-            + (f" (it delivered {seen.delivered:.1f} of {seen.cores})"
-               if seen.delivered is not None else ""))
+    what = f"{seen.short} of {seen.windows} timed windows found the node short of cores"
+    if seen.delivered is not None:
+        what += f" ({seen.delivered:.1f} of {seen.cores} delivered)"
     if seen.waiting:
-        what += f"; the probes waited for a CPU {seen.waiting:.0%} of their time"
+        what += f", and its probes waited for a CPU {seen.waiting:.0%} of their time"
     return Credit(policy=policy, status="pending", speedup=0.0, measured=False, reason=(
-        f"the node was busy while you were timed ({what}): a busy node's speedup is not yours, "
+        f"the node was busy while you were timed: {what}; a busy node's speedup is not yours, "
         "so your performance points wait for a timing on a free node"))
 
 

@@ -83,9 +83,9 @@ def promise(*, sub: Submission, row: GradeReportRow | None, after_s: float) -> s
         at = aware(sub.finished_at) + timedelta(seconds=after_s)
         when = f"at about {at:%H:%M} UTC" if at > now() else "shortly"
     if pending:
-        return (f"Performance points pending: the node was busy while you were timed, so the "
-                f"platform times it again by itself {when} (about {minutes} min after this "
-                "grading, on whichever runner is free); your test points count now.")
+        return (f"The platform times it again by itself {when}, about {minutes} min after this "
+                "grading, on whichever runner is free; your test points count now, and that "
+                "timing's report replaces this one.")
     return (f"The node was busy while you were timed: the platform will time it again by "
             f"itself {when}, about {minutes} min after it was graded; that grading's report "
             "replaces this one.")

@@ -19,7 +19,7 @@ from server.schemas import JoinCreate, UserCreate
 from server.services import assignments as assignment_service
 from server.services import courses as course_service
 from server.services import extensions as extension_service
-from server.services import final_grades, retiming, routing, visibility
+from server.services import final_grades, retiming, routing, score_parts, visibility
 from server.services import grading as grading_service
 from server.services import readiness as readiness_service
 from server.services import statistics as stats_service
@@ -180,7 +180,8 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
                   late=submission_service.is_late(session=session, assignment=a, user=user),
                   extended=extension_service.extended(session=session, assignment=a,
                                                       user_id=user.id),
-                  mine=mine, speedups=stats_service.speedups_of(
+                  mine=mine, parts=score_parts.of_many(session=session, subs=mine),
+                  speedups=stats_service.speedups_of(
                       session=session, submission_ids=[x.id for x in mine]),
                   not_open=_not_open(session, settings, [a]).get(a.id),
                   simulated=routing.simulable(manifest.model_dump()) and routing.target(
@@ -237,6 +238,7 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
                   review=row.review if row else None,
                   retime=retiming.promise(sub=sub, row=row, after_s=settings.retime_after_s),
                   final=final_grades.settled(session=session, sub=sub),
+                  parts=score_parts.of(session=session, sub=sub, row=row),
                   live=_live(session, settings, sub),
                   plot=Markup(scaling_svg(report["scaling"])) if report else "",
                   weak_plot=Markup(weak_svg(report.get("weak_scaling", []))) if report else "")

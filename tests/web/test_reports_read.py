@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((REPO / "tests" / "fixtures" / "reports").glob("*.json"))
 SAID_FIRST = {  # what the headline card says first, in the student's words
-    "t1-serial": "No parallel work seen",
+    "t1-serial": "no parallel work",
+    "t1-busy": "Performance points pending",  # graded beside a neighbour: tests count now
     "t1-closed-form": "No performance points",
     "t2-closed-form": "Held for review",  # its ranks keep cores busy: a person decides
     "t3-reference": "speedup not measured (simulated GPU)",
@@ -35,10 +36,11 @@ SAID_FIRST = {  # what the headline card says first, in the student's words
 NOT_SAID = {  # what would mislead that student
     "t1-serial": "parallel execution explains",
     "t3-reference": "Speedup credited",
-    "t1-closed-form": "No parallel work seen",  # it did no work at all: the credit box says so
+    "t1-busy": "Speedup credited",
 }
 CREDIT = {"credited": "Speedup credited", "capped": "Speedup partly credited",
-          "held": "Held for review", "refused": "No performance points"}
+          "held": "Held for review", "refused": "No performance points",
+          "pending": "Performance points pending"}
 CONFIG_KEY = re.compile(r"\((scoring|timing|resources|entry|credit|feedback)\.[a-z_]+\)")
 SHOWN_IN_THE_GUIDE = ("t1-reference", "t1-serial", "t1-closed-form", "t1-wrong")
 
