@@ -200,7 +200,7 @@ def _credited(g: Grading, f: Figures, *, reference_speedup: float | None) -> Gra
     if f.weak:
         summary += f"; weak-scaling efficiency {f.weak[-1].efficiency:.0%} at {f.weak[-1].workers}"
     if busy:
-        summary += "; performance points pending: the node was busy, it is timed again on a free one"
+        summary += "; performance points pending: the node was busy while it was timed"
     elif f.interfered:
         summary += ("; timed on a busy node (this runner times anyway): the speedup may be off "
                     "and earned points as measured")

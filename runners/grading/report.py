@@ -16,8 +16,10 @@ MARK = {TestOutcome.PASSED: "[green]✔[/]", TestOutcome.FAILED: "[red]✘[/]",
 
 
 CREDIT_LABEL = {"credited": "credited", "capped": "partly credited",
-                "held": "held for review", "refused": "no performance points"}
-CREDIT_STYLE = {"credited": "green", "capped": "yellow", "held": "yellow", "refused": "red"}
+                "held": "held for review", "refused": "no performance points",
+                "pending": "performance points pending"}
+CREDIT_STYLE = {"credited": "green", "capped": "yellow", "held": "yellow", "refused": "red",
+                "pending": "yellow"}
 
 
 def serial_fraction_text(karp_flatt: float | None, efficiency: float, workers: int) -> str:
@@ -30,11 +32,13 @@ def serial_fraction_text(karp_flatt: float | None, efficiency: float, workers: i
 
 def render(report: GradeReport, console: Console) -> None:
     """Print the report: verdict, tests, speedup, scaling table, environment."""
+    pending = report.credit is not None and report.credit.status == "pending"
     head = Text.assemble(
         (f"{report.verdict.value.upper()}", STYLE.get(report.verdict, "bold red")),
         f"  {report.assignment} v{report.assignment_version}   ",
         (f"{report.score:g} / {report.max_score:g} points", "bold"),
-        f"  (tests {report.test_points:g}, performance {report.performance_points:g})\n",
+        f"  (tests {report.test_points:g}, performance "
+        f"{'pending' if pending else f'{report.performance_points:g}'})\n",
         report.summary,
     )
     parts: list[object] = [head]
