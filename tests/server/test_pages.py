@@ -7,6 +7,7 @@ import re
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
+from runners.measure import credit
 from runners.protocol import GradeReport
 from server.db import session_factory
 from server.models import Enrollment, Submission, User
@@ -326,19 +327,28 @@ def _cpu(parallelism: float) -> dict[str, float]:
             "submission_cpu_median_s": 0.3, "baseline_cpu_median_s": 0.3}
 
 
-def test_a_serial_answer_is_told_it_is_serial(world: World, engine: Engine) -> None:
-    """A plain loop under a parallel-credit rule: the report says first that no parallel work
-    was seen, in the student's words; a parallel answer's report does not."""
+def test_a_serial_answer_is_told_it_is_serial_in_one_box(world: World, engine: Engine) -> None:
+    """A plain loop under a parallel-credit rule: the credit rule's verdict, in one box, says
+    no parallel work was seen and earns nothing; a parallel answer's box says what explains it.
+    Never two boxes that contradict each other."""
     seen = {}
     for name, busy in (("serial", 0.93), ("parallel", 1.9)):
         sid = world.submit(world.ada, REFERENCE + f"\n# {name}\n".encode()).json()["id"]
-        report = sample_report(median=1.18, lo=1.1, hi=1.3, credit="capped")
+        report = sample_report(median=1.18, lo=1.1, hi=1.3)
         report["scaling"][0]["cpu"] = _cpu(busy)
+        parsed = GradeReport.model_validate(report)
+        assert parsed.speedup is not None
+        judged = credit.decide(policy="parallel", figure=parsed.speedup,
+                               point=parsed.scaling[0], cores=2)
+        report["credit"] = judged.model_dump(mode="json")
         store(engine, sid, report)
         seen[name] = browser(world).get(f"/s/{sid}").text
-    assert "No parallel work seen:" in seen["serial"]
-    assert "about 0.9 of 2 cores busy (the serial baseline 1.0)" in seen["serial"]
-    assert "No parallel work seen" not in seen["parallel"]
+    for page in seen.values():
+        assert page.count('<div class="credit credit-') == 1, page
+    assert "No performance points</strong>" in seen["serial"]
+    assert "no parallel work" in seen["serial"] and "explains the speedup" not in seen["serial"]
+    assert "Speedup credited</strong>" in seen["parallel"]
+    assert "no parallel work" not in seen["parallel"]
 
 
 def test_the_graders_evidence_is_under_how_this_was_measured(world: World, engine: Engine) -> None:
