@@ -13,6 +13,7 @@ from rich.table import Table
 
 from runners import package
 from runners.grading import grader, report, testrun, validate
+from runners.measure.calibration import NodeBusy
 from runners.nodes import hardware
 from runners.protocol.backends import SANDBOX_BACKENDS
 from runners.sandbox import BackendUnavailable
@@ -82,6 +83,8 @@ def validate_cmd(folder: Path, backend: Backend = None,
                                            progress=lambda msg: status.update(msg))
     except BackendUnavailable as exc:
         _fail(str(exc))
+    except NodeBusy as exc:
+        _fail(f"not checked: {exc}")
     if as_json:
         sys.stdout.write(json.dumps([c.message().model_dump() for c in checks], indent=2) + "\n")
         raise typer.Exit(0 if all(c.ok for c in checks) else 1)

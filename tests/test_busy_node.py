@@ -130,3 +130,13 @@ def test_a_serial_loop_beside_a_neighbour_earns_no_performance_points() -> None:
     assert r.verdict is Verdict.PASSED and r.credit is not None, r.summary
     assert r.credit.status in ("pending", "refused"), r.credit
     assert r.score == r.test_points and r.performance_points == 0, (r.score, r.credit)
+
+
+@two_cores
+def test_a_check_waits_for_a_free_node() -> None:
+    """What a package's validation asks before it fails a check its tests' time decides: busy
+    beside the neighbour, and free again once it has gone (within the wait)."""
+    with neighbour(3):
+        assert capacity.busy_now(CPUS)
+        assert not capacity.await_free(CPUS, within_s=2, every_s=0.5)
+    assert capacity.await_free(CPUS, within_s=60, every_s=1)

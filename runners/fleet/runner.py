@@ -188,6 +188,9 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         return outcome_of(report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")
+    except calibration.NodeBusy as exc:  # not the package's fault: the server tries it again
+        log.warning("job %s: the node is busy: %s", offer.job_id, exc)
+        return JobOutcome(platform_error=f"the node was busy: {exc}"[:2000])
     except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError,
             slurm.SlurmError, overlay.OverlayError) as exc:
         log.exception("job %s failed on the platform side", offer.job_id)

@@ -241,6 +241,27 @@ def calibrate(cpus: list[int], *, seconds: float = calibration.CALIBRATION_S) ->
                        pressure=after, probes=len(quiet))
 
 
+def busy_now(cpus: list[int], *, probes: int = 5) -> bool:
+    """Whether other work keeps `cpus` busy just now (nothing of a grading's alive): most of a
+    few probes waited for a CPU, or the node's CPU pressure is over the busy line."""
+    with CapacityProbe(cpus) as probe:
+        waited = [max(probe.spin(len(cpus))[1]) for _ in range(probes)]
+    level = pressure()
+    return (statistics.median(waited) > QUIET_WAITING
+            or (level is not None and level > calibration.QUIET_PRESSURE))
+
+
+def await_free(cpus: list[int], *, within_s: float, every_s: float = 5.0) -> bool:
+    """Wait until `cpus` are free of other work (`busy_now`), for at most `within_s`; whether
+    they freed."""
+    deadline = time.monotonic() + within_s
+    while busy_now(cpus):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every_s)
+    return True
+
+
 @dataclass
 class Windows:
     """The account of one worker count's timed windows: probes, re-timed and kept-short ones."""
