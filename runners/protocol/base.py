@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 """2: reports carry the speedup credit and CPU figures, jobs the reference's speedup, checks a
 figure (an older server refuses those fields: upgrade servers before runners). 5: a speedup
 carries what the node delivered around its timed windows (`Interference`); the reference's
 seconds per test go from validation to every grading (per-test time limits). 6: a speedup may be
 anchored to the reference (`Anchor`). 7: a job may be a final run's timing only
-(`timing_only`, `timing_share`)."""
+(`timing_only`, `timing_share`). 8: a credit may be `pending` (the node was busy); the node's
+state says how long its probes waited for a CPU and the CPU pressure, a hello carries the
+pressure."""
 
 
 class Frozen(BaseModel):
