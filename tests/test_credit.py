@@ -155,6 +155,19 @@ def test_a_starved_node_does_not_turn_two_low_figures_into_a_gain() -> None:
     assert one.status == "credited", one
 
 
+def test_a_busy_node_leaves_only_the_verdicts_it_cannot_explain() -> None:
+    """Less work than the baseline (a work ratio) and a hold for a person stand on a busy node;
+    a credited speedup and a refusal for no parallel work may be the node's doing."""
+    def stands(speedup: float, **kw: float) -> bool:
+        fig, point = _figures(speedup, **kw)  # type: ignore[arg-type]
+        return credit.stands_on_a_busy_node(
+            credit.decide(policy="parallel", figure=fig, point=point, cores=2), point)
+    assert stands(3551.0, busy=0.64, work=1 / 5495)  # a closed form: refused, whatever the node
+    assert stands(14.0, busy=1.7, work=0.11)  # NumPy in a pool: held
+    assert not stands(1.7, busy=1.85, work=1.07)  # credited: the node may have lowered it
+    assert not stands(1.22, busy=0.7, work=0.96, base_busy=0.6)  # starved: no parallel work
+
+
 def test_unmeasured_parallelism_falls_back_to_the_cores_cap() -> None:
     within = decide(1.9, busy=None, work=1.0)
     assert within.status == "credited" and not within.measured

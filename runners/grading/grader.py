@@ -189,21 +189,26 @@ def busy_credit(figure: SpeedupFigure, policy: Literal["parallel", "any"]) -> Cr
 def _credited(g: Grading, f: Figures, *, reference_speedup: float | None) -> GradeReport:
     """Stages 4 and 5: the credit rule on the headline figure, then points (in the report)."""
     m, figure, top = g.m, f.figure, f.scaling[-1]
-    busy = f.interfered and g.settings.busy_node == "wait"
-    judged = busy_credit(figure, m.scoring.credit) if busy else credit.decide(
+    judged = credit.decide(
         policy=m.scoring.credit, figure=figure, point=top,
         cores=min(top.workers, len(g.cpus) * top.nodes),
         reference_speedup=reference_speedup, reference_factor=m.scoring.reference_factor,
         gpu=g.gpu_mode == "real")
+    busy = (f.interfered and g.settings.busy_node == "wait"
+            and not credit.stands_on_a_busy_node(judged, top))
+    if busy:
+        judged = busy_credit(figure, m.scoring.credit)
     summary = (f"{g.summary}; speedup {figure.median:.2f}× "
                f"(95 % CI {figure.ci_low:.2f}–{figure.ci_high:.2f})")
     if f.weak:
         summary += f"; weak-scaling efficiency {f.weak[-1].efficiency:.0%} at {f.weak[-1].workers}"
     if busy:
         summary += "; performance points pending: the node was busy while it was timed"
-    elif f.interfered:
+    elif f.interfered and g.settings.busy_node == "time-anyway":
         summary += ("; timed on a busy node (this runner times anyway): the speedup may be off "
                     "and earned points as measured")
+    elif f.interfered:  # a verdict no busy node explains (less work; held for a person)
+        summary += "; timed on a busy node"
     if judged.status == "held":
         summary += "; performance points held for review"
     elif judged.status == "refused":

@@ -48,6 +48,17 @@ def _parallel(cpu: Parallelism, gain_high: float) -> bool:
     return gain_high >= MIN_PARALLEL_GAIN and cpu.parallelism_ci_high >= MIN_PARALLEL_GAIN
 
 
+def stands_on_a_busy_node(credit: Credit, point: ScalingPoint) -> bool:
+    """Whether a busy node leaves this decision as it is: held for a person, or refused for doing
+    less than half the baseline's work (a work ratio, CPU seconds against CPU seconds, which a
+    node short of cores does not lower); every other verdict, credited or refused for no
+    parallel work, may be the busy node's doing and waits for a free one."""
+    if credit.status == "held":
+        return True
+    return (credit.status == "refused" and point.cpu is not None
+            and point.cpu.work_ratio < MIN_WORK_RATIO)
+
+
 def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: int,
            reference_speedup: float | None = None, reference_factor: float = 3.0,
            gpu: bool = False) -> Credit:
