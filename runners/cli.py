@@ -292,10 +292,7 @@ def calibrate_cmd(
         _fail(f"not calibrated: the node is busy ({exc}); run it again when the node is idle "
               f"(the calibration at {settings.calibration_file} is kept as it was)")
         return
-    old = calibration.load(settings.calibration_file)
-    if old is not None:  # cores calibrated before and not now keep their rates
-        cal = cal.model_copy(update={"rates": {**old.rates, **cal.rates}})
-    calibration.store(cal, settings.calibration_file)
+    cal = calibration.store(cal, settings.calibration_file)
     console.print(f"{calibration.summary(cal)}; stored in {settings.calibration_file}")
 
 

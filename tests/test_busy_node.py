@@ -18,12 +18,11 @@ from runners.grading import grader
 from runners.measure import calibration, capacity
 from runners.measure.capacity import SHORT_SHARE, CapacityProbe
 from runners.protocol import Verdict
-from runners.settings import REPO_ROOT, get_settings
+from runners.settings import get_settings
 from tests.conftest import COURSE
 from tests.neighbour import neighbour
 
 T1 = COURSE / "t1-multiprocessing"
-PARAGRADE = REPO_ROOT / ".venv" / "bin" / "paragrade"
 CPUS = sorted(os.sched_getaffinity(0))[:2]
 two_cores = pytest.mark.skipif(len(CPUS) < 2, reason="needs two cores")
 

@@ -351,11 +351,8 @@ def calibrate(settings: RunnerSettings) -> None:
                     else "no calibration yet, so a node busy from the start may read as idle "
                     "until it is made (`paragrade runner calibrate`)")
         return
-    old = calibration.load(settings.calibration_file)
-    if old is not None:
-        cal = cal.model_copy(update={"rates": {**old.rates, **cal.rates}})
     try:
-        calibration.store(cal, settings.calibration_file)
+        cal = calibration.store(cal, settings.calibration_file)
     except OSError as exc:
         log.warning("the calibration could not be stored in %s: %s", settings.calibration_file,
                     exc)

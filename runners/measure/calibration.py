@@ -80,12 +80,16 @@ def load(path: Path) -> Calibration | None:
     return cal if cal.host == socket.gethostname() else None
 
 
-def store(cal: Calibration, path: Path) -> None:
-    """Write `cal` to `path` whole (a reader never sees half a file)."""
+def store(cal: Calibration, path: Path) -> Calibration:
+    """Write `cal` to `path` whole (a reader never sees half a file); cores the stored one
+    calibrated and `cal` did not keep their rates. Returns what was stored."""
+    if (old := load(path)) is not None:
+        cal = cal.model_copy(update={"rates": {**old.rates, **cal.rates}})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(cal.model_dump_json(indent=1))
     tmp.replace(path)
+    return cal
 
 
 def summary(cal: Calibration) -> str:
