@@ -64,6 +64,7 @@ from runners.protocol.report import (
     TestResult,
     WeakScalingPoint,
     credited_speedup,
+    timed_on_a_busy_node,
 )
 from runners.protocol.similarity import (
     SimilarityJob,
@@ -131,4 +132,5 @@ __all__ = [
     "curve_share",
     "performance_share",
     "submission_text",
+    "timed_on_a_busy_node",
 ]

@@ -193,6 +193,13 @@ class Credit(Frozen):
     reason: str = Field(description="One plain sentence with the figures")
 
 
+def timed_on_a_busy_node(speedup: SpeedupFigure | None) -> bool:
+    """Whether a figure was timed while the node stayed busy (most windows short): a live
+    grading's then waits for a free node, a final run's turn settles nothing."""
+    seen = speedup.interference if speedup is not None else None
+    return seen is not None and seen.unreliable
+
+
 CORES_TOLERANCE = 0.15
 """A speedup up to cores × (1 + this) counts as within the cores (timing noise on 2 vCPUs)."""
 

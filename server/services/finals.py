@@ -37,7 +37,13 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from runners.protocol import GradeReport, Interference, Manifest, credited_speedup
+from runners.protocol import (
+    GradeReport,
+    Interference,
+    Manifest,
+    credited_speedup,
+    timed_on_a_busy_node,
+)
 from server import db
 from server.models import (
     Assignment,
@@ -149,13 +155,6 @@ def _queue_turn(session: Session, run: FinalRun, sub: Submission, round_: int,
     return turn
 
 
-def busy(report: GradeReport) -> bool:
-    """Whether a turn's timing found the node busy (most windows short, the node did not come
-    back), whatever the runner then made of the points."""
-    seen = report.speedup.interference if report.speedup is not None else None
-    return seen is not None and seen.unreliable
-
-
 def cancel(*, session: Session, run: FinalRun, actor: User, role: str | None) -> None:
     """Stop a running final run: its queued and claimed jobs end; no final grade comes of it."""
     if not courses.is_staff(role):
@@ -198,7 +197,7 @@ def turn_ended(*, session: Session, job: Job, report: GradeReport | None,
         # Nothing measured, and not the code's doing (a simulated GPU, timing off on that
         # runner): the round is left out, as a platform failure is.
         turn.status, turn.error = "failed", grading.storable(report.summary)[:2000]
-    elif report.verdict.value == "passed" and busy(report):
+    elif report.verdict.value == "passed" and timed_on_a_busy_node(report.speedup):
         assert report.speedup is not None and report.speedup.interference is not None
         turn.status, turn.timed_s = "busy", report.wall_time_s
         turn.node = report.speedup.interference.model_dump(mode="json")
