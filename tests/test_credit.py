@@ -147,6 +147,11 @@ def test_a_starved_node_does_not_turn_two_low_figures_into_a_gain() -> None:
     starved = credit.decide(policy="parallel", figure=fig, point=point, cores=2)
     assert starved.status == "refused" and "no parallel work" in starved.reason, starved
     assert "against the baseline's 0.6" in starved.reason
+    # A closed form there (1/1,404 of the work on 0.9 busy cores, CI to 1.0): refused, not held
+    # for review as if parallel (a SLURM node in CI read it so, 2026-12-02).
+    fig, point = _figures(1292.0, busy=0.9, work=1 / 1404, base_busy=0.6, busy_ci=(0.8, 1.0))
+    closed = credit.decide(policy="parallel", figure=fig, point=point, cores=2)
+    assert closed.status == "refused" and "does not come from parallel" in closed.reason, closed
     fig, point = _figures(1.8, busy=1.9, work=1.05, base_busy=1.0)
     assert credit.decide(policy="parallel", figure=fig, point=point, cores=2).status == "credited"
     # One allotted core: nothing could be parallel, and the rule does not ask it to be.

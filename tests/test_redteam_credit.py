@@ -9,7 +9,7 @@ import pytest
 
 from runners import package
 from runners.grading import grader
-from runners.protocol import GradeReport, Verdict
+from runners.protocol import GradeReport, Verdict, timed_on_a_busy_node
 from tests.apptainer import apptainer_backend  # noqa: F401  (a fixture)
 from tests.conftest import COURSE, FIXTURES
 
@@ -75,13 +75,20 @@ def test_a_right_answer_without_parallel_work_earns_no_performance_points(
 @pytest.mark.parametrize("fixture", [None, "t1_pool_oversubscribed.py"])
 def test_honest_pools_keep_their_credit(fixture: str | None) -> None:
     r = graded("t1-multiprocessing", fixture)
-    assert r.credit is not None and r.credit.status in ("credited", "capped"), r.credit
+    assert r.credit is not None
+    if r.credit.status == "pending":
+        # A busy host (CI, 2026-12-02): the points wait, and only because the figure says the
+        # node stayed busy; never refused or held for the node's doing.
+        assert timed_on_a_busy_node(r.speedup), r.speedup
+        assert r.performance_points == 0 and "busy" in r.summary, r.summary
+    else:
+        assert r.credit.status in ("credited", "capped"), r.credit
     cpu = r.scaling[-1].cpu
     # Well above the rule's 0.5 and every cheat's 0.27 (assignments/README.md); not higher: a
     # grading whose baseline calls ran slow on a busy host measured 0.78 and 0.797 (CI, 2026-11-27).
     assert cpu is not None and cpu.work_ratio > 0.65 and cpu.parallelism > 1.2, cpu
-    if r.speedup is not None and r.speedup.median > 1.1:  # a shared 2-vCPU VM may lose a core
-        assert r.performance_points > 0, r.summary
+    if r.credit.status != "pending" and r.speedup is not None and r.speedup.median > 1.1:
+        assert r.performance_points > 0, r.summary  # (a shared 2-vCPU VM may lose a core)
 
 
 def test_parallel_and_faster_per_core_is_held_for_review_not_refused() -> None:
