@@ -386,7 +386,7 @@ class SimilarityRunPublic(BaseModel):
 
 
 class FinalRunCreate(Input):
-    rounds: int = Field(default=3, ge=1, le=9, description="Rounds: each times every student's "
+    rounds: int = Field(default=3, ge=1, le=9, strict=True, description="Rounds: each times every student's "
                         "counted submission once, in a random order of its own, on 1/rounds "
                         "of a grading's timing budget; a student's figure is their median")
 

@@ -13,6 +13,7 @@ from runners.protocol.base import (
 )
 from runners.protocol.jobs import (
     BUSY_PRESSURE,
+    MAX_ROW_ID,
     GradeJob,
     JobHandBack,
     JobOffer,
@@ -83,6 +84,7 @@ __all__ = [
     "CORES_TOLERANCE",
     "LOWEST_PRIORITY",
     "MANIFEST",
+    "MAX_ROW_ID",
     "PROTOCOL_VERSION",
     "QUEUES",
     "SLUG_RE",

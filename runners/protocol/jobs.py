@@ -80,6 +80,10 @@ BUSY_PRESSURE = 10.0
 """CPU pressure (`some avg10`, %) above which a node counts as busy: other work kept a runnable
 task waiting for a CPU more than this share of the last 10 s (an idle node here reads 0–2 %)."""
 
+MAX_ROW_ID = 2**31 - 1
+"""The largest id a server row can have (INTEGER columns: 32-bit on PostgreSQL); an id past it
+in a request is a 422, never a database error."""
+
 
 class RunnerHello(Frozen):
     """What a runner announces when it joins the fleet (and repeats with each heartbeat)."""
@@ -97,7 +101,8 @@ class RunnerHello(Frozen):
                             description="The MPI the sandbox runtime ships, if any")
     image: str | None = Field(default=None, max_length=300, pattern=r"^[^\x00]*$",
                               description="Container image (and digest) the backend runs")
-    current_job: int | None = Field(default=None, description="The job it is grading now")
+    current_job: int | None = Field(default=None, ge=1, le=MAX_ROW_ID,
+                                    description="The job it is grading now")
     nodes: int = Field(default=1, ge=1, le=4096, description="Nodes it holds for multi-node "
                        "MPI jobs (itself included)")
     pressure: float | None = Field(default=None, ge=0, le=100, description="The node's CPU "

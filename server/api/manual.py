@@ -20,8 +20,8 @@ from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
 from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
 from server.schemas import ErrorPublic, Input, Public
+from server.services import MAX_ROW_ID, manual, manual_points, regrades, rubric, visibility
 from server.services import assignments as assignment_service
-from server.services import manual, manual_points, regrades, rubric, visibility
 
 router = APIRouter(prefix="/api/courses", tags=["manual grading"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
@@ -153,7 +153,7 @@ class FeedbackItem(Public):
 class RequestIn(Paragraphs):
     MULTILINE = frozenset({"reason"})
     reason: str = Field(min_length=1, max_length=regrades.MAX_REASON_CHARS)
-    item_id: int | None = Field(default=None, ge=1)
+    item_id: int | None = Field(default=None, ge=1, le=MAX_ROW_ID)
     test_name: str | None = Field(default=None, max_length=300)
 
 

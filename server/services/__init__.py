@@ -1,4 +1,5 @@
 """Domain services: the rules, independent of HTTP."""
 
-MAX_ROW_ID = 2**31 - 1
-"""The largest id a row can have: ids are INTEGER columns (32-bit on PostgreSQL)."""
+from runners.protocol import MAX_ROW_ID
+
+__all__ = ["MAX_ROW_ID"]

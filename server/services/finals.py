@@ -61,7 +61,7 @@ from server.models import (
     aware,
     now,
 )
-from server.services import courses, grade_changes, grading, jobs, reference
+from server.services import MAX_ROW_ID, courses, grade_changes, grading, jobs, reference
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
 ROUNDS = 3
@@ -318,7 +318,7 @@ def of_assignment(*, session: Session, assignment: Assignment) -> list[FinalRun]
 
 
 def get(*, session: Session, assignment: Assignment, run_id: int) -> FinalRun:
-    run = session.get(FinalRun, run_id) if 0 < run_id < 1 << 62 else None
+    run = session.get(FinalRun, run_id) if 0 < run_id <= MAX_ROW_ID else None
     if run is None or run.assignment_id != assignment.id:
         raise NotFound(f"no final run {run_id} of {assignment.slug}")
     return run

@@ -20,7 +20,7 @@ from server.models import (
     Submission,
     User,
 )
-from server.services import artifacts, courses, jobs
+from server.services import MAX_ROW_ID, artifacts, courses, jobs
 from server.services.assignments import bundle, safe_members
 from server.services.errors import Forbidden, Invalid, NotFound
 
@@ -79,7 +79,7 @@ def of_assignment(*, session: Session, assignment: Assignment) -> list[Similarit
 
 
 def get(*, session: Session, assignment: Assignment, run_id: int) -> SimilarityRun:
-    run = session.get(SimilarityRun, run_id) if 0 < run_id < 1 << 62 else None
+    run = session.get(SimilarityRun, run_id) if 0 < run_id <= MAX_ROW_ID else None
     if run is None or run.assignment_id != assignment.id:
         raise NotFound(f"no similarity run {run_id} of {assignment.slug}")
     return run

@@ -34,7 +34,14 @@ from server.services.errors import DomainError, Forbidden, Invalid
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
 from server.settings import ServerSettings
-from server.web.plumbing import Csrf, PageUser, act_on_submission, reasons, render
+from server.web.plumbing import (
+    Csrf,
+    PageUser,
+    act_on_submission,
+    form_number,
+    reasons,
+    render,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -155,8 +162,8 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
     if request.query_params.get("final"):
         extra.setdefault("done", "Final run queued: every student's counted submission is timed "
                                  "again, in rounds, behind students' own submissions.")
-    if (n := request.query_params.get("regraded", "")).isdigit():
-        extra.setdefault("done", f"{int(n)} submission(s) queued for regrading, behind "
+    if (n := form_number(request.query_params.get("regraded", ""))) is not None:
+        extra.setdefault("done", f"{n} submission(s) queued for regrading, behind "
                                  "students' own")
     if who:
         subs = [s for s in subs if who in s.user.email.lower() or who in s.user.name.lower()]
@@ -253,7 +260,7 @@ def final_run_page(course: str, slug: str, run_id: RowId, request: Request, sess
 
 
 @router.post("/c/{course}/{slug}/manage/final-run/{run_id}/cancel", dependencies=[Csrf])
-def final_run_cancel(course: str, slug: str, run_id: int, request: Request, session: SessionDep,
+def final_run_cancel(course: str, slug: str, run_id: RowId, request: Request, session: SessionDep,
                      user: PageUser) -> Response:
     c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
@@ -391,7 +398,7 @@ def start_similarity(course: str, slug: str, request: Request, session: SessionD
 
 
 @router.get("/c/{course}/{slug}/similarity/{run_id}")
-def similarity_run(course: str, slug: str, run_id: int, request: Request, session: SessionDep,
+def similarity_run(course: str, slug: str, run_id: RowId, request: Request, session: SessionDep,
                    user: PageUser) -> HTMLResponse:
     """One run's pairs, most similar first (the page reloads itself until the run is done)."""
     c, _ = course_for(session, user, course, staff=True)
@@ -405,7 +412,7 @@ def similarity_run(course: str, slug: str, run_id: int, request: Request, sessio
 
 
 @router.get("/c/{course}/{slug}/similarity/{run_id}/{n}")
-def similarity_pair(course: str, slug: str, run_id: int, n: int, request: Request,
+def similarity_pair(course: str, slug: str, run_id: RowId, n: RowId, request: Request,
                     session: SessionDep, settings: SettingsDep, user: PageUser) -> HTMLResponse:
     """The n-th pair side by side, the matching lines marked."""
     c, _ = course_for(session, user, course, staff=True)
@@ -418,7 +425,7 @@ def similarity_pair(course: str, slug: str, run_id: int, n: int, request: Reques
 
 
 @router.post("/s/{submission_id}/regrade", dependencies=[Csrf])
-def regrade(submission_id: int, session: SessionDep, user: PageUser) -> Response:
+def regrade(submission_id: RowId, session: SessionDep, user: PageUser) -> Response:
     return act_on_submission(submission_id, session, user, submission_service.regrade)
 
 

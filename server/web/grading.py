@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.api import RowId
 from server.api.manual import AnswerIn, CommentIn, ItemIn, RequestIn, RulesIn
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
@@ -28,7 +29,7 @@ from server.services import manual, manual_points, regrades, rubric, visibility
 from server.services.errors import DomainError, Forbidden
 from server.web.admin import course_for
 from server.web.plots import scaling_svg
-from server.web.plumbing import Csrf, PageUser, reasons, render
+from server.web.plumbing import Csrf, PageUser, form_number, reasons, render
 
 router = APIRouter(include_in_schema=False)
 G = "/c/{course}/{slug}/grading"
@@ -100,7 +101,7 @@ def add_item(course: str, slug: str, request: Request, session: SessionDep, user
 
 
 @router.post(G + "/items/{item_id}", dependencies=[Csrf])
-def edit_item(course: str, slug: str, item_id: int, request: Request, session: SessionDep,
+def edit_item(course: str, slug: str, item_id: RowId, request: Request, session: SessionDep,
               user: PageUser, points: Annotated[float, Form()],
               title: Annotated[str, Form()], confirm: Annotated[str, Form()] = "") -> Response:
     """Change an item's points or title: the first post says how many grades it changes, the
@@ -155,7 +156,7 @@ def release(course: str, slug: str, request: Request, session: SessionDep, user:
 
 
 @router.get(G + "/{grade_id}")
-def grade_page(course: str, slug: str, grade_id: int, request: Request, session: SessionDep,
+def grade_page(course: str, slug: str, grade_id: RowId, request: Request, session: SessionDep,
                settings: SettingsDep, user: PageUser) -> HTMLResponse:
     return _grade_page(request, session, settings.artifacts_dir, user, course, slug, grade_id)
 
@@ -199,7 +200,7 @@ def _on_grade(request: Request, session: Session, user: User, course: str, slug:
 
 
 @router.post(G + "/{grade_id}/items/{item_id}", dependencies=[Csrf])
-def toggle(course: str, slug: str, grade_id: int, item_id: int, request: Request,
+def toggle(course: str, slug: str, grade_id: RowId, item_id: RowId, request: Request,
            session: SessionDep, user: PageUser, applied: Annotated[str, Form()]) -> Response:
     def work(g: ManualGrade, role: str) -> None:
         a = session.get(Assignment, g.assignment_id)
@@ -211,12 +212,11 @@ def toggle(course: str, slug: str, grade_id: int, item_id: int, request: Request
 
 
 @router.post(G + "/{grade_id}/comments", dependencies=[Csrf])
-def comment(course: str, slug: str, grade_id: int, request: Request, session: SessionDep,
+def comment(course: str, slug: str, grade_id: RowId, request: Request, session: SessionDep,
             settings: SettingsDep, user: PageUser, body: Annotated[str, Form()],
             file: Annotated[str, Form()] = "", line: Annotated[str, Form()] = "") -> Response:
     def work(g: ManualGrade, role: str) -> None:
-        c = CommentIn(body=body, file=file or None,
-                      line=int(line) if line.strip().isdigit() else None)
+        c = CommentIn(body=body, file=file or None, line=form_number(line))
         manual.comment(session=session, grade=g, grader=user, role=role, body=c.body,
                        file=c.file, line=c.line, artifacts_root=settings.artifacts_dir)
     return _on_grade(request, session, user, course, slug, grade_id, work,
@@ -224,7 +224,7 @@ def comment(course: str, slug: str, grade_id: int, request: Request, session: Se
 
 
 @router.post(G + "/{grade_id}/done", dependencies=[Csrf])
-def done(course: str, slug: str, grade_id: int, request: Request, session: SessionDep,
+def done(course: str, slug: str, grade_id: RowId, request: Request, session: SessionDep,
          user: PageUser, done: Annotated[str, Form()] = "yes") -> Response:
     return _on_grade(request, session, user, course, slug, grade_id,
                      lambda g, role: manual.finish(session=session, grade=g, grader=user,
@@ -265,11 +265,13 @@ def ask(course: str, slug: str, request: Request, session: SessionDep, settings:
         ) -> Response:
     """`about`: "item:ID" or "test:NAME"."""
     c, role = course_service.with_role(session=session, slug=course, user=user)
+    if role is None:
+        raise Forbidden("you are not enrolled in this course")
     a = assignment_service.get(session=session, course=c, slug=slug)
     kind, _, what = about.partition(":")
     try:
-        body = RequestIn(reason=reason, item_id=int(what) if kind == "item" and what.isdigit()
-                         else None, test_name=what if kind == "test" else None)
+        body = RequestIn(reason=reason, item_id=form_number(what) if kind == "item" else None,
+                         test_name=what if kind == "test" else None)
         with committing(session):
             regrades.ask(session=session, assignment=a, student=user, role=role,
                          reason=body.reason,
@@ -298,7 +300,7 @@ def _requests(request: Request, session: Session, user: User, course: str,
 
 
 @router.post("/c/{course}/-/regrades/{request_id}", dependencies=[Csrf])
-def answer(course: str, request_id: int, request: Request, session: SessionDep,
+def answer(course: str, request_id: RowId, request: Request, session: SessionDep,
            user: PageUser, answer: Annotated[str, Form()],
            change: Annotated[str, Form()] = "") -> Response:
     """`change`: "apply" or "remove" the item asked about; empty: the grade stays."""

@@ -12,6 +12,7 @@ from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import select
 
+from server.api import RowId
 from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, Submission, User
@@ -225,7 +226,7 @@ def _live(session: SessionDep, settings: SettingsDep, sub: Submission) -> dict[s
 
 
 @router.get("/s/{submission_id}")
-def submission_page(submission_id: int, request: Request, session: SessionDep,
+def submission_page(submission_id: RowId, request: Request, session: SessionDep,
                     settings: SettingsDep, user: PageUser) -> HTMLResponse:
     sub = _visible(session, user, submission_id)
     row = grading_service.report_of(session=session, submission_id=sub.id)
@@ -245,13 +246,13 @@ def submission_page(submission_id: int, request: Request, session: SessionDep,
 
 
 @router.post("/s/{submission_id}/cancel", dependencies=[Csrf])
-def cancel_submission(submission_id: int, session: SessionDep, user: PageUser) -> Response:
+def cancel_submission(submission_id: RowId, session: SessionDep, user: PageUser) -> Response:
     """Cancel a queued or running submission (its owner, or the course's instructors)."""
     return act_on_submission(submission_id, session, user, submission_service.cancel)
 
 
 @router.get("/s/{submission_id}/events")
-def submission_events(submission_id: int, request: Request,
+def submission_events(submission_id: RowId, request: Request,
                       settings: SettingsDep) -> StreamingResponse:
     return event_stream(
         request, lambda s, user: _visible(s, user, submission_id).id,

@@ -22,6 +22,7 @@ from server import security
 from server.db import committing
 from server.deps import SessionDep
 from server.models import User
+from server.services import MAX_ROW_ID
 from server.services import courses as course_service
 from server.services import submissions as submission_service
 from server.services import users as user_service
@@ -33,6 +34,17 @@ from server.web import live
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.globals["lms_only"] = lms_only  # the page offers to link such an account
+
+
+def form_number(text: str, *, high: int = MAX_ROW_ID) -> int | None:
+    """A whole number from a form field or query string: ASCII digits only (not '²' or '٣',
+    which str.isdigit takes), from 1 to `high` (a row id on both databases by default); None
+    for anything else."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(high)):
+        return None
+    n = int(text)
+    return n if 1 <= n <= high else None
 
 
 def _seconds(s: float) -> str:

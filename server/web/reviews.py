@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
+from server.api import RowId
 from server.deps import SessionDep
 from server.services import assignments as assignment_service
 from server.services import reviews as review_service
@@ -29,7 +30,7 @@ def reviews_page(course: str, slug: str, request: Request, session: SessionDep,
 
 
 @router.post("/s/{submission_id}/review", dependencies=[Csrf])
-def review(submission_id: int, session: SessionDep, user: PageUser,
+def review(submission_id: RowId, session: SessionDep, user: PageUser,
            decision: Annotated[Decision, Form()]) -> Response:
     """Grant a held or refused speedup its performance points, or refuse them."""
     return act_on_submission(submission_id, session, user,
