@@ -165,13 +165,30 @@ def _copy(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
+def _private(root: Path) -> None:
+    """Folders 0700 and files 0600 under `root`, whatever the umask made them: a backup holds
+    every password hash and the LTI tool's private key."""
+    root.chmod(0o700)
+    for folder, dirs, files in os.walk(root):  # the backup's own tree: no link in it
+        for name, mode in [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
+            if not os.path.islink(path := os.path.join(folder, name)):
+                os.chmod(path, mode)
+
+
 def backup(*, url: str, artifacts_dir: Path, dest: Path) -> Summary:
     """Back up the database at `url` and the artifacts it names into the folder `dest`."""
-    if dest.exists():
+    if os.path.lexists(dest):  # a link, even one to nowhere, is a path that exists
         raise BackupError(f"{dest} exists: a backup goes into a new folder")
     work = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "artifacts").mkdir(parents=True)
+    if work.is_symlink() or (os.path.lexists(work) and not work.is_dir()):
+        raise BackupError(f"{work} is a link or a file, not a backup left unfinished: remove it "
+                          "and back up again")
+    shutil.rmtree(work, ignore_errors=True)  # an earlier backup's unfinished folder
+    try:
+        os.mkdir(work, 0o700)  # fails where anything appeared at the name meanwhile
+    except FileExistsError as exc:
+        raise BackupError(f"{work} appeared while the backup started: back up again") from exc
+    (work / "artifacts").mkdir(mode=0o700)
     try:
         with _snapshot(url, work) as (rows, revision, count):
             missing = [sha for sha, _ in rows if not path_of(artifacts_dir, sha).is_file()]
@@ -185,6 +202,7 @@ def backup(*, url: str, artifacts_dir: Path, dest: Path) -> Summary:
             summary = _summary(rows, revision, count, _kind(url))
         summary = replace(summary, database_sha256=_sha256(work / _database_file(summary)))
         (work / MANIFEST).write_text(json.dumps(asdict(summary), indent=2) + "\n")
+        _private(work)
         os.replace(work, dest)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

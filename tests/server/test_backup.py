@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -138,6 +139,37 @@ def test_backup_and_restore_refuse_what_they_cannot_do(world: World, engine: Eng
     # Refused before anything was written: the install is still empty, the restore can be tried
     # again with a good copy.
     assert not (tmp_path / "a3").exists() and backup._empty_database(fresh_url)
+
+
+def test_a_backup_is_private_whatever_the_umask_and_goes_only_where_it_is_told(
+        world: World, engine: Engine, settings: ServerSettings, tmp_path: Path) -> None:
+    """It holds every password hash and the LTI key: folders 0700, files 0600 under umask 022;
+    a planted link at the target or at its unfinished folder is refused, and nothing is written
+    where either points."""
+    url = engine.url.render_as_string(hide_password=False)
+    world.submit(world.ada, REFERENCE)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "t.partial").symlink_to(elsewhere)
+    (tmp_path / "u").symlink_to(tmp_path / "nowhere")
+    old = os.umask(0o022)
+    try:
+        with pytest.raises(backup.BackupError, match="is a link or a file"):
+            backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=tmp_path / "t")
+        with pytest.raises(backup.BackupError, match="exists"):  # a dangling link
+            backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=tmp_path / "u")
+        assert list(elsewhere.iterdir()) == [] and not (tmp_path / "t").exists()
+        assert not (tmp_path / "nowhere").exists()
+        good = tmp_path / "good"
+        backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=good)
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(good).as_posix(): (p.is_dir(), stat.S_IMODE(p.stat().st_mode))
+             for p in [good, *good.rglob("*")]}
+    assert any(not d for d, _ in modes.values()), modes  # files were checked, not folders only
+    wrong = {k: oct(m) for k, (d, m) in modes.items() if m != (0o700 if d else 0o600)}
+    assert not wrong, wrong
+    backup.verify(good)  # still a whole backup
 
 
 def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
