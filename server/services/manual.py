@@ -129,7 +129,27 @@ def hold(*, session: Session, grade: ManualGrade, grader: User, role: str | None
 
 def apply(*, session: Session, grade: ManualGrade, item: RubricItem, grader: User,
           role: str | None, applied: bool = True) -> None:
+    """Apply (or take off) a rubric item on a grade being graded; a done grade is opened again
+    first (`finish(done=False)`), so that a released total never changes unseen."""
     hold(session=session, grade=grade, grader=grader, role=role)
+    if grade.status == "done":
+        raise Conflict("this grade is done: open it again before changing its items (its "
+                       "manual points leave the totals until you finish it again)")
+    _set_item(session, grade, item, applied)
+
+
+def amend(*, session: Session, grade: ManualGrade, item: RubricItem, grader: User,
+          role: str | None, applied: bool) -> None:
+    """Change one item of a grade in answer to a regrade request: the grade is done again at
+    once, and its new total reaches the boards and the LMS (`changed`)."""
+    hold(session=session, grade=grade, grader=grader, role=role)
+    _set_item(session, grade, item, applied)
+    grade.status, grade.locked_by, grade.locked_until = "done", None, None
+    session.flush()
+    changed(session=session, assignment_id=grade.assignment_id)
+
+
+def _set_item(session: Session, grade: ManualGrade, item: RubricItem, applied: bool) -> None:
     if item.assignment_id != grade.assignment_id:
         raise NotFound("that rubric item belongs to another assignment")
     there = session.get(AppliedItem, (grade.id, item.id))

@@ -130,12 +130,9 @@ def answer(*, session: Session, request: RegradeRequest, actor: User, role: str 
             raise NotFound("the item the request is about was deleted")
         before = item.id in {i.id for i in manual.applied(session=session, grade=grade)}
         if before != apply_item:
-            manual.apply(session=session, grade=grade, item=item, grader=actor, role=role,
+            manual.amend(session=session, grade=grade, item=item, grader=actor, role=role,
                          applied=apply_item)
-            grade.status, grade.locked_by, grade.locked_until = "done", None, None
             request.changed = True
-            session.flush()
-            manual.changed(session=session, assignment_id=grade.assignment_id)
     request.status, request.answer, request.answered_by = "answered", text, actor.id
     request.answered_at = now()
     session.flush()

@@ -126,6 +126,21 @@ def test_a_ta_grades_by_rubric_and_the_student_reads_it_once_released(world: Wor
                                                                 ("solution.py", 3)]
     assert "runs serially" in fb["comments"][1]["body"]
     _totals_carry(world, engine, student, 5.0 * 0.5)
+    # A done, released grade changes only through a reopen: an item put on or taken off is
+    # refused and every total stays; reopened, changed and done again, every total follows.
+    explains = f"{g}/items/{items['explains the efficiency']}"
+    r = c.put(explains, headers=ta)
+    assert r.status_code == 409 and "open it again" in r.json()["detail"], r.text
+    assert c.delete(f"{g}/items/{items['uses a collective']}", headers=ta).status_code == 409
+    _totals_carry(world, engine, student, 5.0 * 0.5)
+    assert world.post(ta, f"{g}/done", json={"done": False}).status_code == 200
+    assert c.put(explains, headers=ta).status_code == 200
+    assert world.post(ta, f"{g}/done", json={}).json()["points"] == 15.0
+    _totals_carry(world, engine, student, 15.0 * 0.5)
+    assert world.post(ta, f"{g}/done", json={"done": False}).status_code == 200
+    assert c.delete(explains, headers=ta).status_code == 200
+    assert world.post(ta, f"{g}/done", json={}).json()["points"] == 5.0
+    _totals_carry(world, engine, student, 5.0 * 0.5)
     # The other student's grade is not done: nothing to see.
     other_student = world.bob if student == "ada" else world.ada
     assert world.get(other_student, f"{A}/feedback").status_code == 404
