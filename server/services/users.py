@@ -152,6 +152,10 @@ def authenticate(*, session: Session, email: str, password: str, address: str,
         session.execute(delete(LoginFailure).where(pair))
         session.execute(update(LoginFailure).where(LoginFailure.email == email)
                         .values(checked=False))
+        # Committed now, as the attempt was: a caller that then refuses (an LMS link to an
+        # account it cannot take) rolls back its own work, never this (a right password
+        # counted as a failure would lock the owner out).
+        session.commit()
         return user
     raise Forbidden("wrong email or password")
 

@@ -20,6 +20,7 @@ import hypothesis
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import strategies as st
+from sqlalchemy import Engine
 
 from server.security import MAX_PASSWORD_CHARS
 from tests.server.conftest import World, login
@@ -242,3 +243,27 @@ def test_guesses_from_many_addresses_meet_an_account_wide_delay(world: World) ->
     assert guess(17, "studentpass1").status_code == 200  # … and gets in then
     # Their login starts the account's count again.
     assert [guess(n).status_code for n in range(20, 25)] == [403] * 5
+
+
+def test_a_right_password_is_never_counted_as_a_failure_by_a_caller_that_then_refuses(
+        world: World, engine: Engine) -> None:
+    """An LMS link checks the password, then may refuse (another LMS-made account, a submission
+    from the LMS one) and roll back its own work: the forgotten failures stay forgotten, and the
+    owner is never locked out by her own right password (the sixth try was refused for 15 min)."""
+    from server.db import session_factory
+    from server.services import users
+    from server.services.errors import Forbidden
+
+    limits = users.LoginLimits()
+    for _ in range(limits.per_account - 1):
+        with session_factory(engine)() as s, pytest.raises(Forbidden):
+            users.authenticate(session=s, email="ada@uni.edu", password="wrong-guess-12345",
+                               address="203.0.113.9", limits=limits)
+    for _ in range(limits.per_account + 1):
+        with session_factory(engine)() as s:
+            users.authenticate(session=s, email="ada@uni.edu", password="studentpass1",
+                               address="203.0.113.9", limits=limits)
+            s.rollback()  # the caller refused after the check
+    with session_factory(engine)() as s:
+        assert users.authenticate(session=s, email="ada@uni.edu", password="studentpass1",
+                                  address="203.0.113.9", limits=limits).email == "ada@uni.edu"
