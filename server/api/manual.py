@@ -123,7 +123,8 @@ class GradePublic(Public):
     id: int
     student: str
     alias: str | None
-    submission_id: int
+    submission_id: int | None = Field(description="None while the assignment is graded "
+                                      "anonymously")
     status: str
     held_by: str | None
     held_until: datetime | None
@@ -205,12 +206,11 @@ def _grade(session: Session, a: Assignment, g: ManualGrade, files: dict[str, lis
     items = manual.applied(session=session, grade=g)
     alias = session.scalar(select(Enrollment.alias).where(Enrollment.course_id == a.course_id,
                                                           Enrollment.user_id == g.user_id))
-    if a.manual_anonymous:  # graders read the code, not whose it is
-        who, alias = f"student {g.id}", None
-    else:
-        who = student.email
+    anonymous = a.manual_anonymous  # graders read the code, not whose it is: no alias, and
+    # no submission id (the submissions list and the CSV map it to a person)
     return GradePublic(
-        id=g.id, student=who, alias=alias, submission_id=g.submission_id,
+        id=g.id, student=manual.label(a, g, student), alias=None if anonymous else alias,
+        submission_id=None if anonymous else g.submission_id,
         status=g.status, held_by=holder.email if holder else None, held_until=g.locked_until,
         points=manual_points.points(a, items), items=[i.id for i in items],
         comments=[CommentPublic.model_validate(c) for c in manual.comments(session=session,
@@ -435,7 +435,7 @@ def requests(access: CourseStaffDep, session: SessionDep,
     """The course's regrade requests, oldest first (open ones by default)."""
     found = regrades.of_course(session=session, course=access.course, role=access.role,
                                status=None if state == "all" else state)
-    return [_request(r, u.email, slug) for r, _, u, slug in found]
+    return [_request(r, who, slug) for r, _, who, slug in found]
 
 
 @router.post("/{course}/regrade-requests/{request_id}/answer", response_model=RequestPublic)

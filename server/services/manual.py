@@ -114,6 +114,13 @@ def get(*, session: Session, assignment: Assignment, grade_id: int) -> ManualGra
     return grade
 
 
+def label(assignment: Assignment, grade: ManualGrade, student: User) -> str:
+    """Whose a grade is, as the course's staff see it on every grading surface (the grading
+    list and page, the grade's JSON, the regrade requests): "student N" (the grade's number)
+    while the assignment is graded anonymously, else the student's email."""
+    return f"student {grade.id}" if assignment.manual_anonymous else student.email
+
+
 def hold(*, session: Session, grade: ManualGrade, grader: User, role: str | None) -> None:
     """Take (or renew) the hold on `grade` before changing it; Conflict while another has it."""
     _staff(role)

@@ -74,19 +74,20 @@ def ask(*, session: Session, assignment: Assignment, student: User, role: str | 
 
 def of_course(*, session: Session, course: Course, role: str | None,
               status: str | None = "open"
-              ) -> list[tuple[RegradeRequest, ManualGrade, User, str]]:
+              ) -> list[tuple[RegradeRequest, ManualGrade, str, str]]:
     """The course's requests (open ones by default), oldest first, for its staff: each with
-    its grade, its student and its assignment's slug."""
+    its grade, whose it is (manual.label: "student N" where the assignment is graded
+    anonymously) and its assignment's slug."""
     if not courses.is_staff(role):
         raise Forbidden("only the course's instructors and TAs read regrade requests")
-    q = (select(RegradeRequest, ManualGrade, User, Assignment.slug)
+    q = (select(RegradeRequest, ManualGrade, User, Assignment)
          .join(ManualGrade, ManualGrade.id == RegradeRequest.grade_id)
          .join(Assignment, Assignment.id == ManualGrade.assignment_id)
          .join(User, User.id == RegradeRequest.user_id)
          .where(Assignment.course_id == course.id).order_by(RegradeRequest.id))
     if status is not None:
         q = q.where(RegradeRequest.status == status)
-    return [(r, g, u, slug) for r, g, u, slug in session.execute(q).all()]
+    return [(r, g, manual.label(a, g, u), a.slug) for r, g, u, a in session.execute(q).all()]
 
 
 def of_student(*, session: Session, assignment: Assignment, student: User

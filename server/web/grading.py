@@ -54,6 +54,7 @@ def _queue(request: Request, session: Session, user: User, course: str, slug: st
     return render(request, "grading.html", user=user, course=c, role=role, a=a,
                   items=rubric.items(session=session, assignment=a), grades=grades,
                   people=people, totals=totals, students=waiting,
+                  who={g.id: manual.label(a, g, people[g.user_id]) for g in grades},
                   done=sum(g.status == "done" for g in grades), **extra)
 
 
@@ -171,8 +172,10 @@ def _grade_page(request: Request, session: Session, artifacts: Path, user: User,
     holder = session.get(User, g.locked_by) if g.locked_by else None
     row = grading_service.report_of(session=session, submission_id=g.submission_id)
     report = None if row is None else row.report
+    assert student is not None
     return render(request, "grade.html", user=user, course=c, a=a, g=g, items=items, on=on,
-                  student=student, holder=holder, report=report,
+                  student=student, who=manual.label(a, g, student), holder=holder,
+                  report=report,
                   plot=Markup(scaling_svg(report["scaling"])) if report and report.get("scaling")
                   else "",
                   total=manual_points.points(a, [i for i in items if i.id in on]),

@@ -305,3 +305,21 @@ def test_anonymous_grading_hides_whose_code_it_is(world: World, engine: Engine) 
         text = page.get(url).text
         assert "ada@uni.edu" not in text and "bob@uni.edu" not in text, url
         assert f"tudent {g['id']}" in text
+    # No id that maps to a person: the submissions list and the CSV map submission ids to emails.
+    assert g["submission_id"] is None
+    assert "/s/" not in page.get(f"/c/th/t1-multiprocessing/grading/{g['id']}").text
+    # Its regrade requests say "student N" too, in the API and on the page.
+    r = world.post(world.prof, f"{A}/rubric/items", json={
+        "title": "style", "points": 5, "group": "code", "description": "Readable."})
+    item = r.json()["id"]
+    assert world.post(ta, f"{A}/grading/{g['id']}/done", json={}).status_code == 200
+    assert world.post(world.prof, f"{A}/grading/release", json={}).status_code == 200
+    owner = next(t for t in (world.ada, world.bob)
+                 if world.get(t, f"{A}/feedback").status_code == 200)
+    r = world.post(owner, f"{A}/feedback/regrade-requests",
+                   json={"item_id": item, "reason": "It is readable."})
+    assert r.status_code == 201, r.text
+    listed = world.get(ta, "/api/courses/th/regrade-requests").json()
+    assert [x["student"] for x in listed] == [g["student"]], listed
+    text = page.get("/c/th/-/regrades").text
+    assert "ada@uni.edu" not in text and "bob@uni.edu" not in text and g["student"] in text
