@@ -111,6 +111,12 @@ def points(*, sub: Submission, report: GradeReport, earned: float | None) -> flo
                                         speedup_min=a.speedup_min, speedup_full=a.speedup_full))
 
 
+def late_work_earns(a: Assignment) -> bool:
+    """Whether a submission after the deadline can still earn points: late policy accept, or a
+    penalty under 100 %."""
+    return a.late_policy == "accept" or (a.late_policy == "penalty" and a.late_penalty < 1)
+
+
 def late(sub: Submission, score: float) -> float:
     """`score` after the assignment's late policy."""
     a = sub.assignment

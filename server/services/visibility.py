@@ -5,8 +5,9 @@ visible test would carry: the assertion's values, the traceback of the student's
 
 - **staff** (the course's instructors and TAs) get both, always;
 - **the student** gets the whole message where the test is revealed: "always", or
-  "after_deadline" once their own deadline (extensions included) has passed; else only the
-  message written on purpose, as before.
+  "after_deadline" once their own deadline (extensions included) has passed and no late
+  submission can earn points any more (late policy reject, or a 100 % penalty: else the values
+  would earn late points); else only the message written on purpose, as before.
 
 Per test, the package's `[feedback] tests` decides; else the course offering's choice for the
 assignment (`hidden_tests_shown`); else the package's `[feedback] hidden_tests` ("never" by
@@ -22,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import Manifest, Shown
 from server.models import Assignment, AuditLog, Submission, User, now
-from server.services import extensions
+from server.services import extensions, grading
 from server.services.errors import Forbidden, Invalid
 
 MODES = get_args(Shown)
@@ -52,7 +53,9 @@ def for_reader(*, session: Session, sub: Submission, report: dict[str, Any] | No
     except ValidationError:  # a package stored before [feedback] existed reads as "never"
         manifest = None
     deadline = extensions.deadline_for(session=session, assignment=a, user_id=sub.user_id)
-    passed = deadline is not None and now() >= deadline
+    # Passed for good: a student who can still earn points by submitting (a late submission
+    # accepted, or with a penalty under 100 %) could use the values to resubmit.
+    passed = deadline is not None and now() >= deadline and not grading.late_work_earns(a)
     out = copy.deepcopy(report)
     for t in out.get("tests", []):
         whole = t.pop("held_message", None)
@@ -69,6 +72,12 @@ def set_mode(*, session: Session, assignment: Assignment, actor: User, role: str
         raise Forbidden("only the course's instructors decide when hidden tests are shown")
     if shown is not None and shown not in MODES:
         raise Invalid(f"hidden tests are shown {', '.join(MODES)} (or as the package says)")
+    if shown == "after_deadline" and grading.late_work_earns(assignment):
+        raise Invalid(
+            f"late submissions earn points here (late policy {assignment.late_policy}): after "
+            "the deadline a student could read the hidden tests' values and resubmit for "
+            "points. Set the late policy to reject (or a 100 % penalty) first, or choose "
+            "never or always")
     assignment.hidden_tests_shown = shown
     session.add(AuditLog(actor_id=actor.id, action="feedback.hidden_tests",
                          target=f"{assignment.course.slug}/{assignment.slug}",

@@ -54,6 +54,11 @@ def test_hidden_messages_are_shown_as_the_course_and_the_package_say(world: Worl
     shown = f"{A}/hidden-tests"
     assert world.client.put(shown, json={"hidden_tests": "always"},
                             headers=world.ada).status_code == 403
+    # Late submissions earn points (the default, accept): the values would earn late points.
+    r = world.client.put(shown, json={"hidden_tests": "after_deadline"}, headers=world.prof)
+    assert r.status_code == 422 and "resubmit for points" in r.json()["detail"], r.text
+    assert world.client.patch(A, json={"late_policy": "reject"},
+                              headers=world.prof).status_code == 200
     r = world.client.put(shown, json={"hidden_tests": "after_deadline"}, headers=world.prof)
     assert r.status_code == 200 and r.json()["hidden_tests_shown"] == "after_deadline"
     assert _read(world, world.ada, ada)["message"] == WRITTEN  # no deadline: none has passed
@@ -66,6 +71,12 @@ def test_hidden_messages_are_shown_as_the_course_and_the_package_say(world: Worl
     assert _read(world, world.ada, ada)["message"] == WHOLE  # her deadline has passed
     assert _read(world, world.bob, bob)["message"] == WRITTEN  # his has not
     assert WHOLE in browser(world).get(f"/s/{ada}").text
+    # Late work earning points again (a policy changed afterwards): held back again.
+    for policy, penalty, whole in (("accept", None, False), ("penalty", 0.5, False),
+                                   ("penalty", 1.0, True), ("reject", None, True)):
+        change = {"late_policy": policy} | ({"late_penalty": penalty} if penalty else {})
+        assert world.client.patch(A, json=change, headers=world.prof).status_code == 200
+        assert _read(world, world.ada, ada)["message"] == (WHOLE if whole else WRITTEN), change
 
     r = world.client.put(shown, json={"hidden_tests": "always"}, headers=world.prof)
     assert _read(world, world.bob, bob)["message"] == WHOLE
