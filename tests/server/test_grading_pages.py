@@ -29,6 +29,10 @@ def test_a_ta_grades_in_the_pages_and_the_student_reads_it(world: World, engine:
 
     r = _post(prof, G, G + "/rules", points="10", weight="1", regrade_limit="2")
     assert r.status_code == 303, r.text
+    r = _post(prof, G, G + "/hidden-tests", shown="after_deadline")  # late work earns points
+    assert r.status_code == 422 and "resubmit for points" in r.text, r.text
+    assert world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
+                              json={"late_policy": "reject"}, headers=world.prof).status_code == 200
     r = _post(prof, G, G + "/hidden-tests", shown="after_deadline")
     assert r.status_code == 303 and 'value="after_deadline" selected' in prof.get(G).text
     r = _post(ta, G, G + "/rules", points="50", weight="1", regrade_limit="2")
