@@ -242,15 +242,38 @@ def verify(src: Path) -> Summary:
                           f"{summary.artifacts}")
     for path in files:
         _verify(path, path.name)
-    if summary.database == "sqlite":
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)) \
-                as conn:
-            if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
-                raise BackupError(f"{db} fails SQLite's integrity check")
-            named = {str(sha) for (sha, _) in conn.execute(ARTIFACTS)}
-        if named != {p.name for p in files}:
-            raise BackupError("the database and the artifact files of the backup do not match")
+    if _named_artifacts(summary, db) != {p.name for p in files}:
+        raise BackupError("the database and the artifact files of the backup do not match")
     return summary
+
+
+def _named_artifacts(summary: Summary, db: Path) -> set[str]:
+    """The artifacts the backup's database names, read from its file without restoring it
+    (SQLite: read-only, after its integrity check; PostgreSQL: the dump's artifacts table, as
+    pg_restore prints it)."""
+    if summary.database == "sqlite":
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro&immutable=1",
+                                                    uri=True)) as conn:
+                if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                    raise BackupError(f"{db} fails SQLite's integrity check")
+                return {str(sha) for (sha, _) in conn.execute(ARTIFACTS)}
+        except sqlite3.DatabaseError as exc:  # truncated, or not a database at all
+            raise BackupError(f"{db} is not a whole SQLite database ({exc})") from None
+    done = subprocess.run([_pg_tool("pg_restore"), "--data-only", "--table=artifacts",
+                           "--file=-", str(db)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BackupError(f"{db} is not a whole PostgreSQL dump: {done.stderr.strip()[-500:]}")
+    named: set[str] = set()
+    columns: list[str] | None = None
+    for line in done.stdout.splitlines():
+        if line.startswith("COPY ") and " FROM stdin;" in line:
+            columns = [c.strip() for c in line[line.index("(") + 1:line.index(")")].split(",")]
+        elif line == "\\.":
+            columns = None
+        elif columns is not None:
+            named.add(line.split("\t")[columns.index("sha256")])
+    return named
 
 
 def _empty_database(url: str) -> bool:
@@ -283,17 +306,29 @@ def restore(*, src: Path, url: str, artifacts_dir: Path) -> Summary:
         target = _sqlite_path(url)
         if target.exists() and not _empty_database(url):
             raise BackupError(f"{target} holds data already: restore into an empty install")
+    elif not _empty_database(url):
+        raise BackupError(f"the database {make_url(url).database} holds data already: "
+                          "restore into an empty one (createdb)")
+    try:
+        _put_in_place(src, url, files, artifacts_dir)
+    except BaseException:
+        _empty_out(url, artifacts_dir)  # as it was: empty, and the restore can be tried again
+        raise
+    return summary
+
+
+def _put_in_place(src: Path, url: str, files: list[Path], artifacts_dir: Path) -> None:
+    """Write the checked backup into the empty install and upgrade its schema."""
+    if _kind(url) == "sqlite":
+        target = _sqlite_path(url)
         target.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.closing(sqlite3.connect(src / SQLITE_FILE)) as s, \
                 contextlib.closing(sqlite3.connect(target)) as d:
             s.backup(d)
     else:
-        if not _empty_database(url):
-            raise BackupError(f"the database {make_url(url).database} holds data already: "
-                              "restore into an empty one (createdb)")
         _run([_pg_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
-              "--clean", "--if-exists", f"--dbname={make_url(url).database}",
-              str(src / PG_FILE)], _pg_env(url))
+              "--single-transaction", "--clean", "--if-exists",
+              f"--dbname={make_url(url).database}", str(src / PG_FILE)], _pg_env(url))
     for path in files:
         _copy(path, path_of(artifacts_dir, path.name))
     migrate.upgrade(url)
@@ -307,4 +342,22 @@ def restore(*, src: Path, url: str, artifacts_dir: Path) -> Summary:
     if missing:
         raise BackupError(f"{len(missing)} artifact(s) the database names are not in the backup "
                           f"(first: {missing[0][:12]})")
-    return summary
+
+
+def _empty_out(url: str, artifacts_dir: Path) -> None:
+    """Undo a restore that failed part-way: the install was empty before it (restore checked),
+    so every table and artifact file goes."""
+    if _kind(url) == "sqlite":
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{_sqlite_path(url)}{suffix}").unlink(missing_ok=True)
+    else:
+        engine = create_engine(url)
+        try:
+            with engine.begin() as conn:
+                conn.execute(text("DROP SCHEMA public CASCADE"))
+                conn.execute(text("CREATE SCHEMA public"))
+        finally:
+            engine.dispose()
+    if artifacts_dir.exists():
+        for child in artifacts_dir.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()

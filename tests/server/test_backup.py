@@ -4,7 +4,9 @@ PostgreSQL: taken while uploads arrive, restored into a fresh install that serve
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -170,6 +172,57 @@ def test_a_backup_is_private_whatever_the_umask_and_goes_only_where_it_is_told(
     wrong = {k: oct(m) for k, (d, m) in modes.items() if m != (0o700 if d else 0o600)}
     assert not wrong, wrong
     backup.verify(good)  # still a whole backup
+
+
+def _forged(good: Path, to: Path, *, database: bytes | None = None,
+            drop_artifact: bool = False) -> Path:
+    """A copy of the backup `good`, changed, with its manifest's checksum and count recomputed
+    (what a careless copy or a forger would leave): integrity checks alone must catch it."""
+    shutil.copytree(good, to)
+    manifest = json.loads((to / backup.MANIFEST).read_text())
+    db = to / ("database.sqlite" if manifest["database"] == "sqlite" else "database.pgdump")
+    if database is not None:
+        db.write_bytes(database)
+    if drop_artifact:
+        next(p for p in (to / "artifacts").rglob("*") if p.is_file()).unlink()
+        manifest["artifacts"] -= 1
+    manifest["database_sha256"] = hashlib.sha256(db.read_bytes()).hexdigest()
+    (to / backup.MANIFEST).write_text(json.dumps(manifest))
+    return db
+
+
+def test_restore_checks_everything_before_it_writes_and_a_failed_one_can_be_tried_again(
+        world: World, engine: Engine, settings: ServerSettings, fresh_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    url = engine.url.render_as_string(hide_password=False)
+    world.submit(world.ada, REFERENCE)
+    good = tmp_path / "good"
+    took = backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=good)
+    whole = (good / ("database.sqlite" if took.database == "sqlite" else "database.pgdump")
+             ).read_bytes()
+    kind = "SQLite database" if took.database == "sqlite" else "PostgreSQL dump"
+    truncated = tmp_path / "truncated"
+    _forged(good, truncated, database=whole[:len(whole) // 3])
+    with pytest.raises(backup.BackupError, match=f"not a whole {kind}"):
+        backup.restore(src=truncated, url=fresh_url, artifacts_dir=tmp_path / "a1")
+    # An artifact gone, the count made to agree: the database still names it (both kinds).
+    short = tmp_path / "short"
+    _forged(good, short, drop_artifact=True)
+    with pytest.raises(backup.BackupError, match="do not match"):
+        backup.verify(short)
+    assert not (tmp_path / "a1").exists() and backup._empty_database(fresh_url)
+    # A restore that fails once it has written (here the schema's upgrade) leaves the install
+    # empty, and the next try restores it whole.
+    def broken(_: str) -> None:
+        raise backup.BackupError("the upgrade failed (injected)")
+    monkeypatch.setattr(backup.migrate, "upgrade", broken)
+    with pytest.raises(backup.BackupError, match="injected"):
+        backup.restore(src=good, url=fresh_url, artifacts_dir=tmp_path / "a2")
+    assert backup._empty_database(fresh_url)
+    assert not any(p.is_file() for p in (tmp_path / "a2").rglob("*"))
+    monkeypatch.undo()
+    again = backup.restore(src=good, url=fresh_url, artifacts_dir=tmp_path / "a2")
+    assert again.submissions == took.submissions and not backup._empty_database(fresh_url)
 
 
 def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
