@@ -289,7 +289,7 @@ class QueueScalePublic(Public):
     reason: str = Field(description="Why that many, in words")
     start_s: float | None = Field(description="Median seconds from a pilot's submission to its "
                                   "runner's hello, lately")
-    updated_at: datetime
+    updated_at: UtcDatetime
 
 
 class QueuePublic(Public):

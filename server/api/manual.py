@@ -6,7 +6,6 @@ requests."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, ClassVar
 
 from fastapi import APIRouter, Query, Response, status
@@ -19,7 +18,7 @@ from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
 from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
-from server.schemas import ErrorPublic, Input, Public
+from server.schemas import ErrorPublic, Input, Public, UtcDatetime
 from server.services import MAX_ROW_ID, manual, manual_points, regrades, rubric, visibility
 from server.services import assignments as assignment_service
 
@@ -92,7 +91,7 @@ class RubricPublic(Public):
     manual_weight: float
     regrade_limit: int
     anonymous: bool
-    released_at: datetime | None
+    released_at: UtcDatetime | None
     hidden_tests_shown: Shown | None = Field(
         description="When students read a hidden test's whole message (None: as the package's "
         "[feedback] says, per test where it names one)")
@@ -116,7 +115,7 @@ class CommentPublic(Public):
     file: str | None
     line: int | None
     body: str
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class GradePublic(Public):
@@ -127,7 +126,7 @@ class GradePublic(Public):
                                       "anonymously")
     status: str
     held_by: str | None
-    held_until: datetime | None
+    held_until: UtcDatetime | None
     points: float
     items: list[int] = Field(description="The rubric items applied (ids)")
     comments: list[CommentPublic]
@@ -168,15 +167,15 @@ class RequestPublic(Public):
     status: str
     answer: str | None
     changed: bool
-    created_at: datetime
-    answered_at: datetime | None
+    created_at: UtcDatetime
+    answered_at: UtcDatetime | None
 
 
 class FeedbackPublic(Public):
     points: float
     max_points: float
     weight: float
-    released_at: datetime
+    released_at: UtcDatetime
     items: list[FeedbackItem]
     comments: list[CommentPublic]
     requests: list[RequestPublic]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from server.deps import CourseStaffDep, SessionDep
 from server.models import now
-from server.schemas import ErrorPublic
+from server.schemas import ErrorPublic, UtcDatetime
 from server.services import assignments as assignment_service
 from server.services import course_statistics as course_stats_service
 from server.services import statistics as stats_service
@@ -40,8 +40,8 @@ class StudentStatPublic(BaseModel):
     latest_score: float | None
     passed: bool = Field(description="Any submission passed every test")
     full_points: bool
-    first_submitted_at: datetime | None
-    first_passed_at: datetime | None
+    first_submitted_at: UtcDatetime | None
+    first_passed_at: UtcDatetime | None
 
 
 class FailurePublic(BaseModel):
@@ -73,7 +73,7 @@ class ScalingPointPublic(BaseModel):
 
 
 class DayPublic(BaseModel):
-    day: datetime = Field(description="The day (UTC) the gradings were queued")
+    day: UtcDatetime = Field(description="The day (UTC) the gradings were queued")
     gradings: int
     queue_wait_p50_s: float
     queue_wait_p95_s: float
@@ -108,7 +108,7 @@ class AssignmentStatsPublic(BaseModel):
     per_day: list[DayPublic] = Field(description=(
         "Queue wait (queued to the claim of the attempt that finished) and grading time "
         "(that claim to its end), per day the gradings were queued, regrades included"))
-    deadline: datetime | None
+    deadline: UtcDatetime | None
     students: list[StudentStatPublic]
 
 
@@ -191,7 +191,7 @@ def assignment_stats(slug: str, access: CourseStaffDep, session: SessionDep,
 class AssignmentLinePublic(BaseModel):
     slug: str
     title: str
-    deadline: datetime | None
+    deadline: UtcDatetime | None
     enrolled: int
     submitted: int
     passed: int

@@ -10,6 +10,7 @@ import io
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -110,6 +111,10 @@ def test_a_ta_grades_by_rubric_and_the_student_reads_it_once_released(world: Wor
         assert r.status_code == 422 and why in r.json()["detail"], r.text
     assert world.post(ta, f"{g}/comments",
                       json={"body": "a\x1b[31m red"}).status_code == 422
+    # Every time with its zone, on SQLite too (it stores none).
+    held = world.get(ta, g).json()
+    times = [held["held_until"], *(x["created_at"] for x in held["comments"])]
+    assert all(datetime.fromisoformat(t).utcoffset() == timedelta(0) for t in times), times
     done = world.post(ta, f"{g}/done", json={}).json()
     assert (done["status"], done["points"], done["held_by"]) == ("done", 5.0, None)
 
