@@ -33,7 +33,7 @@ from server.models import (
     aware,
     now,
 )
-from server.services import assignments, courses, grade_changes, submissions
+from server.services import assignments, courses, grade_changes, submissions, users
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 from server.services.manual_points import points
 
@@ -77,8 +77,11 @@ def _take(session: Session, grade_id: int, grader: User) -> bool:
 def next_ungraded(*, session: Session, assignment: Assignment, grader: User,
                   role: str | None) -> ManualGrade | None:
     """The next student's grade not done and not held by another grader, now held by
-    `grader` (one they hold already first); None: every student's grade is done or held."""
+    `grader` (one they hold already first); None: every student's grade is done or held.
+    A grader's own calls take turns (their account's hold), so "next" pressed twice at once
+    holds one student, not two."""
     _staff(role)
+    users.hold(session=session, user_id=grader.id)
     mine = session.scalar(select(ManualGrade).where(
         ManualGrade.assignment_id == assignment.id, ManualGrade.locked_by == grader.id,
         ManualGrade.status == "grading", ManualGrade.locked_until > now()))

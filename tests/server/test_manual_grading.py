@@ -225,6 +225,24 @@ def test_graders_racing_for_the_next_student_each_get_another(world: World,
     assert got.count(None) == 2
 
 
+def test_one_grader_pressing_next_many_times_at_once_holds_one_student(world: World,
+                                                                       engine: Engine) -> None:
+    _graded(world)
+    _rubric(world)
+    (ta,) = _tas(world, engine, 1)
+    gate = threading.Barrier(5)
+
+    def take(_: int) -> Any:
+        gate.wait()
+        return world.post(ta, f"{A}/grading/next").json()["id"]
+
+    with ThreadPoolExecutor(5) as pool:
+        got = set(pool.map(take, range(5)))
+    assert len(got) == 1, got
+    held = [g for g in world.get(world.prof, f"{A}/grading").json() if g["held_by"]]
+    assert len(held) == 1, held
+
+
 def _package(manual: str, version: str) -> bytes:
     """t1's package, its version and `[manual]` section changed."""
     files = read_folder(REPO_ROOT / "assignments" / "treasure-hunt" / "t1-multiprocessing")
