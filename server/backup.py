@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -36,6 +37,10 @@ from server.services.artifacts import path_of
 
 FORMAT = 1
 MANIFEST = "paragrade-backup.json"
+SIGNATURE = "paragrade-backup.sig"
+"""HMAC-SHA256 of the manifest's bytes under the operator's backup key, in hex (where one is
+set): the manifest names the database file's checksum, and the database names every artifact,
+each checked against its hash, so the one signature covers the whole backup."""
 SQLITE_FILE = "database.sqlite"
 PG_FILE = "database.pgdump"
 
@@ -175,8 +180,28 @@ def _private(root: Path) -> None:
                 os.chmod(path, mode)
 
 
-def backup(*, url: str, artifacts_dir: Path, dest: Path) -> Summary:
-    """Back up the database at `url` and the artifacts it names into the folder `dest`."""
+def _signature(key: str, manifest: bytes) -> str:
+    return hmac.new(key.encode(), manifest, hashlib.sha256).hexdigest()
+
+
+def _check_signature(src: Path, key: str | None) -> None:
+    """With a backup key: the backup must be signed with it (nothing to check without one)."""
+    if key is None:
+        return
+    try:
+        signed = (src / SIGNATURE).read_text().strip()
+    except FileNotFoundError:
+        raise BackupError(f"{src} is not signed, and this install signs its backups "
+                          "(PARAGRADE_SERVER_BACKUP_KEY): it was not made here, or its "
+                          "signature was removed") from None
+    if not hmac.compare_digest(signed, _signature(key, (src / MANIFEST).read_bytes())):
+        raise BackupError(f"{src}'s signature does not match this install's backup key: it was "
+                          "changed after it was made, or signed with another key")
+
+
+def backup(*, url: str, artifacts_dir: Path, dest: Path, key: str | None = None) -> Summary:
+    """Back up the database at `url` and the artifacts it names into the folder `dest`, signed
+    with `key` where one is given."""
     if os.path.lexists(dest):  # a link, even one to nowhere, is a path that exists
         raise BackupError(f"{dest} exists: a backup goes into a new folder")
     work = dest.with_name(dest.name + ".partial")
@@ -201,7 +226,10 @@ def backup(*, url: str, artifacts_dir: Path, dest: Path) -> Summary:
                 _copy(path_of(artifacts_dir, sha), path_of(work / "artifacts", sha))
             summary = _summary(rows, revision, count, _kind(url))
         summary = replace(summary, database_sha256=_sha256(work / _database_file(summary)))
-        (work / MANIFEST).write_text(json.dumps(asdict(summary), indent=2) + "\n")
+        manifest = (json.dumps(asdict(summary), indent=2) + "\n").encode()
+        (work / MANIFEST).write_bytes(manifest)
+        if key is not None:
+            (work / SIGNATURE).write_text(_signature(key, manifest) + "\n")
         _private(work)
         os.replace(work, dest)
     except BaseException:
@@ -228,11 +256,12 @@ def _database_file(summary: Summary) -> str:
     return SQLITE_FILE if summary.database == "sqlite" else PG_FILE
 
 
-def verify(src: Path) -> Summary:
-    """Check the backup folder `src` without restoring it: its manifest, the database file's
-    checksum (and, for SQLite, its integrity and that every artifact it names is there), every
-    artifact against its hash."""
+def verify(src: Path, key: str | None = None) -> Summary:
+    """Check the backup folder `src` without restoring it: its signature (with a backup key),
+    its manifest, the database file's checksum and integrity, that the artifacts it names are
+    the files there, every artifact against its hash."""
     summary = read_manifest(src)
+    _check_signature(src, key)
     db = src / _database_file(summary)
     if not db.is_file() or _sha256(db) != summary.database_sha256:
         raise BackupError(f"{db} is missing or damaged (its checksum differs from the manifest's)")
@@ -291,10 +320,10 @@ def _empty_database(url: str) -> bool:
         engine.dispose()
 
 
-def restore(*, src: Path, url: str, artifacts_dir: Path) -> Summary:
+def restore(*, src: Path, url: str, artifacts_dir: Path, key: str | None = None) -> Summary:
     """Restore the backup folder `src` into the empty database at `url` and `artifacts_dir`,
-    then bring the schema to this release's."""
-    summary = verify(src)  # every file checked before anything is written
+    then bring the schema to this release's; with a backup `key`, only a backup it signed."""
+    summary = verify(src, key)  # every file checked before anything is written
     kind = _kind(url)
     if summary.database != kind:
         raise BackupError(f"this backup holds a {summary.database} database; the server is "

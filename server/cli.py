@@ -248,16 +248,17 @@ def backup_cmd(dest: Annotated[Path, typer.Argument(
     settings = get_settings()
     try:
         if check:
-            done = backup.verify(dest)
+            done = backup.verify(dest, settings.backup_key)
         else:
             done = backup.backup(url=settings.database_url, artifacts_dir=settings.artifacts_dir,
-                                 dest=dest)
+                                 dest=dest, key=settings.backup_key)
     except backup.BackupError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc
     console.print(f"{'checked' if check else 'backed up'} {done.database} (schema "
                   f"{done.revision}): {done.submissions} submissions, {done.artifacts} artifacts "
-                  f"({done.artifact_bytes:,} bytes) {'in' if check else 'into'} {dest}",
+                  f"({done.artifact_bytes:,} bytes) {'in' if check else 'into'} {dest}"
+                  f"{', signed' if settings.backup_key else ' (unsigned: no backup key)'}",
                   highlight=False)
 
 
@@ -269,7 +270,7 @@ def restore_cmd(src: Annotated[Path, typer.Argument(help="a folder `admin backup
     settings = get_settings()
     try:
         done = backup.restore(src=src, url=settings.database_url,
-                              artifacts_dir=settings.artifacts_dir)
+                              artifacts_dir=settings.artifacts_dir, key=settings.backup_key)
     except backup.BackupError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc

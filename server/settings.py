@@ -73,6 +73,13 @@ class ServerSettings(BaseSettings):
                                    "rounds, for at most this long after the run starts; then the "
                                    "students still short of clean turns keep their live points, "
                                    "marked 'final run: node busy' (0: no second try)")
+    backup_key: str | None = Field(
+        default=None, min_length=32,
+        description="Signs backups (HMAC-SHA256 of the manifest, which holds the database "
+                    "file's checksum, and through it every artifact's): set, `admin backup` "
+                    "signs, and `restore` and `--verify` refuse a backup unsigned or signed "
+                    "with another key. Keep it with the other secrets, never with the backups "
+                    "(≥ 32 characters; unset: backups are checked for integrity only)")
     metrics_token: str | None = Field(
         default=None,
         description="Outside development, /metrics answers only a request with "

@@ -225,6 +225,33 @@ def test_restore_checks_everything_before_it_writes_and_a_failed_one_can_be_trie
     assert again.submissions == took.submissions and not backup._empty_database(fresh_url)
 
 
+def test_a_signed_backup_changed_with_its_checksums_recomputed_is_refused(
+        world: World, engine: Engine, settings: ServerSettings, fresh_url: str,
+        tmp_path: Path) -> None:
+    """Integrity checks alone take a forged backup whose checksums were recomputed; the
+    signature under a key kept outside the backup does not."""
+    url = engine.url.render_as_string(hide_password=False)
+    key, other = "k" * 32, "o" * 32
+    world.submit(world.ada, REFERENCE)
+    good = tmp_path / "good"
+    backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=good, key=key)
+    assert stat.S_IMODE((good / backup.SIGNATURE).stat().st_mode) == 0o600
+    backup.verify(good, key)
+    forged = tmp_path / "forged"
+    db = _forged(good, forged)  # the manifest rewritten: its bytes are not what was signed
+    backup.verify(forged)  # no key: integrity only, and it holds
+    with pytest.raises(backup.BackupError, match="does not match this install's backup key"):
+        backup.verify(forged, key)
+    with pytest.raises(backup.BackupError, match="does not match"):
+        backup.verify(good, other)
+    (forged / backup.SIGNATURE).unlink()
+    with pytest.raises(backup.BackupError, match="is not signed"):
+        backup.restore(src=forged, url=fresh_url, artifacts_dir=tmp_path / "a", key=key)
+    assert db.is_file() and backup._empty_database(fresh_url)
+    assert backup.restore(src=good, url=fresh_url, artifacts_dir=tmp_path / "a",
+                          key=key).submissions >= 1
+
+
 def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
     """`paragrade admin backup|restore` on the embedded defaults' kind of install: a message,
     never a traceback."""
