@@ -78,3 +78,33 @@ def test_a_runaway_ends_at_its_calibrated_limit(tmp_path: Path) -> None:
         timed_out[0].message, timed_out[0].message
     assert all("not run: an earlier test" in t.message for t in r.tests if t not in timed_out)
     assert TEST_LIMIT_MIN_S <= took < TEST_LIMIT_MIN_S + 15  # not the package's 40 s
+
+
+def test_a_filled_output_or_disk_cap_stops_every_later_test() -> None:
+    clock = TestClock(budget_s=1000)
+    clock.ended("t1", Verdict.PASSED, 20.0)
+    clock.ended("t2", Verdict.OUTPUT_EXCEEDED, 20.0)
+    for limit in (5.0, 20.0, None):  # whatever its limit, unlike a timeout
+        why = clock.why_not(limit)
+        assert why is not None and "an earlier test (t2) filled the output or disk" in why
+
+
+def test_a_submission_that_fills_the_disk_holds_the_runner_for_one_test() -> None:
+    """It writes until the work dir's cap stops it, in every test it gets: the first one that
+    fills it ends the grading's tests (measured before: 8 tests, 185 s of a runner)."""
+    a = package.load(FIXTURES / "redteam" / "sum1")
+    fill = (b"def total(n, workers=1):\n"
+            b"    i = 0\n"
+            b"    while True:\n"
+            b"        i += 1\n"
+            b"        with open(f'fill-{i}.bin', 'wb') as f:\n"
+            b"            f.write(b'x' * (1 << 20))\n")
+    started = time.monotonic()
+    r = grader.grade(a, {"solution.py": fill})
+    took = time.monotonic() - started
+    filled = [t for t in r.tests if t.verdict is Verdict.OUTPUT_EXCEEDED]
+    assert r.verdict is Verdict.OUTPUT_EXCEEDED and len(filled) == 1, [
+        (t.name, t.verdict, t.message[:80]) for t in r.tests]
+    later = r.tests[r.tests.index(filled[0]) + 1:]
+    assert all("filled the output or disk" in t.message for t in later), later
+    assert r.score == 0 and took < 90, took  # the runaway bound, not one cap per test

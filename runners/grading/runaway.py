@@ -9,6 +9,8 @@ wall limit in turn (t1: 8 tests × 60 s), so three rules bound what one grading'
                             TEST_LIMIT_FACTOR_PER_CORE × cores × the reference's seconds)),
       where the package's validation measured the reference on that test (else wall_seconds);
     after a test exceeded its limit, no later test whose limit is as long or longer is run;
+    after a test filled its output or disk cap, no later test is run (a submission that fills
+    the disk does it again in every test: 8 tests × 23 s of writing, measured);
     no test is started once the tests have spent `budget` seconds,
 
 with budget = resources.tests_seconds, or TESTS_BUDGET_FACTOR × wall_seconds (at least
@@ -84,14 +86,21 @@ class TestClock:
         self.exceeded: str | None = None
         """The first test that ran into its time limit."""
         self.exceeded_limit = float("inf")
+        self.filled: str | None = None
+        """The first test that filled its output or disk cap."""
 
     def ended(self, test: str, verdict: Verdict, limit: float | None) -> None:
         """One test is over (`limit`: its own, None: the package's wall limit)."""
         if verdict is Verdict.TIMEOUT and self.exceeded is None:
             self.exceeded, self.exceeded_limit = test, float("inf") if limit is None else limit
+        if verdict is Verdict.OUTPUT_EXCEEDED and self.filled is None:
+            self.filled = test
 
     def why_not(self, limit: float | None) -> str | None:
         """Why the next test, whose limit is `limit`, is not run (None: it runs)."""
+        if self.filled is not None:
+            return (f"not run: an earlier test ({self.filled}) filled the output or disk the "
+                    "task allows, so no later test was run")
         if self.exceeded is not None and (float("inf") if limit is None else limit) \
                 >= self.exceeded_limit:
             return (f"not run: an earlier test ({self.exceeded}) exceeded its time limit, so "
