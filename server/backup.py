@@ -32,7 +32,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, inspect, make_url, text
 
-from server import migrate
+from server import backup_seal, migrate
 from server.services.artifacts import path_of
 
 FORMAT = 1
@@ -60,7 +60,8 @@ class Summary:
     artifact_bytes: int
     submissions: int
     created_at: str
-    database_sha256: str = ""  # of the database's file in the backup
+    database_sha256: str = ""  # of the database's file in the backup (its plain text)
+    encrypted: bool = False  # sealed with a passphrase (server/backup_seal.py)
 
 
 def _kind(url: str) -> str:
@@ -199,9 +200,10 @@ def _check_signature(src: Path, key: str | None) -> None:
                           "changed after it was made, or signed with another key")
 
 
-def backup(*, url: str, artifacts_dir: Path, dest: Path, key: str | None = None) -> Summary:
+def backup(*, url: str, artifacts_dir: Path, dest: Path, key: str | None = None,
+           passphrase: str | None = None) -> Summary:
     """Back up the database at `url` and the artifacts it names into the folder `dest`, signed
-    with `key` where one is given."""
+    with `key` and sealed with `passphrase` where they are given."""
     if os.path.lexists(dest):  # a link, even one to nowhere, is a path that exists
         raise BackupError(f"{dest} exists: a backup goes into a new folder")
     work = dest.with_name(dest.name + ".partial")
@@ -225,7 +227,13 @@ def backup(*, url: str, artifacts_dir: Path, dest: Path, key: str | None = None)
                 _verify(path_of(artifacts_dir, sha), sha)
                 _copy(path_of(artifacts_dir, sha), path_of(work / "artifacts", sha))
             summary = _summary(rows, revision, count, _kind(url))
-        summary = replace(summary, database_sha256=_sha256(work / _database_file(summary)))
+        summary = replace(summary, database_sha256=_sha256(work / _database_file(summary)),
+                          encrypted=passphrase is not None)
+        if passphrase is not None:
+            try:
+                backup_seal.seal(work, passphrase, keep=set())
+            except backup_seal.SealError as exc:
+                raise BackupError(str(exc)) from None
         manifest = (json.dumps(asdict(summary), indent=2) + "\n").encode()
         (work / MANIFEST).write_bytes(manifest)
         if key is not None:
@@ -256,12 +264,31 @@ def _database_file(summary: Summary) -> str:
     return SQLITE_FILE if summary.database == "sqlite" else PG_FILE
 
 
-def verify(src: Path, key: str | None = None) -> Summary:
+def verify(src: Path, key: str | None = None, passphrase: str | None = None) -> Summary:
     """Check the backup folder `src` without restoring it: its signature (with a backup key),
     its manifest, the database file's checksum and integrity, that the artifacts it names are
-    the files there, every artifact against its hash."""
+    the files there, every artifact against its hash (a sealed one opened with `passphrase`)."""
     summary = read_manifest(src)
     _check_signature(src, key)
+    with _plain(src, summary, passphrase) as plain:
+        _check(plain, summary)
+    return summary
+
+
+@contextlib.contextmanager
+def _plain(src: Path, summary: Summary, passphrase: str | None) -> Iterator[Path]:
+    """The backup's files in plain text: `src` itself, or a sealed one opened."""
+    if not summary.encrypted:
+        yield src
+        return
+    try:
+        with backup_seal.opened(src, passphrase, keep={MANIFEST}) as plain:
+            yield plain
+    except backup_seal.SealError as exc:
+        raise BackupError(str(exc)) from None
+
+
+def _check(src: Path, summary: Summary) -> None:
     db = src / _database_file(summary)
     if not db.is_file() or _sha256(db) != summary.database_sha256:
         raise BackupError(f"{db} is missing or damaged (its checksum differs from the manifest's)")
@@ -273,7 +300,6 @@ def verify(src: Path, key: str | None = None) -> Summary:
         _verify(path, path.name)
     if _named_artifacts(summary, db) != {p.name for p in files}:
         raise BackupError("the database and the artifact files of the backup do not match")
-    return summary
 
 
 def _named_artifacts(summary: Summary, db: Path) -> set[str]:
@@ -320,10 +346,20 @@ def _empty_database(url: str) -> bool:
         engine.dispose()
 
 
-def restore(*, src: Path, url: str, artifacts_dir: Path, key: str | None = None) -> Summary:
+def restore(*, src: Path, url: str, artifacts_dir: Path, key: str | None = None,
+            passphrase: str | None = None) -> Summary:
     """Restore the backup folder `src` into the empty database at `url` and `artifacts_dir`,
-    then bring the schema to this release's; with a backup `key`, only a backup it signed."""
-    summary = verify(src, key)  # every file checked before anything is written
+    then bring the schema to this release's; with a backup `key`, only a backup it signed; a
+    sealed one opened with `passphrase`."""
+    summary = read_manifest(src)
+    _check_signature(src, key)
+    with _plain(src, summary, passphrase) as plain:
+        _check(plain, summary)  # every file checked before anything is written
+        _restore_checked(plain, summary, url, artifacts_dir)
+    return summary
+
+
+def _restore_checked(src: Path, summary: Summary, url: str, artifacts_dir: Path) -> None:
     kind = _kind(url)
     if summary.database != kind:
         raise BackupError(f"this backup holds a {summary.database} database; the server is "
@@ -343,7 +379,6 @@ def restore(*, src: Path, url: str, artifacts_dir: Path, key: str | None = None)
     except BaseException:
         _empty_out(url, artifacts_dir)  # as it was: empty, and the restore can be tried again
         raise
-    return summary
 
 
 def _put_in_place(src: Path, url: str, files: list[Path], artifacts_dir: Path) -> None:

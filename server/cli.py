@@ -239,26 +239,50 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
     import_shipped_courses()  # the first instructor owns the shipped courses
 
 
+PASSPHRASE_ENV = "PARAGRADE_BACKUP_PASSPHRASE"
+
+
+def _passphrase(*, new: bool) -> str:
+    """A backup's passphrase: from PARAGRADE_BACKUP_PASSPHRASE (cron), else asked (twice for a
+    new one), never on the command line, which `ps` shows to everyone."""
+    if (given := os.environ.get(PASSPHRASE_ENV)) is not None:
+        return given
+    return str(typer.prompt("backup passphrase", hide_input=True, confirmation_prompt=new))
+
+
+def _sealed(src: Path) -> bool:
+    try:
+        return backup.read_manifest(src).encrypted
+    except backup.BackupError:
+        return False  # the command itself says what is wrong with it
+
+
 @admin_app.command("backup")
 def backup_cmd(dest: Annotated[Path, typer.Argument(
         help="a new folder for the backup (tar it to move it)")],
                check: Annotated[bool, typer.Option(
-                   "--verify", help="check the backup already at DEST instead")] = False) -> None:
+                   "--verify", help="check the backup already at DEST instead")] = False,
+               encrypt: Annotated[bool, typer.Option(
+                   "--encrypt", help=f"seal it with a passphrase (${PASSPHRASE_ENV}, else "
+                   "asked)")] = False) -> None:
     """Back up the database and every artifact it names, while the server runs."""
     settings = get_settings()
     try:
         if check:
-            done = backup.verify(dest, settings.backup_key)
+            done = backup.verify(dest, settings.backup_key,
+                                 _passphrase(new=False) if _sealed(dest) else None)
         else:
             done = backup.backup(url=settings.database_url, artifacts_dir=settings.artifacts_dir,
-                                 dest=dest, key=settings.backup_key)
+                                 dest=dest, key=settings.backup_key,
+                                 passphrase=_passphrase(new=True) if encrypt else None)
     except backup.BackupError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc
     console.print(f"{'checked' if check else 'backed up'} {done.database} (schema "
                   f"{done.revision}): {done.submissions} submissions, {done.artifacts} artifacts "
                   f"({done.artifact_bytes:,} bytes) {'in' if check else 'into'} {dest}"
-                  f"{', signed' if settings.backup_key else ' (unsigned: no backup key)'}",
+                  f"{', signed' if settings.backup_key else ' (unsigned: no backup key)'}"
+                  f"{', encrypted' if done.encrypted else ''}",
                   highlight=False)
 
 
@@ -270,7 +294,8 @@ def restore_cmd(src: Annotated[Path, typer.Argument(help="a folder `admin backup
     settings = get_settings()
     try:
         done = backup.restore(src=src, url=settings.database_url,
-                              artifacts_dir=settings.artifacts_dir, key=settings.backup_key)
+                              artifacts_dir=settings.artifacts_dir, key=settings.backup_key,
+                              passphrase=_passphrase(new=False) if _sealed(src) else None)
     except backup.BackupError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc

@@ -252,6 +252,37 @@ def test_a_signed_backup_changed_with_its_checksums_recomputed_is_refused(
                           key=key).submissions >= 1
 
 
+def test_a_sealed_backup_reads_as_nothing_without_its_passphrase(
+        world: World, engine: Engine, settings: ServerSettings, fresh_url: str,
+        tmp_path: Path) -> None:
+    url = engine.url.render_as_string(hide_password=False)
+    world.submit(world.ada, REFERENCE)
+    sealed = tmp_path / "sealed"
+    words = "orchid-lantern-gravel-41"
+    took = backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=sealed,
+                         passphrase=words)
+    assert took.encrypted and backup.read_manifest(sealed).encrypted
+    # No password hash, no code, no table in plain text anywhere in it.
+    for path in (p for p in sealed.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        assert b"argon2" not in data and b"SQLite format" not in data and b"PGDMP" not in data
+        assert b"def parallel_sum" not in data, path
+    with pytest.raises(backup.BackupError, match="is encrypted: give its passphrase"):
+        backup.verify(sealed)
+    with pytest.raises(backup.BackupError, match="does not open with this passphrase"):
+        backup.restore(src=sealed, url=fresh_url, artifacts_dir=tmp_path / "a",
+                       passphrase="another-passphrase-9")
+    assert backup._empty_database(fresh_url) and not (tmp_path / "a").exists()
+    assert backup.verify(sealed, passphrase=words) == took
+    assert backup.restore(src=sealed, url=fresh_url, artifacts_dir=tmp_path / "a",
+                          passphrase=words).submissions == took.submissions
+    assert any(p.is_file() for p in (tmp_path / "a").rglob("*"))
+    with pytest.raises(backup.BackupError, match="at least 12 characters"):
+        backup.backup(url=url, artifacts_dir=settings.artifacts_dir, dest=tmp_path / "s2",
+                      passphrase="short")
+    assert not (tmp_path / "s2").exists() and not (tmp_path / "s2.partial").exists()
+
+
 def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
     """`paragrade admin backup|restore` on the embedded defaults' kind of install: a message,
     never a traceback."""
@@ -277,6 +308,19 @@ def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
     assert r.returncode == 0 and "restored" in r.stdout, r.stdout + r.stderr
     r = admin("restore", str(tmp_path / "bk"), **fresh)
     assert r.returncode == 2 and "holds" in r.stdout and "Traceback" not in r.stderr
+    # Sealed with a passphrase (from the environment, as cron gives it): restored only with it.
+    secret = {"PARAGRADE_BACKUP_PASSPHRASE": "quiet-harbour-lantern-77"}
+    r = admin("backup", "--encrypt", str(tmp_path / "sealed"), **secret)
+    assert r.returncode == 0 and "encrypted" in r.stdout, r.stdout + r.stderr
+    third = {"PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
+             "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "art3")}
+    r = admin("restore", str(tmp_path / "sealed"), **third,
+              PARAGRADE_BACKUP_PASSPHRASE="not-the-passphrase-at-all")
+    said = " ".join(r.stdout.split())  # rich folds long lines
+    assert r.returncode == 2 and "does not open with this passphrase" in said, r.stdout
+    assert "Traceback" not in r.stderr
+    r = admin("restore", str(tmp_path / "sealed"), **third, **secret)
+    assert r.returncode == 0 and "restored" in r.stdout, r.stdout + r.stderr
     r = admin("downgrade", "0013", **fresh)
     assert r.returncode == 2 and "take a backup" in r.stdout
     r = admin("downgrade", "nonsense", "--yes", **fresh)
