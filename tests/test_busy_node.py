@@ -1,12 +1,15 @@
 """A busy node never settles a grade: other work on the cores (tests/neighbour.py: three spinning
 processes at the sandboxes' priority, started before the code under test) is read from the
-kernel's own run queue by a fresh probe, and a serial loop timed beside it earns
-its test points and no performance points until a free node times it."""
+kernel's own run queue, by a fresh probe and by the serial baseline's own wait in its timed
+calls, and a grading timed beside it earns its test points and no performance points until a
+free node times it."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,14 +20,15 @@ from runners import package
 from runners.grading import grader
 from runners.measure import calibration, capacity
 from runners.measure.capacity import SHORT_SHARE, CapacityProbe
-from runners.protocol import Verdict
-from runners.settings import get_settings
+from runners.protocol import GradeReport, Verdict
+from runners.settings import REPO_ROOT, get_settings
 from tests.conftest import COURSE
 from tests.neighbour import neighbour
 
 T1 = COURSE / "t1-multiprocessing"
 CPUS = sorted(os.sched_getaffinity(0))[:2]
 two_cores = pytest.mark.skipif(len(CPUS) < 2, reason="needs two cores")
+PARAGRADE = REPO_ROOT / ".venv" / "bin" / "paragrade"
 
 
 @two_cores
@@ -82,6 +86,39 @@ def test_a_calibration_is_made_only_on_an_idle_node(tmp_path: Path,
         assert calibration.load(path) is None  # a damaged file is no calibration, not a crash
     finally:
         get_settings.cache_clear()
+
+
+def _cli_grade(files: list[Path]) -> GradeReport:
+    """`paragrade grade --json` in a fresh process, as a student or instructor runs it."""
+    out = subprocess.run([str(PARAGRADE), "grade", "treasure-hunt/t1-multiprocessing",
+                          *map(str, files), "--json"], capture_output=True, text=True,
+                         timeout=600, cwd=REPO_ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return GradeReport.model_validate(json.loads(out.stdout))
+
+
+@two_cores
+def test_t1_reference_graded_beside_a_neighbour_is_pending_never_a_busy_figure() -> None:
+    """The neighbour starts before the grading process and runs through it: the report says
+    the node was busy and counts only the tests, or, where the node read free after all, its
+    figure is the quiet one (within 10 %), never 0.99× with "0 short". The probes alone missed
+    it in some gradings (a woken probe is let run alone: 0.848× beside four spinners with the
+    probes' waiting at 0.0); the baseline's own wait in its calls (0.13 there) did not."""
+    with neighbour(3):
+        busy = _cli_grade([T1 / "reference" / "solution.py"])
+    assert busy.verdict is Verdict.PASSED and busy.speedup is not None, busy.summary
+    seen = busy.speedup.interference
+    assert seen is not None and seen.short > 0, seen
+    assert max(seen.waiting or 0, seen.baseline_waiting or 0) > 0.05, seen
+    if busy.credit is not None and busy.credit.status == "pending":
+        assert busy.score == busy.test_points and busy.performance_points == 0, busy
+        assert "performance points pending: the node was busy" in busy.summary
+        assert "the node was busy while you were timed" in busy.credit.reason
+    else:
+        quiet = _cli_grade([T1 / "reference" / "solution.py"])
+        assert quiet.speedup is not None
+        assert abs(busy.speedup.median / quiet.speedup.median - 1) <= 0.10, (
+            busy.speedup, quiet.speedup)
 
 
 @pytest.mark.slow

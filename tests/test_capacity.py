@@ -32,6 +32,20 @@ def test_a_window_the_node_delivered_counts_and_a_short_one_is_timed_again() -> 
                         "cores): their calls were timed again")
 
 
+def test_a_window_whose_baseline_waited_for_a_cpu_is_short_whatever_the_probes_read() -> None:
+    """Probes woken beside a steady neighbour may run alone (read whole); the serial baseline's
+    own calls meet it (measured: quiet windows at most 0.067 of the calls waited, windows beside
+    four spinners up to 0.27, median 0.13)."""
+    w = Windows(cores=2, budget_s=60)
+    assert w.keep(2.0, baseline_waiting=0.002) and w.keep(2.0, baseline_waiting=0.067)
+    assert not w.keep(2.0, baseline_waiting=0.13)
+    assert not w.keep(2.0, baseline_waiting=0.27)
+    assert w.keep(2.0)  # not read: the probes alone
+    assert w.delivered[2:4] == pytest.approx([1.74, 1.46]) and w.retimed == 2
+    seen = w.figure()
+    assert seen.baseline_waiting == pytest.approx(0.1, abs=0.04) and seen.short == 2, seen
+
+
 def test_a_quiet_node_says_nothing() -> None:
     w = Windows(cores=2, budget_s=60)
     for _ in range(20):

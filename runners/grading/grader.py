@@ -179,7 +179,10 @@ def busy_credit(figure: SpeedupFigure, policy: Literal["parallel", "any"]) -> Cr
     what = f"{seen.short} of {seen.windows} timed windows found the node short of cores"
     if seen.delivered is not None:
         what += f" ({seen.delivered:.1f} of {seen.cores} delivered)"
-    if seen.waiting:
+    if seen.baseline_waiting:
+        what += (f"; the serial baseline waited for a CPU {seen.baseline_waiting:.0%} of its "
+                 "timed calls")
+    elif seen.waiting:
         what += f", and its probes waited for a CPU {seen.waiting:.0%} of their time"
     return Credit(policy=policy, status="pending", speedup=0.0, measured=False, reason=(
         f"the node was busy while you were timed: {what}; a busy node's speedup is not yours, "

@@ -23,6 +23,13 @@ Two signals, neither learnt from a busy past:
   core's: a host that slows every core alike (ours do, for minutes, unseen) slows both sides of
   the ratio alike, while a core slowed apart slows the parallel side alone.
 
+And a third, inside the window itself: the serial baseline's own run delay in its timed calls
+(its sandbox's threads' schedstat, read from outside around each call, the other side frozen or
+gone). A probe woken beside a steady neighbour is sometimes let run alone (the scheduler credits
+a sleeper), so its waiting can read 1 % beside four spinners; a baseline call that runs for
+tenths of a second meets them whole. A window counts no more cores than the baseline's waiting
+left (Windows.keep).
+
 Cores that spin together are a little slower each than one alone (turbo, shared caches: 0.8–0.95
 here); that is the node, not a tenant, so each core is compared with itself under the same load.
 The probes run at the sandboxes' priority, so they meet what the sandbox would meet (and not a
@@ -279,6 +286,8 @@ class Windows:
     """The share of its spin the probe waited runnable for a CPU, in every probe."""
     calibrated: bool = False
     """Whether the probes were compared with the host's calibration (else their own past)."""
+    baseline_waiting: list[float] = field(default_factory=list)
+    """The share of its timed calls the serial baseline waited for a CPU, in every window."""
 
     def saw(self, speeds: dict[int, float], waiting: float = 0.0,
             calibrated: bool = False) -> None:
@@ -301,9 +310,14 @@ class Windows:
     def short(self, cores: float) -> bool:
         return cores < SHORT_SHARE * self.cores
 
-    def keep(self, cores: float) -> bool:
-        """Whether a window in which the node delivered `cores` counts (else its calls are
-        timed again)."""
+    def keep(self, cores: float, baseline_waiting: float | None = None) -> bool:
+        """Whether a window in which the probes found the node delivering `cores` counts (else
+        its calls are timed again). Never more than the cores the baseline found: a core it
+        waited for `baseline_waiting` of its calls was that much another's, and so, for all the
+        baseline can tell, was every core (its calls visit them in turn)."""
+        if baseline_waiting is not None:
+            self.baseline_waiting.append(baseline_waiting)
+            cores = min(cores, self.cores * (1.0 - baseline_waiting))
         self.delivered.append(cores)
         if not self.short(cores):
             return True
@@ -335,6 +349,8 @@ class Windows:
                             unreliable=self.unreliable,
                             waiting=round(statistics.median(self.waiting), 3)
                             if self.waiting else None,
+                            baseline_waiting=round(statistics.median(self.baseline_waiting), 3)
+                            if self.baseline_waiting else None,
                             calibrated=self.calibrated, pressure=pressure())
 
     def note(self) -> str | None:
@@ -376,11 +392,12 @@ class Gauge:
         self.windows.saw(self.probe.speeds, self.probe.waiting,
                           self.probe.calibration is not None)
 
-    def counts(self) -> bool:
-        """Probe after a window: whether its calls count."""
+    def counts(self, baseline_waiting: float | None = None) -> bool:
+        """Probe after a window: whether its calls count. `baseline_waiting`: the share of its
+        timed calls in the window the serial baseline waited for a CPU (None: not read)."""
         after = self.probe.measure(self.cores)
         self.windows.saw(self.probe.speeds, self.probe.waiting,
                           self.probe.calibration is not None)
         before = after if self._before is None else self._before
         self._before = after
-        return self.windows.keep(max(before, after))
+        return self.windows.keep(max(before, after), baseline_waiting)

@@ -99,7 +99,8 @@ def _timed_calls(function: str, inputs: list[dict[str, Any]], check: Checker,
                 problem = check(kwargs, value)
                 if problem is not None:
                     break
-                side.record(elapsed, session.last_cpu_s, seen, input_bytes(kwargs), core)
+                side.record(elapsed, session.last_cpu_s, seen, input_bytes(kwargs), core,
+                            waited_s=session.last_wait_s)
         judge(problem, side.name)
 
 
@@ -162,6 +163,8 @@ class _Side:
         default_factory=list)
     """The current window's calls (seconds, CPU seconds, GPU work, input bytes, core), until its
     probes say whether they count."""
+    waited: list[tuple[float, float]] = field(default_factory=list)
+    """The current window's calls whose run delay was read: (seconds, seconds waited for a CPU)."""
 
     def open(self) -> Session | FreshCalls:
         """The side's sandbox for a block (not yet entered)."""
@@ -177,8 +180,17 @@ class _Side:
         return core
 
     def record(self, seconds: float, cpu_s: float | None, device: DeviceCall | None = None,
-               in_bytes: int = 0, core: int | None = None) -> None:
+               in_bytes: int = 0, core: int | None = None, waited_s: float | None = None,
+               ) -> None:
         self.pending.append((seconds, cpu_s, device, in_bytes, core))
+        if waited_s is not None:
+            self.waited.append((seconds, waited_s))
+
+    def waiting(self) -> float | None:
+        """The share of the current window's timed calls this side's threads waited for a CPU
+        (None: not read)."""
+        total = sum(seconds for seconds, _ in self.waited)
+        return min(1.0, sum(w for _, w in self.waited) / total) if total > 0 else None
 
     def settle(self, counts: bool) -> None:
         """The window is over: its calls join the samples, or are dropped to be timed again."""
@@ -193,11 +205,16 @@ class _Side:
                 if self.cores_into is not None:
                     self.cores_into.append(core)
         self.pending.clear()
+        self.waited.clear()
 
 
 def _settle(sides: list[_Side], gauge: Gauge | None) -> None:
-    """End a window: probe the node (where a gauge is given) and keep or drop its calls."""
-    counts = gauge is None or gauge.counts()
+    """End a window: probe the node (where a gauge is given) and keep or drop its calls. The
+    serial baseline's own wait for a CPU in the window is the gauge's second witness: it runs
+    alone, so what it waited is other work on the node."""
+    baseline = [w for side in sides if side.name == "baseline"
+                if (w := side.waiting()) is not None]
+    counts = gauge is None or gauge.counts(baseline_waiting=max(baseline, default=None))
     for side in sides:
         side.settle(counts)
 
@@ -275,7 +292,7 @@ def _paired_block(function: str, check: Checker, sides: list[_Side], order: list
                 if not session.freeze(True):
                     raise FreezeUnavailable
                 judge(check(inputs[i], value), side.name)
-                side.record(elapsed, session.last_cpu_s, core=core)
+                side.record(elapsed, session.last_cpu_s, core=core, waited_s=session.last_wait_s)
             _settle(sides, gauge)
             turn += 1
             if on_progress:

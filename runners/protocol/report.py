@@ -99,6 +99,11 @@ class Interference(Frozen):
         default=None, description="Median share of a probe's spin its process waited runnable "
         "for a CPU (the kernel's run delay, /proc/PID/schedstat), with the submission frozen or "
         "gone: other work on the cores, never the submission's own workers (None: not read)")
+    baseline_waiting: float | None = Field(
+        default=None, description="Median share of its timed calls in a window the serial "
+        "baseline's threads waited runnable for a CPU (their run delay, read from outside), "
+        "alone on the node but for other work: a window counts no more cores than it left "
+        "(None: not read)")
     calibrated: bool = Field(default=False, description="The probes were compared with the "
                              "host's idle calibration (`paragrade runner calibrate`), not only "
                              "with their own recent past")

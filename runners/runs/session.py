@@ -28,6 +28,7 @@ from runners.runs.failures import (
 from runners.runs.launch import INSIDE_CTL, INSIDE_RESULT, Run
 from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount
+from runners.sandbox.base import run_delays, waited_between
 
 
 class Session:
@@ -44,6 +45,9 @@ class Session:
         self._next_id = 0
         self.exit_info: ExitInfo | None = None
         self.last_cpu_s: float | None = None
+        self.last_wait_s: float | None = None
+        """Seconds the sandbox's threads (those alive before and after) waited for a CPU in the
+        last call: other work on its cores, for a serial side (None: not read)."""
         """CPU seconds the whole sandbox used during the last call (None: not measurable)."""
         self._ctl = self._run.dir / "ctl"
         self._result_fd: int | None = None
@@ -203,13 +207,17 @@ class Session:
         self._next_id += 1
         frame = framed({"id": self._next_id, "op": "call", "function": function})
         self._sock.settimeout(max(0.5, self.seconds_left))
-        # The run's CPU time is read from outside (its cgroup), around the timed window.
+        # The run's CPU time and its threads' run delay are read from outside (its cgroup, the
+        # kernel's schedstat), around the timed window.
+        pids = self.pids() or set()
+        waited0 = run_delays(pids)
         cpu0 = self._run.proc.cpu_seconds()
         t0 = time.perf_counter_ns()
         self._sock.sendall(frame)
         reply = self._recv()
         elapsed = (time.perf_counter_ns() - t0) / 1e9
         cpu1 = self._run.proc.cpu_seconds()
+        self.last_wait_s = waited_between(waited0, run_delays(pids))
         self.last_cpu_s = None if cpu0 is None or cpu1 is None else max(0.0, cpu1 - cpu0)
         if not isinstance(reply, dict) or reply.get("id") != self._next_id:
             raise ProtocolViolation("a reply to a request that was not made")

@@ -199,7 +199,7 @@ class FreshCalls:
     next call, so each call pays for what it needs. Where no zygote can serve (MPI, GPUs, a
     backend without a PID namespace, a preloaded library that starts a thread), each call gets a
     sandbox of its own. It stands where timing uses a Session: `call`, `freeze`, `pids`,
-    `seconds_left`, `last_cpu_s`; the next call's process is ready (and pinned, frozen with
+    `seconds_left`, `last_cpu_s`, `last_wait_s`; the next call's process is ready (and pinned, frozen with
     the sandbox) before the call."""
 
     def __init__(self, cfg: RunConfig, preload: list[str], *, exit_grace_s: float = 0.0) -> None:
@@ -207,6 +207,7 @@ class FreshCalls:
         self.preload = preload
         self.exit_grace_s = exit_grace_s
         self.last_cpu_s: float | None = None
+        self.last_wait_s: float | None = None
         self.fresh_processes = 0
         """Calls' processes started so far (forked children or sandboxes)."""
         self._zygote: Zygote | None = None
@@ -270,7 +271,7 @@ class FreshCalls:
         assert session is not None
         try:
             value, elapsed = session.call(function, *args, **kwargs)
-            self.last_cpu_s = session.last_cpu_s
+            self.last_cpu_s, self.last_wait_s = session.last_cpu_s, session.last_wait_s
         finally:
             session.close()
         self._prepare()
