@@ -34,6 +34,7 @@ TINY: dict[str, tuple[str, ...]] = {
     "autoscale_burst": ("4", "--modes", "scaled"),
     "backup": ("20", "5"),
     "backends": ("1",),  # bwrap alone: the other backends only where configured
+    "busy_node": ("1", "quiet"),
     "core_speed": ("1",),
     "credit": ("1", "t1-multiprocessing reference"),
     "early_stop": ("1", "t1-multiprocessing reference"),

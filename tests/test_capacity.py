@@ -16,7 +16,7 @@ from runners.grading import grader
 from runners.measure import capacity
 from runners.measure.capacity import RETIME_FACTOR, SHORT_SHARE, CapacityProbe, Windows
 from runners.nodes import hardware
-from runners.protocol import Verdict
+from runners.protocol import Interference, SpeedupFigure, Verdict, timed_on_a_busy_node
 from tests.conftest import FIXTURES
 
 
@@ -44,6 +44,27 @@ def test_a_window_whose_baseline_waited_for_a_cpu_is_short_whatever_the_probes_r
     assert w.delivered[2:4] == pytest.approx([1.74, 1.46]) and w.retimed == 2
     seen = w.figure()
     assert seen.baseline_waiting == pytest.approx(0.1, abs=0.04) and seen.short == 2, seen
+
+
+def test_short_windows_with_nobody_waiting_are_a_slow_host_not_a_busy_node() -> None:
+    """Most windows short by the cores' rates alone (an idle VM's drift: 11 of 14 windows at
+    1.745 of 2 cores, probes waiting 0.006, the baseline 0.002, measured) is interference, timed
+    again once by the server, but no busy node: performance points wait only where the run
+    queue says other work was there."""
+    from runners.protocol import measured_under_interference, node_was_busy
+
+    def seen(waiting: float | None, baseline: float | None) -> Interference:
+        return Interference(cores=2, windows=14, short=11, retimed=11, delivered=1.745,
+                            unreliable=True, waiting=waiting, baseline_waiting=baseline)
+
+    assert not node_was_busy(seen(0.006, 0.002))
+    assert node_was_busy(seen(0.033, 0.019)) and node_was_busy(seen(0.0, 0.134))  # measured
+    assert node_was_busy(seen(0.51, None)) and node_was_busy(seen(None, None))  # no schedstat
+    assert not node_was_busy(seen(0.5, 0.2).model_copy(update={"unreliable": False}))
+    fig = SpeedupFigure(median=1.77, ci_low=1.6, ci_high=1.9, baseline_median_s=0.2,
+                        submission_median_s=0.11, repetitions=14,
+                        interference=seen(0.006, 0.002))
+    assert measured_under_interference(fig) and not timed_on_a_busy_node(fig)
 
 
 def test_a_quiet_node_says_nothing() -> None:

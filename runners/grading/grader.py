@@ -23,6 +23,7 @@ from runners.protocol import (
     TestOutcome,
     Verdict,
 )
+from runners.protocol.report import BUSY_BASELINE_WAITING, BUSY_PROBE_WAITING
 from runners.runs import batchscript, configure
 from runners.runs.stage import Stage
 from runners.sandbox import create_executor
@@ -179,11 +180,11 @@ def busy_credit(figure: SpeedupFigure, policy: Literal["parallel", "any"]) -> Cr
     what = f"{seen.short} of {seen.windows} timed windows found the node short of cores"
     if seen.delivered is not None:
         what += f" ({seen.delivered:.1f} of {seen.cores} delivered)"
-    if seen.baseline_waiting:
-        what += (f"; the serial baseline waited for a CPU {seen.baseline_waiting:.0%} of its "
+    if (seen.waiting or 0) > BUSY_PROBE_WAITING:
+        what += f", its probes waited for a CPU {seen.waiting:.0%} of their time"
+    if (seen.baseline_waiting or 0) > BUSY_BASELINE_WAITING:
+        what += (f", the serial baseline waited for one {seen.baseline_waiting:.0%} of its "
                  "timed calls")
-    elif seen.waiting:
-        what += f", and its probes waited for a CPU {seen.waiting:.0%} of their time"
     return Credit(policy=policy, status="pending", speedup=0.0, measured=False, reason=(
         f"the node was busy while you were timed: {what}; a busy node's speedup is not yours, "
         "so your performance points wait for a timing on a free node"))

@@ -27,7 +27,7 @@ from runners.measure import (
 )
 from runners.nodes import gang
 from runners.package import Assignment
-from runners.protocol import GradeReport, Manifest, Verdict
+from runners.protocol import GradeReport, Manifest, Verdict, timed_on_a_busy_node
 from runners.runs import array, configure, service, zygote
 from runners.runs.failures import SubmissionFailure, SubmissionRaised
 from runners.runs.runconfig import RunConfig
@@ -249,9 +249,9 @@ def figures(t: Timing, all_samples: list[stats.Samples],
     if widest.windows is not None and (speeds := widest.windows.speeds_note()):
         notes.append(speeds)
     top_windows = widest.windows
-    interfered = top_windows is not None and top_windows.unreliable
     if top_windows is not None:
         figure = figure.model_copy(update={"interference": top_windows.figure()})
+    interfered = timed_on_a_busy_node(figure)
     if m.entry.style == "script":
         figure, scaling, anchored_on = startup(t, all_samples, figure, scaling, files=files)
     if t.anchor_to is not None and (pinned := anchor.measure(anchored_on, t.anchor_to)) is not None:

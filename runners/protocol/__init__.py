@@ -65,6 +65,8 @@ from runners.protocol.report import (
     TestResult,
     WeakScalingPoint,
     credited_speedup,
+    measured_under_interference,
+    node_was_busy,
     timed_on_a_busy_node,
 )
 from runners.protocol.similarity import (
@@ -132,6 +134,8 @@ __all__ = [
     "check_relpath",
     "credited_speedup",
     "curve_share",
+    "measured_under_interference",
+    "node_was_busy",
     "performance_share",
     "submission_text",
     "timed_on_a_busy_node",

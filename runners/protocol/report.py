@@ -198,9 +198,38 @@ class Credit(Frozen):
     reason: str = Field(description="One plain sentence with the figures")
 
 
+BUSY_PROBE_WAITING = 0.02
+"""A node is busy, not only slow, where its probes waited for a CPU more than this share of
+their spin (median): quiet gradings here read 0.005–0.010, beside one spinner 0.03–0.51."""
+BUSY_BASELINE_WAITING = 0.01
+"""… or the serial baseline waited more than this share of its timed calls (median): quiet
+0.001–0.002, beside one spinner 0.012–0.026, beside three or four 0.13–0.16."""
+
+
+def node_was_busy(seen: Interference | None) -> bool:
+    """Whether other work kept the node busy around the timed windows: most of them short, and
+    the run queue says why (the probes or the baseline waited for a CPU). Short windows alone,
+    with nobody waiting, are a host that slowed its cores (an idle VM's rates drift by 15 %):
+    the figure says it was measured under interference and is timed again once, but no
+    performance points wait on it. Where the kernel keeps no run delay, short windows decide."""
+    if seen is None or not seen.unreliable:
+        return False
+    if seen.waiting is None and seen.baseline_waiting is None:
+        return True
+    return ((seen.waiting or 0.0) > BUSY_PROBE_WAITING
+            or (seen.baseline_waiting or 0.0) > BUSY_BASELINE_WAITING)
+
+
 def timed_on_a_busy_node(speedup: SpeedupFigure | None) -> bool:
-    """Whether a figure was timed while the node stayed busy (most windows short): a live
-    grading's then waits for a free node, a final run's turn settles nothing."""
+    """Whether a figure was timed while other work kept the node busy (`node_was_busy`): a
+    live grading's performance points then wait for a free node, a final run's turn settles
+    nothing."""
+    return node_was_busy(speedup.interference if speedup is not None else None)
+
+
+def measured_under_interference(speedup: SpeedupFigure | None) -> bool:
+    """Whether most of a figure's timed windows found the node short, for whatever reason: the
+    server times it again once, later (server/services/retiming.py)."""
     seen = speedup.interference if speedup is not None else None
     return seen is not None and seen.unreliable
 

@@ -42,6 +42,7 @@ from runners.protocol import (
     Interference,
     Manifest,
     credited_speedup,
+    node_was_busy,
     timed_on_a_busy_node,
 )
 from server import db
@@ -369,7 +370,7 @@ def node_state(turn: FinalTurn) -> str:
     if turn.node is None:
         return "not probed" if turn.status in ("done", "busy") else ""
     seen = Interference.model_validate(turn.node)
-    words = ("busy" if seen.unreliable else "free") + (
+    words = ("busy" if node_was_busy(seen) else "free") + (
         f": {seen.short} of {seen.windows} windows short" if seen.short
         else f": all {seen.windows} windows whole")
     if seen.delivered is not None:

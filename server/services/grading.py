@@ -12,7 +12,7 @@ from runners.protocol import (
     Manifest,
     Verdict,
     credited_speedup,
-    timed_on_a_busy_node,
+    measured_under_interference,
 )
 from runners.protocol import points as grade_points
 from server.models import Assignment, GradeReportRow, ScalingPointRow, Submission, TestResultRow, now
@@ -56,7 +56,7 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
         speedup_ci_high=report.speedup.ci_high if report.speedup else None,
         serial_fraction=report.serial_fraction, report=report.model_dump(mode="json"),
         credit_status=report.credit.status if report.credit else None, review=review,
-        timing_interfered=timed_on_a_busy_node(report.speedup),
+        timing_interfered=measured_under_interference(report.speedup),
         credited_speedup=None if report.speedup is None else ranked_speedup(
             sub, credited_speedup(report.credit, report.speedup.median, review=review), review))
     session.add(row)
