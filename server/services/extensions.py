@@ -36,6 +36,13 @@ def extended(*, session: Session, assignment: Assignment, user_id: int) -> datet
     return aware(own) if own is not None and aware(own) > aware(assignment.deadline) else None
 
 
+def passed(deadline: datetime | None, at: datetime) -> bool:
+    """Whether `at` is past `deadline`: the one boundary every deadline rule uses. A submission
+    made at the deadline's very instant is on time, so hidden tests shown "after the deadline"
+    and the final run wait for the instant after."""
+    return deadline is not None and aware(at) > aware(deadline)
+
+
 def deadline_for(*, session: Session, assignment: Assignment, user_id: int) -> datetime | None:
     """The deadline that holds for this student: their extension's, else the assignment's."""
     if assignment.deadline is None:
@@ -117,7 +124,7 @@ def _restate_lateness(session: Session, assignment: Assignment, user_id: int) ->
         GradeReportRow, GradeReportRow.submission_id == Submission.id).where(
         Submission.assignment_id == assignment.id, Submission.user_id == user_id)).all()
     for sub, row in rows:
-        late = deadline is not None and aware(sub.created_at) > deadline
+        late = passed(deadline, sub.created_at)
         if late == sub.late:
             continue
         sub.late, changed = late, True

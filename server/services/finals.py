@@ -62,7 +62,15 @@ from server.models import (
     aware,
     now,
 )
-from server.services import MAX_ROW_ID, courses, grade_changes, grading, jobs, reference
+from server.services import (
+    MAX_ROW_ID,
+    courses,
+    extensions,
+    grade_changes,
+    grading,
+    jobs,
+    reference,
+)
 from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 
 ROUNDS = 3
@@ -393,12 +401,13 @@ def start_due(*, session: Session, busy_wait_s: int = 0) -> int:
     since = now() - AUTO_WINDOW
     extended = select(Extension.assignment_id).where(Extension.deadline > since)
     for a in session.scalars(select(Assignment).where(
-            Assignment.deadline.is_not(None), Assignment.deadline <= now(),
+            Assignment.deadline.is_not(None), Assignment.deadline < now(),  # extensions.passed
             (Assignment.deadline > since) | Assignment.id.in_(extended),
             Assignment.current_version_id.is_not(None), Assignment.id.not_in(has_run))):
         deadline = last_deadline(session=session, assignment=a)
-        if (deadline is None or not now() - AUTO_WINDOW < deadline <= now()
-                or not counted(session=session, assignment=a)):
+        due = deadline is not None and now() - AUTO_WINDOW < deadline \
+            and extensions.passed(deadline, now())
+        if not due or not counted(session=session, assignment=a):
             continue
         start(session=session, assignment=a, actor=None, role=None, busy_wait_s=busy_wait_s)
         started += 1

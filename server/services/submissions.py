@@ -39,7 +39,7 @@ from server.settings import ServerSettings
 def is_late(*, session: Session, assignment: Assignment, user: User) -> bool:
     """Whether this student's deadline (the assignment's, or their extension's) has passed."""
     deadline = extensions.deadline_for(session=session, assignment=assignment, user_id=user.id)
-    return deadline is not None and now() > deadline
+    return extensions.passed(deadline, now())
 
 
 def allowed_names(manifest: Manifest) -> set[str]:

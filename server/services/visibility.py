@@ -55,7 +55,7 @@ def for_reader(*, session: Session, sub: Submission, report: dict[str, Any] | No
     deadline = extensions.deadline_for(session=session, assignment=a, user_id=sub.user_id)
     # Passed for good: a student who can still earn points by submitting (a late submission
     # accepted, or with a penalty under 100 %) could use the values to resubmit.
-    passed = deadline is not None and now() >= deadline and not grading.late_work_earns(a)
+    passed = extensions.passed(deadline, now()) and not grading.late_work_earns(a)
     out = copy.deepcopy(report)
     for t in out.get("tests", []):
         whole = t.pop("held_message", None)

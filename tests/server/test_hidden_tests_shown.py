@@ -5,14 +5,16 @@ package's choice for one test over the course's."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm.attributes import flag_modified
 
 from runners.protocol import JobOutcome
 from server.db import session_factory
-from server.models import AssignmentVersion
+from server.models import Assignment, AssignmentVersion, User
 from tests.server.conftest import REFERENCE, RUNNER, World, claim
 from tests.server.reports import sample_report
 from tests.server.test_pages import browser
@@ -89,3 +91,28 @@ def test_hidden_messages_are_shown_as_the_course_and_the_package_say(world: Worl
             "tests": {"hidden/test_hidden.py::test_x": "never"}}}
         flag_modified(version, "manifest")
     assert _read(world, world.bob, bob)["message"] == WRITTEN
+
+
+def test_at_the_deadlines_very_instant_it_has_not_passed(world: World, engine: Engine,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One boundary for every deadline rule (extensions.passed): at the instant itself a
+    submission is on time and the hidden values are still held; the microsecond after, both
+    turn (they read `>` and `>=` before)."""
+    from server.services import extensions, submissions, visibility
+
+    ada = _failed(world, world.ada)
+    world.client.patch(A, json={"late_policy": "reject"}, headers=world.prof)
+    world.client.put(f"{A}/hidden-tests", json={"hidden_tests": "after_deadline"},
+                     headers=world.prof)
+    at = datetime(2026, 12, 1, 23, 59, tzinfo=UTC)
+    assert world.client.patch(A, json={"deadline": at.isoformat()},
+                              headers=world.prof).status_code == 200
+    for instant, passed in ((at, False), (at + timedelta(microseconds=1), True)):
+        for module in (submissions, visibility):
+            monkeypatch.setattr(module, "now", lambda t=instant: t)
+        assert extensions.passed(at, instant) is passed
+        assert (_read(world, world.ada, ada)["message"] == WHOLE) is passed
+        with session_factory(engine)() as s:
+            a = s.scalars(select(Assignment)).one()
+            user = s.scalars(select(User).where(User.email == "ada@uni.edu")).one()
+            assert submissions.is_late(session=s, assignment=a, user=user) is passed
