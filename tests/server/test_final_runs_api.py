@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
@@ -193,3 +194,19 @@ def test_the_platform_starts_a_final_run_only_for_a_recent_last_deadline(
         s.commit()
     [run] = world.get(world.prof, RUNS).json()
     assert (run["automatic"], run["rounds"], run["turns"]) == (True, 3, 6)
+
+
+def test_the_final_run_is_not_due_at_the_deadlines_very_instant(
+        world: World, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline's one boundary (extensions.passed): at the instant a submission is still on
+    time, so the final run waits for the microsecond after."""
+    _graded(world, engine)
+    at = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    url = "/api/courses/th/assignments/t1-multiprocessing"
+    assert world.client.patch(url, json={"deadline": at.isoformat()},
+                              headers=world.prof).status_code == 200
+    for instant, started in ((at, 0), (at + timedelta(microseconds=1), 1)):
+        monkeypatch.setattr(finals, "now", lambda t=instant: t)
+        with session_factory(engine)() as s:
+            assert finals.start_due(session=s) == started, instant
+            s.commit()
