@@ -167,10 +167,13 @@ class _Side:
     """The current window's calls whose run delay was read: (seconds, seconds waited for a CPU)."""
 
     def open(self) -> Session | FreshCalls:
-        """The side's sandbox for a block (not yet entered)."""
-        if self.preload is not None:
-            return FreshCalls(self.cfg, self.preload, exit_grace_s=EXIT_GRACE_S)
-        return Session(self.cfg, exit_grace_s=EXIT_GRACE_S)
+        """The side's sandbox for a block (not yet entered); the baseline's reads its run delay
+        (the gauge's second witness, `_settle`)."""
+        opened: Session | FreshCalls = (
+            FreshCalls(self.cfg, self.preload, exit_grace_s=EXIT_GRACE_S)
+            if self.preload is not None else Session(self.cfg, exit_grace_s=EXIT_GRACE_S))
+        opened.read_run_delay = self.name == "baseline"
+        return opened
 
     def place(self, session: Session | FreshCalls) -> int | None:
         """Pin the side's sandbox to its next core before a timed call (None: left in place)."""

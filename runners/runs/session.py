@@ -48,6 +48,9 @@ class Session:
         self.last_wait_s: float | None = None
         """Seconds the sandbox's threads (those alive before and after) waited for a CPU in the
         last call: other work on its cores, for a serial side (None: not read)."""
+        self.read_run_delay = False
+        """Read `last_wait_s` around each call (the timed baseline's sessions only: it reads
+        every thread's schedstat, work no other call needs)."""
         """CPU seconds the whole sandbox used during the last call (None: not measurable)."""
         self._ctl = self._run.dir / "ctl"
         self._result_fd: int | None = None
@@ -209,7 +212,7 @@ class Session:
         self._sock.settimeout(max(0.5, self.seconds_left))
         # The run's CPU time and its threads' run delay are read from outside (its cgroup, the
         # kernel's schedstat), around the timed window.
-        pids = self.pids() or set()
+        pids = (self.pids() or set()) if self.read_run_delay else set()
         waited0 = run_delays(pids)
         cpu0 = self._run.proc.cpu_seconds()
         t0 = time.perf_counter_ns()
@@ -217,7 +220,7 @@ class Session:
         reply = self._recv()
         elapsed = (time.perf_counter_ns() - t0) / 1e9
         cpu1 = self._run.proc.cpu_seconds()
-        self.last_wait_s = waited_between(waited0, run_delays(pids))
+        self.last_wait_s = waited_between(waited0, run_delays(pids)) if pids else None
         self.last_cpu_s = None if cpu0 is None or cpu1 is None else max(0.0, cpu1 - cpu0)
         if not isinstance(reply, dict) or reply.get("id") != self._next_id:
             raise ProtocolViolation("a reply to a request that was not made")

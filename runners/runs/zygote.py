@@ -208,6 +208,7 @@ class FreshCalls:
         self.exit_grace_s = exit_grace_s
         self.last_cpu_s: float | None = None
         self.last_wait_s: float | None = None
+        self.read_run_delay = False  # as Session's, passed on to each call's session
         self.fresh_processes = 0
         """Calls' processes started so far (forked children or sandboxes)."""
         self._zygote: Zygote | None = None
@@ -251,6 +252,7 @@ class FreshCalls:
             z = None if self._own_sandboxes else self._zygote_ready()
             session = z.session() if z is not None else Session(self.cfg,
                                                                 exit_grace_s=self.exit_grace_s)
+            session.read_run_delay = self.read_run_delay
             try:
                 session.start()
             except ZygoteLost:
