@@ -66,7 +66,7 @@ def opened(folder: Path, passphrase: str | None, *, keep: set[str]) -> Iterator[
     `keep`'s files copied as they are."""
     if passphrase is None:
         raise SealError(f"{folder} is encrypted: give its passphrase "
-                        "(PARAGRADE_BACKUP_PASSPHRASE, or at the prompt)")
+                        "(PARAGRADE_SERVER_BACKUP_PASSPHRASE, or at the prompt)")
     try:
         params = json.loads((folder / SEAL).read_text())
         f = _fernet(passphrase, base64.b64decode(params["salt"]),

@@ -239,13 +239,10 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
     import_shipped_courses()  # the first instructor owns the shipped courses
 
 
-PASSPHRASE_ENV = "PARAGRADE_BACKUP_PASSPHRASE"
-
-
 def _passphrase(*, new: bool) -> str:
-    """A backup's passphrase: from PARAGRADE_BACKUP_PASSPHRASE (cron), else asked (twice for a
-    new one), never on the command line, which `ps` shows to everyone."""
-    if (given := os.environ.get(PASSPHRASE_ENV)) is not None:
+    """A backup's passphrase: the settings' (PARAGRADE_SERVER_BACKUP_PASSPHRASE, for cron), else
+    asked (twice for a new one), never on the command line, which `ps` shows to everyone."""
+    if (given := get_settings().backup_passphrase) is not None:
         return given
     return str(typer.prompt("backup passphrase", hide_input=True, confirmation_prompt=new))
 
@@ -263,8 +260,8 @@ def backup_cmd(dest: Annotated[Path, typer.Argument(
                check: Annotated[bool, typer.Option(
                    "--verify", help="check the backup already at DEST instead")] = False,
                encrypt: Annotated[bool, typer.Option(
-                   "--encrypt", help=f"seal it with a passphrase (${PASSPHRASE_ENV}, else "
-                   "asked)")] = False) -> None:
+                   "--encrypt", help="seal it with a passphrase "
+                   "($PARAGRADE_SERVER_BACKUP_PASSPHRASE, else asked)")] = False) -> None:
     """Back up the database and every artifact it names, while the server runs."""
     settings = get_settings()
     try:

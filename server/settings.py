@@ -80,6 +80,9 @@ class ServerSettings(BaseSettings):
                     "signs, and `restore` and `--verify` refuse a backup unsigned or signed "
                     "with another key. Keep it with the other secrets, never with the backups "
                     "(≥ 32 characters; unset: backups are checked for integrity only)")
+    backup_passphrase: str | None = Field(
+        default=None, description="Seals and opens `admin backup --encrypt` backups where set "
+                    "(cron); else the command asks for it. Never on a command line")
     metrics_token: str | None = Field(
         default=None,
         description="Outside development, /metrics answers only a request with "

@@ -309,13 +309,13 @@ def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
     r = admin("restore", str(tmp_path / "bk"), **fresh)
     assert r.returncode == 2 and "holds" in r.stdout and "Traceback" not in r.stderr
     # Sealed with a passphrase (from the environment, as cron gives it): restored only with it.
-    secret = {"PARAGRADE_BACKUP_PASSPHRASE": "quiet-harbour-lantern-77"}
+    secret = {"PARAGRADE_SERVER_BACKUP_PASSPHRASE": "quiet-harbour-lantern-77"}
     r = admin("backup", "--encrypt", str(tmp_path / "sealed"), **secret)
     assert r.returncode == 0 and "encrypted" in r.stdout, r.stdout + r.stderr
     third = {"PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
              "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "art3")}
     r = admin("restore", str(tmp_path / "sealed"), **third,
-              PARAGRADE_BACKUP_PASSPHRASE="not-the-passphrase-at-all")
+              PARAGRADE_SERVER_BACKUP_PASSPHRASE="not-the-passphrase-at-all")
     said = " ".join(r.stdout.split())  # rich folds long lines
     assert r.returncode == 2 and "does not open with this passphrase" in said, r.stdout
     assert "Traceback" not in r.stderr
