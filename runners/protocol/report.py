@@ -206,13 +206,25 @@ BUSY_BASELINE_WAITING = 0.01
 0.001–0.002, beside one spinner 0.012–0.026, beside three or four 0.13–0.16."""
 
 
+BUSY_BASELINE_ALONE = 0.03
+"""… and the baseline's wait alone says so above this, however few windows read short: a final
+run's turn on a 2 s share had 1 of 3 windows short beside three spinners while the baseline
+waited 0.068 (its figure 2.79×, over the cores); quiet turns there 0.003–0.009."""
+
+
 def node_was_busy(seen: Interference | None) -> bool:
-    """Whether other work kept the node busy around the timed windows: most of them short, and
-    the run queue says why (the probes or the baseline waited for a CPU). Short windows alone,
-    with nobody waiting, are a host that slowed its cores (an idle VM's rates drift by 15 %):
-    the figure says it was measured under interference and is timed again once, but no
-    performance points wait on it. Where the kernel keeps no run delay, short windows decide."""
-    if seen is None or not seen.unreliable:
+    """Whether other work kept the node busy around the timed windows: the serial baseline
+    waited for a CPU well above a quiet node's share (`BUSY_BASELINE_ALONE`: the kernel's own
+    account of its timed calls, whatever the cores' rates said), or most windows were short and
+    the run queue says why (the probes or the baseline waited). Short windows alone, with
+    nobody waiting, are a host that slowed its cores (an idle VM's rates drift by 15 %): the
+    figure says it was measured under interference and is timed again once, but no performance
+    points wait on it. Where the kernel keeps no run delay, short windows decide."""
+    if seen is None:
+        return False
+    if (seen.baseline_waiting or 0.0) > BUSY_BASELINE_ALONE:
+        return True
+    if not seen.unreliable:
         return False
     if seen.waiting is None and seen.baseline_waiting is None:
         return True
