@@ -317,6 +317,8 @@ class LeaderboardEntryPublic(BaseModel):
     ci_low: float | None
     ci_high: float | None
     score: float
+    tests: float = Field(description="The tests' part of `score` (after the late policy)")
+    performance: float = Field(description="The performance part of `score`")
     you: bool
 
 
@@ -336,6 +338,9 @@ class CourseBoardEntryPublic(BaseModel):
     tied: bool = Field(description="Another student has the same total over as many tasks")
     alias: str
     total: float = Field(description="Points over every task (each as its own board counts it)")
+    tests: float = Field(description="The tests' part of `total`")
+    performance: float = Field(description="The performance part of `total`")
+    manual: float = Field(description="The released hand-graded part of `total`")
     solved: int = Field(description="Tasks with a fully correct submission")
     you: bool
     tasks: list[CourseCellPublic | None] = Field(

@@ -182,7 +182,8 @@ def leaderboard(slug: str, access: CourseDep, session: SessionDep, request: Requ
     def row(e: leaderboard_service.Entry, you: bool) -> bytes:
         return LeaderboardEntryPublic(
             rank=e.rank, mark=e.mark, tied=e.tied, alias=e.alias, speedup=e.speedup,
-            ci_low=e.ci_low, ci_high=e.ci_high, score=e.score, you=you,
+            ci_low=e.ci_low, ci_high=e.ci_high, score=e.score, tests=e.tests,
+            performance=e.performance, you=you,
             submission_id=e.submission_id if you or staff else None).model_dump_json().encode()
 
     rows = board.rows("api-staff" if staff else "api-student", row, access.user.id)
@@ -198,7 +199,8 @@ def course_leaderboard(access: CourseDep, session: SessionDep, request: Request)
 
     def row(e: leaderboard_service.CourseEntry, you: bool) -> bytes:
         return CourseBoardEntryPublic(
-            rank=e.rank, tied=e.tied, alias=e.alias, total=e.total, solved=e.solved, you=you,
+            rank=e.rank, tied=e.tied, alias=e.alias, total=e.total, tests=e.tests,
+            performance=e.performance, manual=e.manual, solved=e.solved, you=you,
             tasks=[None if t is None else CourseCellPublic(rank=t.rank, tied=t.tied,
                                                            speedup=t.speedup, score=t.score,
                                                            mark=t.mark) for t in e.tasks]

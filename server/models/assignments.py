@@ -68,6 +68,13 @@ class Assignment(Base):
         foreign_keys="AssignmentVersion.assignment_id", order_by="AssignmentVersion.id",
         viewonly=True)
 
+    def after_late_policy(self, points: float, late: bool) -> float:
+        """`points` of a submission (`late`: handed in after its deadline) after this
+        assignment's late policy: the one rule for every page, board and export."""
+        if late and self.late_policy == "penalty":
+            points *= 1 - self.late_penalty
+        return round(points, 2)
+
 
 class AssignmentVersion(Base):
     """One imported package; changing tests makes a new version."""

@@ -119,10 +119,7 @@ def late_work_earns(a: Assignment) -> bool:
 
 def late(sub: Submission, score: float) -> float:
     """`score` after the assignment's late policy."""
-    a = sub.assignment
-    if sub.late and a.late_policy == "penalty":
-        score *= 1 - a.late_penalty
-    return round(score, 2)
+    return sub.assignment.after_late_policy(score, sub.late)
 
 
 def rescore(*, session: Session, assignment: Assignment) -> int:

@@ -46,6 +46,12 @@ class Entry:
     ci_high: float | None
     score: float
     mark: str | None = None  # why it is unranked, or what to know of its ranked figure
+    tests: float = 0.0
+    """The tests' part of `score` (after the late policy); the rest is performance points."""
+
+    @property
+    def performance(self) -> float:
+        return round(self.score - self.tests, 2)
 
 
 def _unranked() -> Any:
@@ -122,8 +128,10 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
     rows = session.execute(
         select(BoardEntry.user_id, BoardEntry.submission_id, r.score, speedup.label("speed"),
                r.speedup_median, r.speedup_ci_low, r.speedup_ci_high, r.credit_status,
-               r.timing_interfered, _unranked().label("unranked"), Enrollment.alias)
+               r.timing_interfered, _unranked().label("unranked"), Enrollment.alias,
+               r.report["test_points"].as_float().label("test_points"), Submission.late)
         .join(r, r.submission_id == BoardEntry.submission_id)
+        .join(Submission, Submission.id == BoardEntry.submission_id)
         .join(Enrollment, (Enrollment.user_id == BoardEntry.user_id)
               & (Enrollment.course_id == assignment.course_id))
         .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student")).all()
@@ -134,12 +142,13 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
     out: list[Entry] = []
     for i, row in enumerate(ordered):
         alias = row.alias or f"student-{row.user_id}"
+        tests = min(assignment.after_late_policy(row.test_points or 0.0, row.late), row.score)
         if row.unranked:
             out.append(Entry(rank=None, tied=False, user_id=row.user_id, alias=alias,
                              submission_id=row.submission_id, speedup=row.speedup_median,
                              ci_low=row.speedup_ci_low, ci_high=row.speedup_ci_high,
-                             score=row.score, mark=row.mark if isinstance(row, _Settled)
-                             else MARKS[row.credit_status]))
+                             score=row.score, tests=tests, mark=row.mark
+                             if isinstance(row, _Settled) else MARKS[row.credit_status]))
             continue
         speed = float(row.speed) if row.speed >= 0 else None
         lo, hi = row.speedup_ci_low, row.speedup_ci_high
@@ -157,7 +166,8 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
                 out[out.index(head)] = replace(head, tied=True)
         out.append(Entry(rank=rank, tied=tied, user_id=row.user_id, alias=alias,
                          submission_id=row.submission_id, speedup=speed, ci_low=lo, ci_high=hi,
-                         score=row.score, mark=row.mark if isinstance(row, _Settled)
+                         score=row.score, tests=tests, mark=row.mark
+                         if isinstance(row, _Settled)
                          else INTERFERED if row.timing_interfered else None))
     return out
 
@@ -177,6 +187,8 @@ class _Settled:
     timing_interfered: bool
     unranked: int
     alias: str | None
+    test_points: float | None
+    late: bool
     mark: str
 
 
@@ -193,7 +205,8 @@ def _settled(row: Any, grade: FinalGrade) -> _Settled:
                     speed=grade.speedup if grade.speedup is not None else -1.0,
                     speedup_median=grade.speedup, speedup_ci_low=grade.ci_low,
                     speedup_ci_high=grade.ci_high, credit_status=row.credit_status,
-                    timing_interfered=False, unranked=unranked, alias=row.alias, mark=mark)
+                    timing_interfered=False, unranked=unranked, alias=row.alias,
+                    test_points=row.test_points, late=row.late, mark=mark)
 
 
 @dataclass
@@ -287,6 +300,16 @@ class CourseEntry:
     total: float
     solved: int
     tasks: tuple[Entry | None, ...]
+    manual: float = 0.0
+    """Released hand-graded points in `total` (the rest: the tasks' tests and performance)."""
+
+    @property
+    def tests(self) -> float:
+        return round(sum(t.tests for t in self.tasks if t is not None), 2)
+
+    @property
+    def performance(self) -> float:
+        return round(sum(t.performance for t in self.tasks if t is not None), 2)
 
 
 @dataclass
@@ -311,15 +334,15 @@ def course_board(boards: list[tuple[Assignment, Board]],
         alias = next(e.alias for e in cell if e is not None)
         by_hand = sum(manual.get(a.id, {}).get(user_id, 0.0) for a, _ in boards)
         rows.append((round(sum(e.score for e in cell if e is not None) + by_hand, 2),
-                     sum(e is not None for e in cell), alias, user_id, tuple(cell)))
+                     sum(e is not None for e in cell), alias, user_id, tuple(cell), by_hand))
     rows.sort(key=lambda r: (-r[0], -r[1], r[2], r[3]))
     out: list[CourseEntry] = []
-    for i, (total, solved, alias, user_id, tasks) in enumerate(rows):
+    for i, (total, solved, alias, user_id, tasks, by_hand) in enumerate(rows):
         prev = out[-1] if out else None
         tied = prev is not None and (prev.total, prev.solved) == (total, solved)
         if tied and prev is not None and not prev.tied:
             out[-1] = replace(prev, tied=True)
         out.append(CourseEntry(rank=prev.rank if tied and prev else i + 1, tied=tied,
                                user_id=user_id, alias=alias, total=total, solved=solved,
-                               tasks=tasks))
+                               tasks=tasks, manual=round(by_hand, 2)))
     return CourseBoard(entries=out, tasks=[Task(a.slug, a.title) for a, _ in boards])

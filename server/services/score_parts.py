@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from server.models import GradeReportRow, Submission
+from server.models import Assignment, BoardEntry, GradeReportRow, Submission
 from server.services import final_grades, grading, manual_points
 
 
@@ -53,3 +53,16 @@ def of_many(*, session: Session, subs: list[Submission]) -> dict[int, Parts]:
         if parts is not None:
             out[sub.id] = parts
     return out
+
+
+def counted(*, session: Session, assignment: Assignment, user_id: int) -> Parts | None:
+    """The parts of the student's counted submission of `assignment` (the one its board shows;
+    None: nothing passed yet): the points their course page shows beside it."""
+    entry = session.get(BoardEntry, (assignment.id, user_id))
+    if entry is None:
+        return None
+    sub = session.get(Submission, entry.submission_id)
+    if sub is None:
+        return None
+    return of(session=session, sub=sub,
+              row=grading.report_of(session=session, submission_id=sub.id))

@@ -122,7 +122,10 @@ def _home(request: Request, session: SessionDep, settings: ServerSettings, user:
     for course, role in course_service.mine(session=session, user=user):
         items = assignment_service.offered(session=session, course=course)
         courses.append({"course": course, "role": role, "assignments": items,
-                        "not_open": _not_open(session, settings, items)})
+                        "not_open": _not_open(session, settings, items),
+                        "points": {} if role != "student" else {
+                            a.id: parts for a in items if (parts := score_parts.counted(
+                                session=session, assignment=a, user_id=user.id))}})
     return render(request, "home.html", status_code=status_code, user=user, courses=courses,
                   **extra)
 

@@ -210,3 +210,67 @@ def test_the_final_run_is_not_due_at_the_deadlines_very_instant(
         with session_factory(engine)() as s:
             assert finals.start_due(session=s) == started, instant
             s.commit()
+
+
+def test_every_page_shows_the_settled_points_split_into_their_parts(
+        world: World, engine: Engine) -> None:
+    """After a final run, a student's submission page, "your submissions", their course page,
+    the assignment's board and the course board show the same settled points, each split into
+    tests, performance and hand-graded points, the live points beside them, labelled."""
+    subs = _graded(world, engine)  # ada 1.8×, bob 1.2× live
+    rubric = "/api/courses/th/assignments/t1-multiprocessing"
+    assert world.client.put(f"{rubric}/rubric", json={"points": 10},
+                            headers=world.prof).status_code == 200
+    item = world.post(world.prof, f"{rubric}/rubric/items",
+                      json={"title": "uses a pool", "points": 6}).json()["id"]
+    held = world.post(world.prof, f"{rubric}/grading/next").json()
+    graded_by_hand = held["student"].split("@")[0]
+    g = f"{rubric}/grading/{held['id']}"
+    assert world.client.put(f"{g}/items/{item}", headers=world.prof).status_code == 200
+    assert world.post(world.prof, f"{g}/done", json={}).status_code == 200
+    assert world.post(world.prof, f"{rubric}/grading/release", json={}).status_code == 200
+    live = {who: world.get(world.prof, f"/api/submissions/{sid}").json()["score"]
+            for who, sid in subs.items()}
+    run = world.post(world.prof, RUNS, json={"rounds": 1}).json()
+    owner = {sid: who for who, sid in subs.items()}
+    while (offer := claim(world.client)) is not None:
+        median = 1.9 if owner[offer["job"]["submission_id"]] == "ada" else 1.1
+        _post(world.client, offer, JobOutcome.model_validate({"report": sample_report(
+            median=median, lo=median - 0.1, hi=median + 0.1)}))
+    done = world.get(world.prof, f"{RUNS}/{run['id']}").json()
+    assert done["status"] == "done", done
+    final = {g["email"].split("@")[0]: g["score"] for g in done["grades"]}
+    assert final["ada"] != live["ada"] and final["bob"] != live["bob"], (final, live)
+    api_board = {e["alias"]: e for e in world.get(
+        world.ada, "/api/courses/th/assignments/t1-multiprocessing/leaderboard").json()}
+    course_api = {e["alias"]: e for e in world.get(
+        world.ada, "/api/courses/th/leaderboard").json()["entries"]}
+
+    for who in ("ada", "bob"):
+        total, by_hand = final[who], 6.0 if who == graded_by_hand else 0.0
+        tests, performance = 60.0, round(final[who] - 60, 2)
+        split = f"tests {tests:g} · performance {performance:g}"
+        assert (api_board[who]["score"], api_board[who]["tests"],
+                api_board[who]["performance"]) == (total, tests, performance), api_board[who]
+        assert (course_api[who]["total"], course_api[who]["manual"]) == (
+            round(total + by_hand, 2), by_hand), course_api[who]
+        b = browser(world, f"{who}@uni.edu")
+        page = b.get(f"/s/{subs[who]}").text
+        assert f"passed · {total:g} / 100 points (final run)" in page, page
+        hand = f" · hand-graded {by_hand:g}" if by_hand else ""
+        assert f"{split}{hand} · this grading's own points: {live[who]:g}" in page, page
+        mine = b.get(PAGE).text  # "your submissions"
+        assert f"{total:g} <span class=\"muted\">(final run; live {live[who]:g})" in mine, mine
+        home = b.get("/").text  # the student's course page
+        assert f"your points: <strong>{total:g}</strong>" in home, home
+        assert f"{split}{hand} · final run; live {live[who]:g}" in home, home
+        row = _row(b.get(f"{PAGE}/leaderboard").text)
+        assert f"{total:g} <small class=\"muted parts\">{split}</small>" in row, row
+        row = _row(b.get("/c/th/-/board").text)
+        assert f"{total + by_hand:g} <small class=\"muted parts\">{split}{hand}</small>" in row, row
+
+
+def _row(page: str) -> str:
+    """The reader's own row of a board page."""
+    start = page.index('<tr class="you">')
+    return page[start:page.index("</tr>", start)]
