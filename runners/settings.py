@@ -59,6 +59,11 @@ class RunnerSettings(BaseSettings):
         "calibration.py): every capacity probe is compared with it")
     calibrate_at_start: bool = Field(default=True, description="A runner calibrates its cores "
                                      "as it starts where the node is idle")
+    wait_for_server_s: float = Field(
+        default=0.0, ge=0, le=600, description="At start, wait up to this long for the server "
+        "to take the runner's hello before calibrating (the one-command start sets it: its "
+        "server starts beside the runner, and a calibration made while it starts reads its "
+        "cores slow)")
     gpu_mode: Literal["auto", "real", "simulated", "none"] = "auto"
     gpu_env: list[str] = Field(
         default=["CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH"],

@@ -100,6 +100,9 @@ def _local_runner(settings: ServerSettings, url: str) -> subprocess.Popen[bytes]
     assert settings.runner_token is not None  # _settings_to_serve refused a start without it
     env.update(PARAGRADE_RUNNER_SERVER=url, PARAGRADE_BROKER_URL=settings.broker_url,
                PARAGRADE_RUNNER_TOKEN=settings.runner_token)
+    # It calibrates its cores once this server is up, not while it starts beside it (a fresh
+    # clone's start stored core 1 at half core 0's rate that way).
+    env.setdefault("PARAGRADE_WAIT_FOR_SERVER_S", "60")
     # GPU jobs wait for a GPU runner unless this machine has a GPU; without one, the GPU
     # tasks that can be simulated are graded here under the CUDA simulator (correctness
     # only) while no GPU runner is live. Two-node MPI jobs wait for a runner that holds

@@ -90,6 +90,9 @@ def test_an_unsafe_name_from_the_server_is_a_platform_error(tmp_path: Path,
     (tmp_path / "scratch").mkdir()
     outcome = runner.handle(offer, client, runner.BundleCache(tmp_path / "bundles"), settings)
     assert outcome.report is None
-    assert outcome.platform_error is not None and "UnsafeFileName" in outcome.platform_error
-    assert "'..' path parts are not allowed" in outcome.platform_error
+    # Refused as the archive is read (runners/protocol/archives.py, the server's reader too),
+    # before any name reaches a sandbox's folder.
+    assert outcome.platform_error is not None and "UnsafeArchive" in outcome.platform_error
+    assert "unsafe path in the archive: '../../../../tmp/paragrade-evil.py'" in \
+        outcome.platform_error
     assert not Path("/tmp/paragrade-evil.py").exists()

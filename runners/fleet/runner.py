@@ -18,18 +18,15 @@ that job from this process alone.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import secrets
-import shutil
 import signal
 import socket
 import tempfile
 import threading
 import time
 import warnings
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +38,7 @@ from celery.signals import worker_process_init, worker_ready
 from runners import package
 from runners.fleet import claimed, leaving
 from runners.fleet.broker import consumer_app
+from runners.fleet.bundles import BundleCache
 from runners.grading import grader, similarity, testrun, validate
 from runners.measure import calibration, capacity
 from runners.nodes import gang, hardware, overlay, slurm
@@ -53,40 +51,12 @@ from runners.protocol import (
     Queue,
     RunnerHello,
     Verdict,
+    archives,
 )
 from runners.sandbox import Executor, cgroups
 from runners.settings import RunnerSettings, get_settings
 
 log = logging.getLogger("paragrade.runner")
-
-
-class BundleCache:
-    """Assignment bundles unpacked once per content hash, as <root>/<sha>-<course>-<slug>/…"""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-
-    def folder(self, assignment: str, sha256: str, fetch: bytes | None = None) -> Path | None:
-        """The unpacked package, unpacking `fetch` first if given; None when not cached."""
-        course, slug = assignment.split("/", 1)
-        # The course name is part of the package's identity on disk (course/slug), so of the key.
-        sha_dir = self.root / f"{sha256}-{course}-{slug}"
-        target = sha_dir / course / slug
-        if target.is_dir() or fetch is None:
-            return target if target.is_dir() else None
-        tmp = Path(tempfile.mkdtemp(dir=self.root))
-        with zipfile.ZipFile(io.BytesIO(fetch)) as zf:
-            for info in zf.infolist():
-                name = Path(info.filename)
-                if name.is_absolute() or ".." in name.parts:
-                    raise ValueError(f"unsafe path in bundle: {info.filename}")
-            zf.extractall(tmp / course / slug)
-        try:
-            os.rename(tmp, sha_dir)  # atomic; another runner may have won the race
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return target
 
 
 class NoGang(RuntimeError):
@@ -169,8 +139,7 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         r = client.get(f"/api/runner/jobs/{offer.job_id}/submission",
                        headers={"X-Job-Token": offer.token})
         r.raise_for_status()
-        with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
-            files = {n: zf.read(n) for n in zf.namelist()}
+        files = archives.members(r.content)
         if offer.similarity_job is not None:  # text only, nothing runs: no sandbox needed
             return JobOutcome(similarity=similarity.compare(
                 similarity.texts_of(files), boilerplate=similarity.boilerplate_of(folder),
@@ -191,7 +160,7 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
     except calibration.NodeBusy as exc:  # not the package's fault: the server tries it again
         log.warning("job %s: the node is busy: %s", offer.job_id, exc)
         return JobOutcome(platform_error=f"the node was busy: {exc}"[:2000])
-    except (httpx.HTTPError, OSError, ValueError, zipfile.BadZipFile, package.PackageError,
+    except (httpx.HTTPError, OSError, ValueError, package.PackageError,
             slurm.SlurmError, overlay.OverlayError) as exc:
         log.exception("job %s failed on the platform side", offer.job_id)
         return JobOutcome(platform_error=f"{type(exc).__name__}: {exc}"[:2000])
@@ -425,10 +394,17 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
     # Refused here, at start, with the server's reason: a revoked credential, another runner's
     # name, a queue the credential does not give. An unreachable server is waited for later.
     with _runner.client() as client:
-        try:
-            greet(client, hello)
-        except httpx.HTTPError as exc:
-            log.warning("the server did not take our hello yet (%s); serving anyway", exc)
+        until = time.monotonic() + settings.wait_for_server_s
+        while True:
+            try:
+                greet(client, hello)
+                break
+            except httpx.HTTPError as exc:
+                if time.monotonic() >= until:
+                    log.warning("the server did not take our hello yet (%s); serving anyway",
+                                exc)
+                    break
+                time.sleep(0.5)  # a server starting beside us: calibrate once it is up
     if executor is not None and settings.calibrate_at_start:
         calibrate(settings)
     if executor is not None and (left := executor.sweep()):

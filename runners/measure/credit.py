@@ -14,7 +14,16 @@ reasoning and the measurements the thresholds below come from.
 
 from __future__ import annotations
 
-from runners.protocol import CORES_TOLERANCE, Credit, DeviceWork, Parallelism, ScalingPoint, SpeedupFigure
+from runners.protocol import (
+    CORES_TOLERANCE,
+    Credit,
+    DeviceWork,
+    Parallelism,
+    ScalingPoint,
+    Scoring,
+    SpeedupFigure,
+    most_cores_give,
+)
 
 EXPLAINED_TOLERANCE = 0.15
 """A speedup up to G × (1 + this) counts as explained by the parallel gain G (CPU-time noise)."""
@@ -60,7 +69,8 @@ def stands_on_a_busy_node(credit: Credit, point: ScalingPoint) -> bool:
 
 
 def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: int,
-           reference_speedup: float | None = None, reference_factor: float = 3.0,
+           reference_speedup: float | None = None,
+           reference_factor: float = Scoring.model_fields["reference_factor"].default,
            gpu: bool = False) -> Credit:
     """The credit of the headline speedup `figure`, measured at scaling `point` on `cores`."""
     s = figure.median
@@ -70,7 +80,7 @@ def decide(*, policy: str, figure: SpeedupFigure, point: ScalingPoint, cores: in
     if gpu:
         return _gpu(figure, reference_speedup, reference_factor, measured=point.cpu is not None,
                     device=point.device, cpu=point.cpu, cores=cores)
-    cap = cores * (1 + CORES_TOLERANCE)
+    cap = most_cores_give(cores)
     superlinear = figure.ci_low > cap
     cpu = point.cpu
     if cpu is None:
@@ -153,7 +163,7 @@ def _gpu(figure: SpeedupFigure, reference: float | None, factor: float, *,
     if device is not None and (why := _off_gpu(s, device)) is not None:
         return Credit(policy="parallel", status="refused", speedup=0.0, measured=measured,
                       reason=why)
-    if cpu is not None and cpu.parallelism_ci_low > cores * (1 + CORES_TOLERANCE):
+    if cpu is not None and cpu.parallelism_ci_low > most_cores_give(cores):
         return Credit(policy="parallel", status="held", speedup=0.0, measured=measured, reason=(
             f"your timed calls kept {_cores(cpu.parallelism)}, more than the {cores} this "
             f"task grants: the {s:.2f}× may come from the CPU; held for an instructor's review"))

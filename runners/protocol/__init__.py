@@ -66,6 +66,7 @@ from runners.protocol.report import (
     WeakScalingPoint,
     credited_speedup,
     measured_under_interference,
+    most_cores_give,
     node_was_busy,
     timed_on_a_busy_node,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "credited_speedup",
     "curve_share",
     "measured_under_interference",
+    "most_cores_give",
     "node_was_busy",
     "performance_share",
     "submission_text",

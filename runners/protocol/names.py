@@ -10,8 +10,9 @@ _NAME_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 def check_relpath(name: str) -> str:
     """`name` if it is a safe relative file name (posix parts of letters, digits, `_.-`, no part
-    starting with a dot, at most 8 deep), else ValueError saying why: manifests, uploads and the
-    runner all check names with this before any file is written under them."""
+    starting with a dot, at most 8 deep), else ValueError saying why: a manifest's names, a
+    package's starter and test files, and each file the runner stages into a sandbox
+    (runners/runs/stage.py). Archives themselves are read by runners/protocol/archives.py."""
     if not isinstance(name, str) or not name:
         raise ValueError("a file name must not be empty")
     if "\\" in name or "\x00" in name:

@@ -250,6 +250,12 @@ CORES_TOLERANCE = 0.15
 """A speedup up to cores × (1 + this) counts as within the cores (timing noise on 2 vCPUs)."""
 
 
+def most_cores_give(cores: float) -> float:
+    """The highest speedup (or count of busy cores) `cores` cores can give: the one cap the
+    credit rule and the leaderboard's granted figures share."""
+    return cores * (1 + CORES_TOLERANCE)
+
+
 def credited_speedup(credit: Credit | None, measured: float, *,
                      review: str | None = None) -> float | None:
     """The speedup performance points come from: the credited one; the measured one once an

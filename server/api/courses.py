@@ -119,12 +119,8 @@ def import_zip(package: Annotated[UploadFile, File(description="zip of the packa
                access: CourseInstructorDep, session: SessionDep,
                settings: SettingsDep) -> AssignmentPublic:
     """Import a package uploaded as a zip (paths checked, bombs refused)."""
-    data = package.file.read(settings.max_package_bytes + 1)
-    if len(data) > settings.max_package_bytes:
-        from server.services.errors import TooLarge
-
-        raise TooLarge(f"package larger than {settings.max_package_bytes} bytes")
-    files = assignment_service.safe_members(data, max_total=settings.max_package_bytes * 10)
+    files = assignment_service.package_upload(package.file,
+                                              max_bytes=settings.max_package_bytes)
     return _import(access, session, settings, files)
 
 

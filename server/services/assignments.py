@@ -7,28 +7,24 @@ from __future__ import annotations
 
 import functools
 import io
-import lzma
 import re
-import struct
 import tomllib
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from runners.protocol import MANIFEST, SLUG_RE, Manifest, check_relpath
+from runners.protocol import MANIFEST, SLUG_RE, Manifest, archives, check_relpath
+from runners.protocol.archives import STORED_ARCHIVE_MAX
 from server.models import Assignment, AssignmentVersion, AuditLog, Course, RubricItem, User
 from server.services import artifacts, jobs, student_kit
-from server.services.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
+from server.services.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, TooLarge
 
 ZIP_EPOCH = (2000, 1, 1, 0, 0, 0)
-MAX_MEMBERS = 2000
-MAX_RATIO = 200
-
-
 class PackageInvalid(Invalid):
     """The package has problems; `problems` lists each (file, key, reason)."""
 
@@ -37,64 +33,22 @@ class PackageInvalid(Invalid):
         self.problems = problems
 
 
-# Besides BadZipFile (a bad CRC-32, a header that does not match), zipfile raises on a damaged or
-# unusual archive: zlib.error, lzma.LZMAError or OSError (bz2) on a corrupt stream, EOFError on a
-# truncated one, struct.error or ValueError on a header that lies, NotImplementedError on an
-# unsupported method or flag, RuntimeError on an encrypted member.
-READABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
-
-
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, max_total: int) -> bytes:
-    """One member's bytes, or Invalid naming it and what is wrong with it."""
-    name = info.filename
-    if info.flag_bits & 0x1:
-        raise Invalid(f"{name!r} is encrypted; upload a zip without a password")
-    if info.compress_type not in READABLE_METHODS:  # deflate64 (9) among others
-        raise Invalid(f"{name!r} uses a compression method this server does not read "
-                      f"(method {info.compress_type}); zip it again with plain deflate")
+def safe_members(data: bytes, *, max_total: int = STORED_ARCHIVE_MAX) -> dict[str, bytes]:
+    """A zip's regular files by path (runners/protocol/archives.py, the one reader); Invalid
+    saying why it is refused."""
     try:
-        with zf.open(info) as fh:
-            return fh.read(max_total + 1)
-    except zipfile.BadZipFile as exc:  # bad CRC-32, a local header that does not match
-        raise Invalid(f"{name!r} is damaged in the archive ({exc})") from exc
-    except (RuntimeError, zlib.error, lzma.LZMAError, EOFError, struct.error, ValueError, OSError,
-            NotImplementedError) as exc:  # RuntimeError: encrypted after all
-        raise Invalid(f"{name!r} could not be unpacked: the archive is damaged") from exc
+        return archives.members(data, max_total=max_total)
+    except archives.UnsafeArchive as exc:
+        raise Invalid(str(exc)) from exc
 
 
-def safe_members(data: bytes, *, max_total: int) -> dict[str, bytes]:
-    """A zip's regular files by path, refusing traversal, links and decompression bombs."""
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, struct.error, ValueError,
-            OSError, NotImplementedError) as exc:
-        raise Invalid("not a zip archive") from exc
-    infos = zf.infolist()
-    if len(infos) > MAX_MEMBERS:
-        raise Invalid(f"the archive has more than {MAX_MEMBERS} entries")
-    out: dict[str, bytes] = {}
-    total = 0
-    for info in infos:
-        name = info.filename
-        path = PurePosixPath(name)
-        if name.startswith("/") or ".." in path.parts or "\\" in name or ":" in name:
-            raise Invalid(f"unsafe path in the archive: {name!r}")
-        if not name.isprintable():  # a newline or an escape sequence in a listing or a log
-            raise Invalid(f"control characters are not allowed in file names: {name!r}")
-        if (info.external_attr >> 16) & 0o170000 == 0o120000:
-            raise Invalid(f"symbolic links are not allowed: {name!r}")
-        if info.is_dir():
-            continue
-        total += info.file_size
-        if total > max_total:
-            raise Invalid(f"the archive unpacks to more than {max_total} bytes")
-        if info.compress_size and info.file_size / info.compress_size > MAX_RATIO:
-            raise Invalid(f"suspicious compression ratio for {name!r} (decompression bomb?)")
-        content = _read_member(zf, info, max_total=max_total)
-        if len(content) != info.file_size:
-            raise Invalid(f"{name!r} does not match its declared size")
-        out[name] = content
-    return out
+def package_upload(upload: BinaryIO, *, max_bytes: int) -> dict[str, bytes]:
+    """An uploaded package zip's files (the API's import and the course page's alike): 413
+    past `max_bytes`, unpacking to at most ten times that."""
+    data = upload.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TooLarge(f"package larger than {max_bytes} bytes")
+    return safe_members(data, max_total=max_bytes * 10)
 
 
 def _strip_common_root(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -283,8 +237,7 @@ def student_files(*, assignment: Assignment, artifacts_root: Path) -> bytes:
     m = manifest_of(assignment)
     assert assignment.current_version is not None
     members = safe_members(artifacts.read(root=artifacts_root,
-                                          sha256=assignment.current_version.bundle_sha256),
-                           max_total=1 << 30)
+                                          sha256=assignment.current_version.bundle_sha256))
     public = (f"{m.files.starter}/", f"{m.files.public_tests}/")
     keep = {n: c for n, c in members.items() if n == m.statement or n.startswith(public)}
     # Plain pytest runs the public tests on the student's machine (services/student_kit.py),

@@ -7,12 +7,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.protocol import (
-    CORES_TOLERANCE,
     GradeReport,
     Manifest,
     Verdict,
     credited_speedup,
     measured_under_interference,
+    most_cores_give,
 )
 from runners.protocol import points as grade_points
 from server.models import Assignment, GradeReportRow, ScalingPointRow, Submission, TestResultRow, now
@@ -87,7 +87,7 @@ def ranked_speedup(sub: Submission, earned: float | None, review: str | None) ->
     if earned is None or review != "granted":
         return earned
     res = Manifest.model_validate(sub.version.manifest).resources
-    return earned if res.kind == "gpu" else min(earned, res.cores * (1 + CORES_TOLERANCE))
+    return earned if res.kind == "gpu" else min(earned, most_cores_give(res.cores))
 
 
 def course_score(*, sub: Submission, report: GradeReport, review: str | None = None) -> float:

@@ -145,29 +145,47 @@ def apply(*, session: Session, grade: ManualGrade, item: RubricItem, grader: Use
     if grade.status == "done":
         raise Conflict("this grade is done: open it again before changing its items (its "
                        "manual points leave the totals until you finish it again)")
-    _set_item(session, grade, item, applied)
+    _set_item(session, grade, item, applied, grader)
 
 
 def amend(*, session: Session, grade: ManualGrade, item: RubricItem, grader: User,
-          role: str | None, applied: bool) -> None:
+          role: str | None, applied: bool) -> tuple[float, float] | None:
     """Change one item of a grade in answer to a regrade request: the grade is done again at
-    once, and its new total reaches the boards and the LMS (`changed`)."""
+    once, and its new total reaches the boards and the LMS (`changed`); the grade's points
+    before and after (None: the item was as asked already)."""
     hold(session=session, grade=grade, grader=grader, role=role)
-    _set_item(session, grade, item, applied)
+    moved = _set_item(session, grade, item, applied, grader)
     grade.status, grade.locked_by, grade.locked_until = "done", None, None
     session.flush()
     changed(session=session, assignment_id=grade.assignment_id)
+    return moved
 
 
-def _set_item(session: Session, grade: ManualGrade, item: RubricItem, applied: bool) -> None:
+def _set_item(session: Session, grade: ManualGrade, item: RubricItem, on: bool,
+              grader: User) -> tuple[float, float] | None:
+    """Put the item on the grade or take it off; where that changes it, an audit row says which
+    item and the grade's points before and after, which are returned."""
     if item.assignment_id != grade.assignment_id:
         raise NotFound("that rubric item belongs to another assignment")
     there = session.get(AppliedItem, (grade.id, item.id))
-    if applied and there is None:
+    if (there is not None) == on:
+        return None
+    a = session.get(Assignment, grade.assignment_id)
+    assert a is not None
+    before = points(a, applied(session=session, grade=grade))
+    if on:
         session.add(AppliedItem(grade_id=grade.id, item_id=item.id))
-    elif not applied and there is not None:
+    else:
         session.delete(there)
     session.flush()
+    after = points(a, applied(session=session, grade=grade))
+    session.add(AuditLog(actor_id=grader.id, action="manual.item_applied" if on
+                         else "manual.item_removed", target=f"grade/{grade.id}",
+                         detail={"item": item.id, "title": item.title,
+                                 "item_points": item.points, "points_before": before,
+                                 "points_after": after}))
+    session.flush()
+    return before, after
 
 
 def sources(*, submission: Submission, artifacts_root: Path) -> dict[str, list[str]]:

@@ -11,9 +11,14 @@ from sqlalchemy.orm import Session
 from server.models import AppliedItem, Assignment, ManualGrade, RubricItem
 
 
+def _within(assignment: Assignment, total: float) -> float:
+    """A sum of applied items' points, within 0 and the assignment's manual points."""
+    return min(max(total, 0.0), assignment.manual_points)
+
+
 def points(assignment: Assignment, items: list[RubricItem]) -> float:
     """The manual points of these items applied: their sum, within 0 and the manual points."""
-    return round(min(max(sum(i.points for i in items), 0.0), assignment.manual_points), 2)
+    return round(_within(assignment, sum(i.points for i in items)), 2)
 
 
 def released_points(*, session: Session, assignment: Assignment, user_id: int | None = None,
@@ -33,8 +38,8 @@ def released_points(*, session: Session, assignment: Assignment, user_id: int | 
     if submission_id is not None:
         q = q.where(ManualGrade.submission_id == submission_id)
     sums = dict(session.execute(q).all())
-    cap, weight = assignment.manual_points, assignment.manual_weight
-    return {uid: round(min(max(float(s), 0.0), cap) * weight, 2) for uid, s in sums.items()}
+    return {uid: round(_within(assignment, float(s)) * assignment.manual_weight, 2)
+            for uid, s in sums.items()}
 
 
 def max_points(assignment: Assignment) -> float:

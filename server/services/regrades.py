@@ -28,10 +28,15 @@ from server.services.errors import Conflict, Forbidden, Invalid, NotFound
 MAX_REASON_CHARS = 3000
 
 
-def _log(session: Session, actor: User, action: str, request: RegradeRequest) -> None:
+def _log(session: Session, actor: User, action: str, request: RegradeRequest,
+         moved: tuple[float, float] | None = None) -> None:
+    """`moved`: the grade's points before and after the answer changed its item."""
+    detail: dict[str, object] = {"grade": request.grade_id, "item": request.item_id,
+                                 "test": request.test_name, "changed": request.changed}
+    if moved is not None:
+        detail["points_before"], detail["points_after"] = moved
     session.add(AuditLog(actor_id=actor.id, action=action, target=f"regrade/{request.id}",
-                         detail={"grade": request.grade_id, "item": request.item_id,
-                                 "test": request.test_name, "changed": request.changed}))
+                         detail=detail))
 
 
 def ask(*, session: Session, assignment: Assignment, student: User, role: str | None,
@@ -122,6 +127,7 @@ def answer(*, session: Session, request: RegradeRequest, actor: User, role: str 
         raise Invalid(f"an answer holds at most {MAX_REASON_CHARS} characters")
     grade = session.get(ManualGrade, request.grade_id)
     assert grade is not None
+    moved = None
     if apply_item is not None:
         if request.item_id is None:
             raise Invalid("this request is about a test, not a rubric item: answer it without "
@@ -131,10 +137,10 @@ def answer(*, session: Session, request: RegradeRequest, actor: User, role: str 
             raise NotFound("the item the request is about was deleted")
         before = item.id in {i.id for i in manual.applied(session=session, grade=grade)}
         if before != apply_item:
-            manual.amend(session=session, grade=grade, item=item, grader=actor, role=role,
-                         applied=apply_item)
+            moved = manual.amend(session=session, grade=grade, item=item, grader=actor,
+                                 role=role, applied=apply_item)
             request.changed = True
     request.status, request.answer, request.answered_by = "answered", text, actor.id
     request.answered_at = now()
     session.flush()
-    _log(session, actor, "regrade.answer", request)
+    _log(session, actor, "regrade.answer", request, moved)

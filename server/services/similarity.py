@@ -90,8 +90,7 @@ def archive(*, session: Session, run: SimilarityRun, artifacts_root: Path) -> by
     files: dict[str, bytes] = {}
     for sub in session.scalars(select(Submission).where(Submission.id.in_(run.submission_ids))):
         for name, content in safe_members(
-                artifacts.read(root=artifacts_root, sha256=sub.archive_sha256),
-                max_total=1 << 30).items():
+                artifacts.read(root=artifacts_root, sha256=sub.archive_sha256)).items():
             files[f"{sub.id}/{name}"] = content
     return bundle(files)
 
@@ -127,7 +126,7 @@ def side_by_side(*, session: Session, run: SimilarityRun, index: int,
         if sub is None:
             raise NotFound(f"submission {sid} no longer exists")
         text = submission_text(safe_members(
-            artifacts.read(root=artifacts_root, sha256=sub.archive_sha256), max_total=1 << 30))
+            artifacts.read(root=artifacts_root, sha256=sub.archive_sha256)))
         hit = {n for lo, hi in ranges for n in range(lo, hi + 1)}
         return Side(sub, f"{sub.user.name} <{sub.user.email}>", share,
                     [(line, n in hit) for n, line in enumerate(text.splitlines(), start=1)])

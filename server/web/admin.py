@@ -130,12 +130,10 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
                    user: PageUser, package: Annotated[UploadFile, File()]) -> Response:
     """Import a zip; every problem is listed, one per line."""
     c, role = course_for(session, user, course)
-    data = package.file.read(settings.max_package_bytes + 1)
     try:
-        if len(data) > settings.max_package_bytes:
-            raise Invalid(f"package larger than {settings.max_package_bytes} bytes")
         with committing(session):
-            files = assignment_service.safe_members(data, max_total=settings.max_package_bytes * 10)
+            files = assignment_service.package_upload(package.file,
+                                                      max_bytes=settings.max_package_bytes)
             version = assignment_service.import_files(
                 session=session, actor=user, course=c, files=files,
                 artifacts_root=settings.artifacts_dir, role="instructor")
