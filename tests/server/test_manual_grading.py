@@ -346,3 +346,49 @@ def test_anonymous_grading_hides_whose_code_it_is(world: World, engine: Engine) 
     assert [x["student"] for x in listed] == [g["student"]], listed
     text = page.get("/c/th/-/regrades").text
     assert "ada@uni.edu" not in text and "bob@uni.edu" not in text and g["student"] in text
+
+
+def test_every_grade_changing_act_is_audited_with_what_changed(world: World,
+                                                              engine: Engine) -> None:
+    """An item put on and one taken off a grade: an audit row each, naming the item and the
+    grade's points before and after; a regrade answer that takes an item off records the
+    points it moved, not only that something changed."""
+    from server.models import AuditLog
+
+    _graded(world)
+    items = _rubric(world)  # 20 points: +10, +10, -5
+    [ta] = _tas(world, engine, 1)
+    held = world.post(ta, f"{A}/grading/next").json()
+    g = f"{A}/grading/{held['id']}"
+    for title in ("uses a collective", "explains the efficiency", "a race the tests missed"):
+        assert world.client.put(f"{g}/items/{items[title]}", headers=ta).status_code == 200
+    assert world.client.put(f"{g}/items/{items['uses a collective']}", headers=ta).status_code \
+        == 200  # put on again: nothing changes, nothing is logged
+    r = world.client.delete(f"{g}/items/{items['explains the efficiency']}", headers=ta)
+    assert r.status_code == 200, r.text
+    assert world.post(ta, f"{g}/done", json={}).status_code == 200
+    assert world.post(world.prof, f"{A}/grading/release", json={}).status_code == 200
+    with session_factory(engine)() as s:
+        rows = [(r.action, r.detail["title"], r.detail["points_before"], r.detail["points_after"])
+                for r in s.scalars(select(AuditLog).where(AuditLog.action.like("manual.item%"))
+                                   .order_by(AuditLog.id))]
+    assert rows == [("manual.item_applied", "uses a collective", 0.0, 10.0),
+                    ("manual.item_applied", "explains the efficiency", 10.0, 20.0),
+                    ("manual.item_applied", "a race the tests missed", 20.0, 15.0),
+                    ("manual.item_removed", "explains the efficiency", 15.0, 5.0)], rows
+
+    student = getattr(world, held["student"].split("@")[0])
+    race = items["a race the tests missed"]
+    r = world.post(student, f"{A}/feedback/regrade-requests",
+                   json={"item_id": race, "reason": "There is no race."})
+    assert r.status_code == 201, r.text
+    r = world.post(ta, f"/api/courses/th/regrade-requests/{r.json()['id']}/answer",
+                   json={"answer": "Agreed.", "apply_item": False})
+    assert r.status_code == 200 and r.json()["changed"], r.text
+    with session_factory(engine)() as s:
+        answer = s.scalars(select(AuditLog).where(AuditLog.action == "regrade.answer")).one()
+        removed = s.scalars(select(AuditLog).where(AuditLog.action == "manual.item_removed")
+                            .order_by(AuditLog.id.desc())).first()
+    assert (answer.detail["changed"], answer.detail["points_before"],
+            answer.detail["points_after"]) == (True, 5.0, 10.0), answer.detail
+    assert removed is not None and removed.detail["title"] == "a race the tests missed"
