@@ -157,7 +157,7 @@ def amend(*, session: Session, grade: ManualGrade, item: RubricItem, grader: Use
     moved = _set_item(session, grade, item, applied, grader)
     grade.status, grade.locked_by, grade.locked_until = "done", None, None
     session.flush()
-    changed(session=session, assignment_id=grade.assignment_id)
+    changed(session=session, grade=grade)
     return moved
 
 
@@ -237,15 +237,15 @@ def finish(*, session: Session, grade: ManualGrade, grader: User, role: str | No
     if done:
         grade.locked_by, grade.locked_until = None, None
     session.flush()
-    changed(session=session, assignment_id=grade.assignment_id)
+    changed(session=session, grade=grade)
 
 
-def changed(*, session: Session, assignment_id: int) -> None:
-    """A manual grade's points may have changed: where they are released, the boards' totals
-    and the LMS gradebooks follow."""
-    a = session.get(Assignment, assignment_id)
+def changed(*, session: Session, grade: ManualGrade) -> None:
+    """One student's manual grade may have changed: where it is released, that student's board
+    row and LMS gradebook entry follow (the others' stay as they are)."""
+    a = session.get(Assignment, grade.assignment_id)
     if a is not None and a.manual_released_at is not None:
-        grade_changes.of_everyone(session=session, assignment_id=assignment_id)
+        grade_changes.of_student(session=session, assignment_id=a.id, user_id=grade.user_id)
 
 
 def applied(*, session: Session, grade: ManualGrade) -> list[RubricItem]:
