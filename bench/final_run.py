@@ -12,10 +12,15 @@ their figures) live and final, and runner seconds per student (a live grading vs
 
     .venv/bin/python -m bench.final_run [--per-variant 4] [--shares 100,80,70,60,50]
                                         [--rounds 3] [--runs 2] [--anchor] [--tenant ON,OFF]
+                                        [--neighbour K[,LEAVE_S]] [--busy-wait S]
 
 Record `bench.core_speed` just before (how noisy the hour was). `--tenant ON,OFF`: a neighbour
 spins on the node's last core ON s of every ON + OFF the whole time (the live gradings and the
-final runs alike), a noisy stretch that can be repeated.
+final runs alike), a noisy stretch that can be repeated. `--neighbour K,LEAVE_S`: K processes
+spin unpinned on every core (tests/neighbour.py) from before the live gradings until LEAVE_S
+seconds into the first final run (no LEAVE_S: the whole time), a node that other work keeps
+busy; `--busy-wait S`: the final run's busy limit (the server's final_busy_wait_s). The extra
+then counts the turns that found the node busy and the students whose live points were kept.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from bench.timing_interference import tenant
 from server.models import AssignmentVersion, FinalTurn, Job, Submission
 from server.services import reference
 from server.settings import REPO_ROOT
+from tests.neighbour import neighbour, stop
 from tests.server.live import Platform, wait_until
 
 SLUG = "t2-mpi"
@@ -82,8 +88,13 @@ def _inversions(figure: dict[str, float], quiet: dict[str, float]) -> int:
 
 
 def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
-            runs: int, anchor: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            runs: int, anchor: bool = False, spinners: int = 0, leave_s: float | None = None,
+            busy_wait_s: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     p = Platform(tmp, f"sqla+sqlite:///{tmp / 'broker.sqlite'}")
+    if busy_wait_s is not None:
+        p.settings.final_busy_wait_s = busy_wait_s
+    beside = contextlib.ExitStack()
+    procs = beside.enter_context(neighbour(spinners)) if spinners else []
     try:
         code = p.course(f"treasure-hunt/{SLUG}")
         p.start_runner("cpu-1", "cpu,mpi", env={"PARAGRADE_ANCHOR": "true"} if anchor else None)
@@ -108,14 +119,18 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
         phases["live_s"] = round(time.monotonic() - clock, 1)
         with p.sessions() as s:
             subs = [(sub.id, sub.user.name) for sub in s.scalars(select(Submission))]
-        live: dict[str, tuple[float, float]] = {}
+        live: dict[str, tuple[float, float, str]] = {}
         for sid, name in subs:
             got = p.get(p.prof, f"/api/submissions/{sid}")
-            sp = (got.get("report") or {}).get("speedup")
-            live[name] = (got["score"] or 0.0, sp["median"] if sp else 0.0)
+            report = got.get("report") or {}
+            sp, credit = report.get("speedup"), report.get("credit") or {}
+            live[name] = (got["score"] or 0.0, sp["median"] if sp else 0.0,
+                          credit.get("status", ""))
         finals: list[dict[str, tuple[float, float]]] = []
         ranges: list[dict[str, tuple[float, float]]] = []  # each student's rounds: low, high
         pooled_at_start = _pooled(p)
+        busy_turns: list[int] = []  # per final run: turns that found the node busy
+        kept: list[int] = []  # per final run: students whose live points were kept (node busy)
         for i in range(runs):
             clock = time.monotonic()
             r = p.http.post(f"/api/courses/c/assignments/{SLUG}/final-runs",
@@ -123,13 +138,18 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
             r.raise_for_status()
             url = f"/api/courses/c/assignments/{SLUG}/final-runs/{r.json()['id']}"
 
-            def settled(url: str = url) -> dict[str, Any] | None:
+            def settled(url: str = url, clock: float = clock) -> dict[str, Any] | None:
+                if procs and leave_s is not None and time.monotonic() - clock >= leave_s:
+                    stop(procs)  # the neighbour leaves, LEAVE_S into the first final run
+                    procs.clear()
                 got: dict[str, Any] = p.get(p.prof, url)
                 return got if got["status"] == "done" else None
 
             done = wait_until("the final run", settled, 200 * rounds * len(share_of), 2)
             finals.append({g["email"].split("@")[0]: (g["score"], g["speedup"] or 0.0)
                            for g in done["grades"]})
+            busy_turns.append(done["busy"])
+            kept.append(sum(1 for g in done["grades"] if g["node_busy"]))
             ranges.append({g["email"].split("@")[0]: (g["low"] or 0.0, g["high"] or 0.0)
                            for g in done["grades"]})
             phases[f"final_run_{i + 1}_s"] = round(time.monotonic() - clock, 1)
@@ -167,12 +187,17 @@ def measure(tmp: Path, *, shares: list[int], per_variant: int, rounds: int,
             "turn_s_median": round(statistics.median(turn_s), 1) if turn_s else None,
             "turn_grading_s_median": round(statistics.median(inside), 1) if inside else None,
             "rounds": rounds, "runs": runs, "anchor": anchor, **phases,
+            "neighbour": f"{spinners} spinners, leaving {leave_s} s into the first final run"
+            if spinners else None,
+            "busy_turns": busy_turns, "live_points_kept": kept,
+            "live_pending": sum(1 for n in live if live[n][2] == "pending"),
             # The reference's speedup: validation's, pooled over the live gradings (what the
             # final run fixed), and pooled after the final runs' turns too.
             "reference": {"at_final_run": pooled_at_start, "after": _pooled(p)}}
         return rows, extra
     finally:
         p.close()
+        beside.close()
 
 
 def main() -> None:
@@ -185,14 +210,22 @@ def main() -> None:
     ap.add_argument("--anchor", action="store_true",
                     help="the runner anchors each figure to the reference (PARAGRADE_ANCHOR)")
     ap.add_argument("--tenant", help="ON,OFF: spin on the last core ON s of every ON + OFF")
+    ap.add_argument("--neighbour", help="K[,LEAVE_S]: K spinners on every core until LEAVE_S "
+                                        "s into the first final run (none: the whole time)")
+    ap.add_argument("--busy-wait", type=int, help="the final run's busy limit, seconds")
     args = ap.parse_args()
+    spinners, leave_s = 0, None
+    if args.neighbour:
+        k, _, leave = args.neighbour.partition(",")
+        spinners, leave_s = int(k), float(leave) if leave else None
     shares = [int(s) for s in args.shares.split(",")]
     on, off = (float(x) for x in args.tenant.split(",")) if args.tenant else (0.0, 0.0)
     beside = (tenant(max(os.sched_getaffinity(0)), on, off) if args.tenant
               else contextlib.nullcontext())
     with tempfile.TemporaryDirectory() as tmp, beside:
         rows, extra = measure(Path(tmp), shares=shares, per_variant=args.per_variant,
-                              rounds=args.rounds, runs=args.runs, anchor=args.anchor)
+                              rounds=args.rounds, runs=args.runs, anchor=args.anchor,
+                              spinners=spinners, leave_s=leave_s, busy_wait_s=args.busy_wait)
         extra["tenant"] = args.tenant
     publish("final_run", rows, {
         "share": "rank 0's share", "quiet": "quiet speedup", "students": "students",
