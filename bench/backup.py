@@ -24,7 +24,7 @@ import psycopg
 from bench.common import publish
 from bench.server_throughput import PG_ADMIN, URL, drop_db, recreate_db, seed
 from server import backup
-from server.services.artifacts import path_of
+from server.services.records.artifacts import path_of
 
 RESTORED = "paragrade_bench_restored"
 

@@ -40,7 +40,7 @@ from sqlalchemy import select
 from bench.common import publish
 from bench.timing_interference import tenant
 from server.models import AssignmentVersion, FinalTurn, Job, Submission
-from server.services import reference
+from server.services.grades import reference
 from server.settings import REPO_ROOT
 from tests.neighbour import neighbour, stop
 from tests.server.live import Platform, wait_until

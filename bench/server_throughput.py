@@ -149,8 +149,11 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
     from server import migrate, security
     from server.db import make_engine, session_factory
     from server.models import Enrollment, Job, Submission, User, now
-    from server.services import artifacts as artifact_service
-    from server.services import assignments, courses, grading, outcomes, users
+    from server.services.fleet import outcomes
+    from server.services.grades import grading
+    from server.services.packages import assignments
+    from server.services.people import courses, users
+    from server.services.records import artifacts as artifact_service
     from server.settings import REPO_ROOT
 
     migrate.upgrade(URL)

@@ -33,7 +33,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, inspect, make_url, text
 
 from server import backup_seal, migrate
-from server.services.artifacts import path_of
+from server.services.records.artifacts import path_of
 
 FORMAT = 1
 MANIFEST = "paragrade-backup.json"

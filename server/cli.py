@@ -22,9 +22,10 @@ from runners.protocol import QUEUES
 from server import backup, migrate
 from server.db import make_engine, session_factory
 from server.dispatch import publishing_sessions
-from server.services import runner_credentials, shipped
-from server.services import users as user_service
-from server.services.errors import DomainError
+from server.services.fleet import runner_credentials
+from server.services.packages import shipped
+from server.services.people import users as user_service
+from server.services.records.errors import DomainError
 from server.settings import (
     ServerSettings,
     UnsafeSecrets,
@@ -49,7 +50,7 @@ def _prepare() -> None:
 
 def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
     """Create each shipped course (owned by the first instructor) and import its packages, each
-    course's first ones first (services/shipped.py); `course/slug` of each package (one unchanged
+    course's first ones first (services/packages/shipped.py); `course/slug` of each package (one unchanged
     since the last start is not imported again)."""
     settings = settings or get_settings()
     sessions, _ = publishing_sessions(settings)
@@ -402,7 +403,7 @@ def scale(config: Annotated[Path, typer.Argument(help="the fleet's TOML file (do
     import time
 
     from server import pilots
-    from server.services import autoscaling
+    from server.services.fleet import autoscaling
 
     try:
         policy = autoscaling.load_policy(config)

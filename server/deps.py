@@ -15,11 +15,11 @@ from sqlalchemy.orm import Session
 from server import security
 from server.dispatch import Dispatcher
 from server.models import Course, User
-from server.services import courses as course_service
-from server.services import runner_credentials
-from server.services import users as user_service
-from server.services.errors import DomainError, Forbidden
-from server.services.runner_credentials import RunnerIdentity
+from server.services.fleet import runner_credentials
+from server.services.fleet.runner_credentials import RunnerIdentity
+from server.services.people import courses as course_service
+from server.services.people import users as user_service
+from server.services.records.errors import DomainError, Forbidden
 from server.settings import ServerSettings
 
 

@@ -40,10 +40,10 @@ from server.boundary import ControlCharacters
 from server.dispatch import publishing_sessions
 from server.metrics import REQUESTS
 from server.schemas import ErrorPublic
-from server.services import courses as course_service
-from server.services import leaderboard
-from server.services.assignments import PackageInvalid
-from server.services.errors import DomainError
+from server.services.grades import leaderboard
+from server.services.packages.assignments import PackageInvalid
+from server.services.people import courses as course_service
+from server.services.records.errors import DomainError
 from server.settings import ServerSettings, get_settings, with_local_secrets
 from server.web import admin, live, pages, plumbing, stats
 from server.web import grading as grading_pages

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 from datetime import UTC, datetime
 
-from server.services.autoscaling import FleetPolicy, Pilot, PilotError, QueuePolicy
+from server.services.fleet.autoscaling import FleetPolicy, Pilot, PilotError, QueuePolicy
 
 log = logging.getLogger("paragrade.scaler")
 
@@ -34,7 +34,7 @@ def _minutes(seconds: int) -> str:
 
 
 class SlurmPilots:
-    """The SLURM provider of `paragrade admin scale` (server/services/autoscaling.py `Provider`)."""
+    """The SLURM provider of `paragrade admin scale` (server/services/fleet/autoscaling.py `Provider`)."""
 
     def __init__(self, policy: FleetPolicy, *, server: str, broker: str,
                  env: dict[str, str] | None = None) -> None:

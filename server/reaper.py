@@ -1,7 +1,7 @@
 """The reaper: re-queues jobs whose runner went silent, publishes again what the broker lost,
 moves GPU tasks that can be simulated between the GPU and the simulator queues as runners come
-and go (services/routing.py), queues again the gradings timed while the node was short of
-cores, starts the final run of an assignment whose last deadline passed (services/finals.py),
+and go (services/fleet/routing.py), queues again the gradings timed while the node was short of
+cores, starts the final run of an assignment whose last deadline passed (services/grades/finals.py),
 posts the grades owed to LMS gradebooks (retrying those that failed), and deletes expired
 or revoked tokens, failed logins older than the throttle's window and expired LTI launch data."""
 
@@ -13,12 +13,13 @@ import threading
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.dispatch import Dispatcher
-from server.services import finals, retiming, routing
-from server.services import jobs as job_service
-from server.services import outcomes as outcome_service
-from server.services import users as user_service
+from server.services.fleet import outcomes as outcome_service
+from server.services.fleet import retiming, routing
+from server.services.grades import finals
 from server.services.lti import launch as lti_launch
 from server.services.lti import passback as lti_passback
+from server.services.people import users as user_service
+from server.services.records import jobs as job_service
 
 log = logging.getLogger("paragrade.reaper")
 

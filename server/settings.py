@@ -62,7 +62,7 @@ class ServerSettings(BaseSettings):
                                 "wait for a free node, up to 6 times (0: never)")
     final_runs: bool = Field(default=True, description="Once an assignment's last deadline "
                              "(extensions included) has passed, its final run starts by itself "
-                             "(services/finals.py); instructors can always start one")
+                             "(services/grades/finals.py); instructors can always start one")
     local_server_nice: int = Field(default=10, ge=0, le=19, description="With a local runner "
                                    "(the one-command start), the server process lowers its CPU "
                                    "priority by this much (nice) after starting the runner, so "

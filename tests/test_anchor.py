@@ -225,7 +225,7 @@ def test_the_work_after_start_up_is_anchored_on_both_parallel_sides() -> None:
 def test_validation_anchors_to_the_median_of_several_gradings() -> None:
     """Every student's anchored figure moves with the reference's, so where gradings are
     anchored, validation takes the median of ANCHOR_ROUNDS gradings of the reference, each
-    shown; the server starts its pool from the check's figure (server/services/reference.py)."""
+    shown; the server starts its pool from the check's figure (server/services/grades/reference.py)."""
     from runners.grading import validate
     from tests.server.reports import sample_report
 

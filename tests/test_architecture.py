@@ -149,6 +149,62 @@ def test_runner_folders_depend_one_way() -> None:
         "__init__.py", "cli.py", "package.py", "settings.py"}, "a module outside the folders"
 
 
+SERVICE_ROOMS = ("records", "people", "packages", "lti", "grades", "fleet", "intake", "by_hand")
+"""server/services/ from the bottom up (docs/contributors/architecture.md, "The server's
+services"): a service imports only from its own room or the rooms below it."""
+
+
+def _service_room(module: str) -> int:
+    """The room of `server.services.<room>...`; -1 for the package itself (MAX_ROW_ID)."""
+    parts = module.split(".")
+    if len(parts) < 3:
+        return -1
+    assert parts[2] in SERVICE_ROOMS, f"{module}: server/services/{parts[2]} is in no room"
+    return SERVICE_ROOMS.index(parts[2])
+
+
+def test_service_rooms_depend_one_way() -> None:
+    """A reader following a service's import never climbs to a room above its own; no module
+    sits outside the rooms."""
+    services = REPO_ROOT / "server" / "services"
+    wrong = []
+    for path in services.rglob("*.py"):
+        here = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module == "server.services":
+                names = [f"server.services.{a.name}" for a in node.names if a.name != "MAX_ROW_ID"]
+            elif isinstance(node, ast.ImportFrom) and node.module and \
+                    node.module.startswith("server.services."):
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("server.services.")]
+            wrong += [f"{here} imports {n}" for n in names
+                      if _service_room(n) > _service_room(here)]
+    assert not wrong, wrong
+    assert {p.name for p in services.iterdir() if p.suffix == ".py"} == {"__init__.py"}, \
+        "a service outside the rooms"
+    assert {p.name for p in services.iterdir() if p.is_dir() and p.name != "__pycache__"} == \
+        set(SERVICE_ROOMS)
+
+
+def test_the_architecture_index_names_every_service_in_its_room() -> None:
+    """architecture.md lists each room and its modules; the list is checked against the tree,
+    so it cannot go stale."""
+    import re
+
+    text = (REPO_ROOT / "docs/contributors/architecture.md").read_text()
+    section = text[text.index("**The server's services**"):]
+    section = section[:section.index("\n\n")]
+    listed = {m.group(1): set(re.findall(r"`([a-z_]+)`", m.group(2)))
+              for m in re.finditer(r"^- `([a-z_]+)/`:(.*)$", section, re.M)}
+    services = REPO_ROOT / "server" / "services"
+    tree = {room: {p.stem for p in (services / room).glob("*.py") if p.stem != "__init__"}
+            for room in SERVICE_ROOMS}
+    assert list(listed) == list(SERVICE_ROOMS), list(listed)
+    assert listed == tree, {r: listed[r] ^ tree[r] for r in tree if listed.get(r) != tree[r]}
+
+
 def test_server_imports_only_the_protocol_from_runners() -> None:
     for path, names in imports_of(REPO_ROOT / "server").items():
         bad = {n for n in names if n.startswith("runners")

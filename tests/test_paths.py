@@ -14,7 +14,7 @@ from runners.fleet import runner
 from runners.protocol import GradeJob, JobOffer, check_relpath
 from runners.runs.stage import Stage, UnsafeFileName
 from runners.settings import RunnerSettings
-from server.services.assignments import bundle, read_folder
+from server.services.packages.assignments import bundle, read_folder
 
 UNSAFE = ["../evil.py", "../../../../tmp/evil.py", "/tmp/evil.py", "a/../../evil.py",
           "sub\\..\\..\\evil.py", "evil\x00.py", "", "./solution.py", "a//b.py", ".hidden.py"]

@@ -14,7 +14,7 @@ import pytest
 from runners import package
 from runners.protocol import GradeReport, points
 from server.models import Assignment, AssignmentVersion, Submission
-from server.services import grading
+from server.services.grades import grading
 
 REPO = Path(__file__).resolve().parents[1]
 KEPT = {f.stem: json.loads(f.read_text()) for f in sorted((REPO / "tests/fixtures/reports")

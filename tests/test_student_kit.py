@@ -1,5 +1,5 @@
 """The public tests of every shipped package run on a student's machine with plain pytest, as the
-starter zip gives them (server/services/student_kit.py): the sandbox runtime's Python stands in
+starter zip gives them (server/services/packages/student_kit.py): the sandbox runtime's Python stands in
 for a student's (numpy, mpi4py, numba, dask, torch CPU … and pytest, but no paragrade)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from runners import package
 from runners.settings import get_settings
-from server.services import student_kit
+from server.services.packages import student_kit
 from server.settings import REPO_ROOT
 
 PACKAGES = sorted(p.parent for p in (REPO_ROOT / "assignments").glob("*/*/assignment.toml"))

@@ -5,7 +5,7 @@ solution, on the same cores, in the same turns, on the same inputs.
 
 S_ref is the reference's speedup over the serial baseline on this runner class, measured when the
 package version was validated and pooled with every grading's own measurement of it since
-(server/services/reference.py); r compares two programs that use the same cores at the same
+(server/services/grades/reference.py); r compares two programs that use the same cores at the same
 time. Where the host changes a core's speed, a static split paces at its slowest core on both
 sides, so the change cancels in r; the plain ratio T_base / T_sub sets a serial program on one
 core against a parallel one on all of them, and takes such a change on one side only. Measured
@@ -33,7 +33,7 @@ What follows from it:
   points that way).
 - Every grading also times the reference beside the baseline, so it reports the reference's own
   plain ratio (`reference_measured`): the server pools those over the version's gradings, one
-  vote per student beside the validation's (server/services/reference.py), so that S_ref comes
+  vote per student beside the validation's (server/services/grades/reference.py), so that S_ref comes
   from many rounds at quiet and busy times rather than from one validation's hour.
 - The interval is S_ref × the interval of r, from a moving-block bootstrap over consecutive
   turns (a node's bad episodes last several turns, so single turns are not independent). S_ref's

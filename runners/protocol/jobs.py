@@ -24,7 +24,7 @@ class GradeJob(Frozen):
     entry_file: str = Field(description="Name the submission's main file is graded under")
     reference_speedup: float | None = Field(
         default=None, description="The reference's speedup measured when this version was "
-        "validated and in its gradings since (server/services/reference.py; a final run's "
+        "validated and in its gradings since (server/services/grades/reference.py; a final run's "
         "turns: the figure at the run's start): a function entry's figure is anchored to it "
         "(the reference timed beside the submission), and on a GPU a speedup far above it is "
         "held for review")

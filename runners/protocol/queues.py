@@ -9,7 +9,7 @@ QUEUES = ("cpu", "mpi", "gpu", "mpinodes", "gpusim")
 Queue = Literal["cpu", "mpi", "gpu", "mpinodes", "gpusim"]
 """mpinodes: MPI jobs whose ranks span several nodes, served by runners that hold a gang;
 gpusim: GPU tasks that can be simulated, graded for correctness under numba's CUDA simulator by
-a runner without a GPU while no GPU runner is live (the server moves them: services/routing.py)."""
+a runner without a GPU while no GPU runner is live (the server moves them: services/fleet/routing.py)."""
 TASK_NAME = "paragrade.run_job"
 """The one Celery task: its only argument is a job id; the runner claims the job over HTTP."""
 LOWEST_PRIORITY = 9

@@ -80,7 +80,7 @@ class Anchor(Frozen):
         default=None, gt=0, description="The reference's own ratio to the serial baseline in "
         "this grading's turns (the baseline placed as for the plain figure): one more "
         "measurement of the reference's speedup, which the server pools over the gradings of "
-        "the version (server/services/reference.py)")
+        "the version (server/services/grades/reference.py)")
 
 
 class Interference(Frozen):
@@ -241,7 +241,7 @@ def timed_on_a_busy_node(speedup: SpeedupFigure | None) -> bool:
 
 def measured_under_interference(speedup: SpeedupFigure | None) -> bool:
     """Whether most of a figure's timed windows found the node short, for whatever reason: the
-    server times it again once, later (server/services/retiming.py)."""
+    server times it again once, later (server/services/fleet/retiming.py)."""
     seen = speedup.interference if speedup is not None else None
     return seen is not None and seen.unreliable
 

@@ -27,7 +27,7 @@ from server.schemas import (
     UserCreate,
     UserPublic,
 )
-from server.services import users as user_service
+from server.services.people import users as user_service
 
 router = APIRouter(prefix="/api", tags=["auth"],
                    responses={401: {"model": ErrorPublic}, 422: {"model": ErrorPublic}})

@@ -25,13 +25,13 @@ from server.schemas import (
     LeaderboardEntryPublic,
     VersionPublic,
 )
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import extensions as extension_service
-from server.services import leaderboard as leaderboard_service
-from server.services import policies as policy_service
-from server.services import readiness as readiness_service
-from server.services.errors import Invalid
+from server.services.fleet import readiness as readiness_service
+from server.services.grades import extensions as extension_service
+from server.services.grades import leaderboard as leaderboard_service
+from server.services.grades import policies as policy_service
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.records.errors import Invalid
 from server.settings import ServerSettings
 
 router = APIRouter(prefix="/api/courses", tags=["courses"],

@@ -10,12 +10,13 @@ from runners.protocol import Manifest
 from server.api import RowId
 from server.deps import CourseStaffDep, CurrentUser, SessionDep
 from server.schemas import ErrorPublic
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import exports as export_service
-from server.services import final_grades, grading, manual_points
-from server.services import submissions as submission_service
-from server.services.errors import Forbidden, NotFound
+from server.services.grades import exports as export_service
+from server.services.grades import grading
+from server.services.intake import submissions as submission_service
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.records import final_grades, manual_points
+from server.services.records.errors import Forbidden, NotFound
 
 router = APIRouter(prefix="/api", tags=["exports"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

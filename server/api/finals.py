@@ -16,8 +16,8 @@ from server.schemas import (
     FinalRunPublic,
     FinalTurnPublic,
 )
-from server.services import assignments as assignment_service
-from server.services import finals
+from server.services.grades import finals
+from server.services.packages import assignments as assignment_service
 
 router = APIRouter(prefix="/api/courses", tags=["final runs"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from server.deps import DispatcherDep, InstructorUser, SessionDep, SettingsDep
 from server.schemas import ErrorPublic, FleetPublic, QueuePublic, QueueScalePublic, RunnerPublic
-from server.services import fleet as fleet_service
+from server.services.fleet import state as fleet_service
 
 router = APIRouter(prefix="/api", tags=["fleet"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic}})

@@ -11,8 +11,8 @@ from sqlalchemy import text
 from server.deps import SessionDep, SettingsDep
 from server.metrics import exposition
 from server.security import same_secret
-from server.services import jobs as job_service
-from server.services.errors import Forbidden
+from server.services.records import jobs as job_service
+from server.services.records.errors import Forbidden
 from server.settings import is_loopback
 
 router = APIRouter(tags=["health"])

@@ -24,13 +24,13 @@ from server.deps import (
 from server.models import LtiPlatform
 from server.schemas import ErrorPublic
 from server.schemas_lti import LtiGradePostPublic, LtiPlatformCreate, LtiPlatformPublic
-from server.services import assignments as assignment_service
-from server.services import users as user_service
-from server.services.errors import DomainError
 from server.services.lti import launch as lti_launch
 from server.services.lti import linking as lti_linking
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
+from server.services.packages import assignments as assignment_service
+from server.services.people import users as user_service
+from server.services.records.errors import DomainError
 from server.settings import ServerSettings
 from server.web.plumbing import Csrf, PageUser, render, safe_next, start_session
 

@@ -1,7 +1,7 @@
 """Grading by a person, over the API: the rubric and the manual part's rules, a grader's queue
 (the next student, held by one grader at a time), items applied and comments on lines, release,
-a student's released feedback and regrade requests with their answers (services/rubric.py,
-services/manual.py, services/regrades.py). Staff only, but for a student's own feedback and
+a student's released feedback and regrade requests with their answers (services/by_hand/rubric.py,
+services/by_hand/manual.py, services/by_hand/regrades.py). Staff only, but for a student's own feedback and
 requests."""
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
 from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
 from server.schemas import ErrorPublic, Input, Public, UtcDatetime
-from server.services import MAX_ROW_ID, manual, manual_points, regrades, rubric, visibility
-from server.services import assignments as assignment_service
+from server.services import MAX_ROW_ID
+from server.services.by_hand import manual, regrades, rubric
+from server.services.grades import visibility
+from server.services.packages import assignments as assignment_service
+from server.services.records import manual_points
 
 router = APIRouter(prefix="/api/courses", tags=["manual grading"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

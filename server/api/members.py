@@ -18,10 +18,10 @@ from server.schemas import (
     RosterImportPublic,
     RosterRowPublic,
 )
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import extensions as extension_service
-from server.services.errors import TooLarge
+from server.services.grades import extensions as extension_service
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.records.errors import TooLarge
 
 router = APIRouter(prefix="/api/courses", tags=["members"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

@@ -11,10 +11,10 @@ from server.api import RowId
 from server.db import committing
 from server.deps import CourseStaffDep, CurrentUser, SessionDep
 from server.schemas import ErrorPublic
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import reviews as review_service
-from server.services import submissions as submission_service
+from server.services.grades import reviews as review_service
+from server.services.intake import submissions as submission_service
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
 
 router = APIRouter(prefix="/api", tags=["reviews"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

@@ -1,7 +1,7 @@
 """The runner side: announce itself, claim a job, fetch its bundle and archive, post its outcome.
 
 Every route wants a runner's secret (RunnerDep: its own credential, or the fleet token) and its
-process key (RunnerKey); services/runner_credentials.py says which names and queues a secret gives."""
+process key (RunnerKey); services/fleet/runner_credentials.py says which names and queues a secret gives."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from server.api import RowId
 from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
 from server.models import AssignmentVersion, FinalTurn, SimilarityRun, Submission
 from server.schemas import ErrorPublic
-from server.services import artifacts, runner_credentials
-from server.services import claims as claim_service
-from server.services import outcomes as outcome_service
-from server.services import similarity as similarity_service
-from server.services.errors import Conflict, NotFound
-from server.services.runner_credentials import RunnerIdentity
+from server.services.fleet import claims as claim_service
+from server.services.fleet import outcomes as outcome_service
+from server.services.fleet import runner_credentials
+from server.services.fleet.runner_credentials import RunnerIdentity
+from server.services.intake import similarity as similarity_service
+from server.services.records import artifacts
+from server.services.records.errors import Conflict, NotFound
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

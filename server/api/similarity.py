@@ -10,8 +10,8 @@ from server.db import committing
 from server.deps import CourseStaffDep, SessionDep
 from server.models import SimilarityRun
 from server.schemas import ErrorPublic, SimilarityCreate, SimilarityRunPublic, SimilarPairPublic
-from server.services import assignments as assignment_service
-from server.services import similarity as similarity_service
+from server.services.intake import similarity as similarity_service
+from server.services.packages import assignments as assignment_service
 
 router = APIRouter(prefix="/api/courses", tags=["similarity"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

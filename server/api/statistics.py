@@ -14,10 +14,10 @@ from pydantic import BaseModel, Field
 from server.deps import CourseStaffDep, SessionDep
 from server.models import now
 from server.schemas import ErrorPublic, UtcDatetime
-from server.services import assignments as assignment_service
-from server.services import course_statistics as course_stats_service
-from server.services import statistics as stats_service
-from server.services.exports import csv_cell
+from server.services.grades import course_statistics as course_stats_service
+from server.services.grades import statistics as stats_service
+from server.services.grades.exports import csv_cell
+from server.services.packages import assignments as assignment_service
 
 router = APIRouter(prefix="/api", tags=["statistics"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},

@@ -11,10 +11,11 @@ from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, CurrentUser, SessionDep, SettingsDep
 from server.models import Job, Submission
 from server.schemas import ErrorPublic, SubmissionPublic
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import final_grades, grading, visibility
-from server.services import submissions as submission_service
+from server.services.grades import grading, visibility
+from server.services.intake import submissions as submission_service
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.records import final_grades
 from server.settings import ServerSettings
 
 router = APIRouter(prefix="/api", tags=["submissions"],

@@ -45,9 +45,9 @@ class Assignment(Base):
     speedup_full: Mapped[float | None] = mapped_column(Float, default=None)
     current_version_id: Mapped[int | None] = mapped_column(
         ForeignKey("assignment_versions.id", use_alter=True, ondelete="SET NULL"), default=None)
-    # Bumped in the transaction of every change to the leaderboard (services/leaderboard.py).
+    # Bumped in the transaction of every change to the leaderboard (services/grades/leaderboard.py).
     board_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # Grading by a person (services/manual.py): at most this many points (0: none), added to the
+    # Grading by a person (services/by_hand/manual.py): at most this many points (0: none), added to the
     # autograder's times the weight, seen by students once released; regrade requests a student
     # may have open at once.
     manual_points: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
@@ -57,7 +57,7 @@ class Assignment(Base):
     regrade_limit: Mapped[int] = mapped_column(Integer, default=3, server_default="3")
     # Graders see "student N" rather than who wrote the code.
     manual_anonymous: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
-    # When students read a hidden test's whole message (services/visibility.py); None: as the
+    # When students read a hidden test's whole message (services/grades/visibility.py); None: as the
     # package says ([feedback] hidden_tests).
     hidden_tests_shown: Mapped[str | None] = mapped_column(String(16), default=None)
 
@@ -97,7 +97,7 @@ class AssignmentVersion(Base):
 class ReferenceFigure(Base):
     """The reference's speedup over the serial baseline as one grading of a version measured it
     beside a student's code (the anchor's `reference_measured`): the pool that the figure every
-    grading is anchored to comes from (services/reference.py)."""
+    grading is anchored to comes from (services/grades/reference.py)."""
 
     __tablename__ = "reference_figures"
 

@@ -1,5 +1,5 @@
 """The final run of an assignment: after the deadline, every student's counted submission timed
-again, in rounds that interleave the class in a random order (services/finals.py)."""
+again, in rounds that interleave the class in a random order (services/grades/finals.py)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class FinalTurn(Base):
     round: Mapped[int] = mapped_column(Integer)
     reference_speedup: Mapped[float | None] = mapped_column(Float, default=None)
     """The reference's speedup the turn is anchored to, fixed for the whole run at its start
-    (services/reference.py pools it): every student's rounds are scaled alike."""
+    (services/grades/reference.py pools it): every student's rounds are scaled alike."""
     status: Mapped[str] = mapped_column(String(16), default="queued")
     """queued | running | done | failed | busy (timed on a busy node: it settles nothing, and
     the student gets a turn in a later round) | expired (queued when the busy limit passed)"""

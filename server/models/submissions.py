@@ -106,7 +106,7 @@ class ScalingPointRow(Base):
 
 class BoardEntry(Base):
     """Which submission stands for a student on an assignment's leaderboard (their best passed
-    one), kept in the transaction that changes it (services/leaderboard.py `refresh`), so a
+    one), kept in the transaction that changes it (services/grades/leaderboard.py `refresh`), so a
     board of 2 000 students reads 2 000 rows however many submissions the assignment holds."""
 
     __tablename__ = "board_entries"

@@ -20,19 +20,20 @@ from server.schemas import (
     SimilarityCreate,
 )
 from server.schemas_lti import LtiPlatformCreate
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import extensions as extension_service
-from server.services import final_grades, finals
-from server.services import fleet as fleet_service
-from server.services import policies as policy_service
-from server.services import readiness as readiness_service
-from server.services import similarity as similarity_service
-from server.services import submissions as submission_service
-from server.services.assignments import PackageInvalid
-from server.services.errors import DomainError, Forbidden, Invalid
+from server.services.fleet import readiness as readiness_service
+from server.services.fleet import state as fleet_service
+from server.services.grades import extensions as extension_service
+from server.services.grades import finals
+from server.services.grades import policies as policy_service
+from server.services.intake import similarity as similarity_service
+from server.services.intake import submissions as submission_service
 from server.services.lti import passback as lti_passback
 from server.services.lti import platforms as lti_platforms
+from server.services.packages import assignments as assignment_service
+from server.services.packages.assignments import PackageInvalid
+from server.services.people import courses as course_service
+from server.services.records import final_grades
+from server.services.records.errors import DomainError, Forbidden, Invalid
 from server.settings import ServerSettings
 from server.web.plumbing import (
     Csrf,

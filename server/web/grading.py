@@ -2,7 +2,7 @@
 student's grade beside their code (…/grading/ID), a student's released feedback with the
 comments at their lines and a regrade request form (…/feedback), and the course's regrade
 requests with answer forms (/c/COURSE/-/regrades). The same services as the API
-(services/manual.py, rubric.py, regrades.py)."""
+(services/by_hand/manual.py, rubric.py, regrades.py)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ from server.api.manual import AnswerIn, CommentIn, ItemIn, RequestIn, RulesIn
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
 from server.models import Assignment, Course, ManualGrade, User
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import grading as grading_service
-from server.services import manual, manual_points, regrades, rubric, visibility
-from server.services.errors import DomainError, Forbidden
+from server.services.by_hand import manual, regrades, rubric
+from server.services.grades import grading as grading_service
+from server.services.grades import visibility
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.records import manual_points
+from server.services.records.errors import DomainError, Forbidden
 from server.web.admin import course_for
 from server.web.plots import scaling_svg
 from server.web.plumbing import Csrf, PageUser, form_number, reasons, render

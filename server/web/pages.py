@@ -17,16 +17,18 @@ from server.db import committing
 from server.deps import ClientAddress, LoginLimitsDep, SessionDep, SettingsDep
 from server.models import Assignment, Course, Submission, User
 from server.schemas import JoinCreate, UserCreate
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services import extensions as extension_service
-from server.services import final_grades, retiming, routing, score_parts, visibility
-from server.services import grading as grading_service
-from server.services import readiness as readiness_service
-from server.services import statistics as stats_service
-from server.services import submissions as submission_service
-from server.services import users as user_service
-from server.services.errors import DomainError, Forbidden
+from server.services.fleet import readiness as readiness_service
+from server.services.fleet import retiming, routing
+from server.services.grades import extensions as extension_service
+from server.services.grades import grading as grading_service
+from server.services.grades import score_parts, visibility
+from server.services.grades import statistics as stats_service
+from server.services.intake import submissions as submission_service
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.people import users as user_service
+from server.services.records import final_grades
+from server.services.records.errors import DomainError, Forbidden
 from server.settings import ServerSettings
 from server.web.plots import scaling_svg, weak_svg
 from server.web.plumbing import (

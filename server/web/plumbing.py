@@ -23,11 +23,11 @@ from server.db import committing
 from server.deps import SessionDep
 from server.models import User
 from server.services import MAX_ROW_ID
-from server.services import courses as course_service
-from server.services import submissions as submission_service
-from server.services import users as user_service
-from server.services.errors import DomainError, Forbidden
+from server.services.intake import submissions as submission_service
 from server.services.lti.linking import lms_only
+from server.services.people import courses as course_service
+from server.services.people import users as user_service
+from server.services.records.errors import DomainError, Forbidden
 from server.settings import ServerSettings
 from server.web import live
 

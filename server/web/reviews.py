@@ -10,9 +10,9 @@ from fastapi.responses import HTMLResponse, Response
 
 from server.api import RowId
 from server.deps import SessionDep
-from server.services import assignments as assignment_service
-from server.services import reviews as review_service
-from server.services.reviews import Decision
+from server.services.grades import reviews as review_service
+from server.services.grades.reviews import Decision
+from server.services.packages import assignments as assignment_service
 from server.web.admin import course_for
 from server.web.plumbing import Csrf, PageUser, act_on_submission, render
 

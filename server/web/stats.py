@@ -1,4 +1,4 @@
-"""Staff pages: how the class is doing on an assignment (services/statistics.py), with plots
+"""Staff pages: how the class is doing on an assignment (services/grades/statistics.py), with plots
 drawn on the server and a table beside each."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from markupsafe import Markup
 
 from server.deps import SessionDep
 from server.models import now
-from server.services import assignments as assignment_service
-from server.services import course_statistics as course_stats_service
-from server.services import statistics as stats_service
+from server.services.grades import course_statistics as course_stats_service
+from server.services.grades import statistics as stats_service
+from server.services.packages import assignments as assignment_service
 from server.web.admin import course_for
 from server.web.plots import bars_svg, scaling_svg
 from server.web.plumbing import PageUser, render

@@ -151,7 +151,7 @@ def login(client: TestClient, email: str, password: str) -> dict[str, str]:
 @pytest.fixture
 def world(client: TestClient, engine: Engine) -> World:
     from server.db import session_factory
-    from server.services import users
+    from server.services.people import users
 
     with session_factory(engine)() as s, s.begin():
         users.create(session=s, email="prof@uni.edu", name="Prof", password="prof-pass-4821",

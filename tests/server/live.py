@@ -21,7 +21,7 @@ from server import migrate, reaper
 from server.db import make_engine
 from server.dispatch import publishing_sessions
 from server.main import create_app
-from server.services import users
+from server.services.people import users
 from server.settings import REPO_ROOT, ServerSettings
 from tests.server.conftest import bearer
 

@@ -63,7 +63,7 @@ def store(engine: Engine, submission_id: int, report: dict[str, Any] | None = No
     result would."""
     from server.db import session_factory
     from server.models import Submission
-    from server.services import grading
+    from server.services.grades import grading
 
     with session_factory(engine)() as s:
         sub = s.get(Submission, submission_id)

@@ -287,7 +287,7 @@ def test_a_grading_job_carries_the_references_seconds_per_test(world: World) -> 
 
 def test_a_message_claims_the_most_urgent_job_of_its_queue(world: World) -> None:
     """The embedded broker delivers in publish order: a package's check published first does not
-    make a student's first submission wait behind it (services/claims.py)."""
+    make a student's first submission wait behind it (services/fleet/claims.py)."""
     from server.models import Job
     from tests.server.conftest import REPO_ROOT, RUNNER
 
@@ -375,7 +375,7 @@ def test_platform_error_requeues_and_is_not_charged(world: World, engine: Engine
 
 def test_leaderboard_ties_on_overlapping_intervals(world: World, engine: Engine) -> None:
     from runners.protocol import GradeReport
-    from server.services import grading
+    from server.services.grades import grading
     from tests.server.reports import sample_report
 
     c = world.client
@@ -441,7 +441,7 @@ def test_openapi_has_error_models(world: World) -> None:
 
 def test_reaper_requeues_then_fails_without_charging(world: World, engine: Engine) -> None:
     from server.models import Job
-    from server.services import outcomes
+    from server.services.fleet import outcomes
 
     sid = world.submit(world.ada, REFERENCE).json()["id"]
     for attempt in (1, 2):
@@ -467,7 +467,7 @@ def test_lost_messages_are_published_again_in_fair_share_order(world: World,
                                                                 engine: Engine) -> None:
     from server.dispatch import outbox
     from server.models import Job
-    from server.services import jobs
+    from server.services.records import jobs
 
     ada1, ada2 = (world.submit(world.ada, REFERENCE).json()["id"] for _ in range(2))
     bob1 = world.submit(world.bob, REFERENCE).json()["id"]
@@ -599,7 +599,7 @@ def test_joining_a_second_course_with_its_code(world: World) -> None:
 
 def test_a_new_scoring_curve_rescores_stored_grades(world: World, engine: Engine) -> None:
     from runners.protocol import GradeReport
-    from server.services import grading
+    from server.services.grades import grading
     from tests.server.reports import sample_report
 
     url = "/api/courses/th/assignments/t1-multiprocessing"

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from server.models import Job, QueueScale, Submission, now
-from server.services import autoscaling, runner_credentials
+from server.services.fleet import autoscaling, runner_credentials
 from tests.server.conftest import World
 from tests.server.test_pages import browser
 from tests.server.test_security_runners import as_runner, hello, submit_one

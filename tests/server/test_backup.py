@@ -24,7 +24,7 @@ from server import backup
 from server.db import make_engine, session_factory
 from server.main import create_app
 from server.models import Submission
-from server.services.artifacts import path_of
+from server.services.records.artifacts import path_of
 from server.settings import REPO_ROOT, ServerSettings
 from tests.server.conftest import PG_ADMIN, PG_TEST_DB, REFERENCE, World, login
 

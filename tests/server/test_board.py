@@ -10,7 +10,7 @@ from sqlalchemy import Engine, select
 
 from server.db import session_factory
 from server.models import Assignment, BoardEntry
-from server.services import leaderboard
+from server.services.grades import leaderboard
 from tests.server.conftest import REFERENCE, World
 from tests.server.reports import sample_report, store
 

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select
 
 from server.db import session_factory
 from server.models import AuditLog, Submission
-from server.services import users
+from server.services.people import users
 from tests.server.conftest import REFERENCE, World, finish_validation, login
 from tests.server.reports import sample_report, store
 from tests.server.test_pages import browser, csrf
@@ -290,7 +290,7 @@ def test_the_course_board_adds_up_every_task(world: World, engine: Engine) -> No
 
 def test_equal_totals_share_a_rank_and_more_tasks_come_first() -> None:
     from server.models import Assignment
-    from server.services.leaderboard import Board, Entry, course_board
+    from server.services.grades.leaderboard import Board, Entry, course_board
 
     def entry(user: int, score: float) -> Entry:
         return Entry(rank=1, tied=False, user_id=user, alias=f"s{user}", submission_id=user,

@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from server import backup
-from server.services.artifacts import path_of
+from server.services.records.artifacts import path_of
 from server.settings import REPO_ROOT
 from tests.server.conftest import REFERENCE
 from tests.server.live import answers, free_port, serve_env, wait_until

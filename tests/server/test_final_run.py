@@ -15,8 +15,8 @@ from sqlalchemy import select
 
 from runners.protocol import Manifest, performance_share
 from server.models import AssignmentVersion, FinalTurn
-from server.services import finals
-from server.services.leaderboard import FINAL, FINAL_NONE
+from server.services.grades import finals
+from server.services.grades.leaderboard import FINAL, FINAL_NONE
 from tests.server.conftest import REFERENCE, REPO_ROOT
 from tests.server.live import Platform, wait_until
 

@@ -14,8 +14,8 @@ from sqlalchemy import Engine, select
 from runners.protocol import JobOutcome
 from server.db import session_factory
 from server.models import Assignment, AuditLog, FinalTurn
-from server.services import finals
-from server.services.leaderboard import FINAL, FINAL_BUSY
+from server.services.grades import finals
+from server.services.grades.leaderboard import FINAL, FINAL_BUSY
 from tests.server.conftest import World, claim
 from tests.server.reports import sample_report
 from tests.server.test_final_runs_api import RUNS, _graded, _post

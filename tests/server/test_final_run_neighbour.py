@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from server.models import AuditLog, FinalTurn, GradeReportRow
-from server.services.leaderboard import FINAL, FINAL_BUSY
+from server.services.grades.leaderboard import FINAL, FINAL_BUSY
 from server.settings import REPO_ROOT
 from tests.neighbour import neighbour, stop
 from tests.server.live import Platform, wait_until

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select
 from runners.protocol import JobOutcome, Manifest, performance_share
 from server.db import session_factory
 from server.models import AssignmentVersion, Job
-from server.services import finals
+from server.services.grades import finals
 from tests.server.conftest import REFERENCE, RUNNER, World, claim
 from tests.server.reports import sample_report
 from tests.server.test_pages import browser, csrf

@@ -206,7 +206,7 @@ def test_a_runner_serves_with_its_own_credential_and_a_revoked_one_stops(
     """Real runner processes on per-runner credentials: another name is refused at the start with
     the server's reason; revoking the credential mid-job stops the grading and the runner, and
     another runner grades the job once."""
-    from server.services import runner_credentials
+    from server.services.fleet import runner_credentials
 
     p = platform
     with p.sessions() as s, s.begin():

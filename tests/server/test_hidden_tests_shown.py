@@ -1,4 +1,4 @@
-"""When a student reads a hidden test's whole message (server/services/visibility.py), on
+"""When a student reads a hidden test's whole message (server/services/grades/visibility.py), on
 SQLite and PostgreSQL: never by default (the message written on purpose; the staff see both),
 after each student's own deadline (an extension holds it back for that student), always, and a
 package's choice for one test over the course's."""
@@ -98,7 +98,8 @@ def test_at_the_deadlines_very_instant_it_has_not_passed(world: World, engine: E
     """One boundary for every deadline rule (extensions.passed): at the instant itself a
     submission is on time and the hidden values are still held; the microsecond after, both
     turn (they read `>` and `>=` before)."""
-    from server.services import extensions, submissions, visibility
+    from server.services.grades import extensions, visibility
+    from server.services.intake import submissions
 
     ada = _failed(world, world.ada)
     world.client.patch(A, json={"late_policy": "reject"}, headers=world.prof)

@@ -206,7 +206,7 @@ def _instructor_with_lms(world: World, engine: Engine, slug: str) -> tuple[dict[
                                                                             StandInLms]:
     """Another instructor (any instructor can register an LMS), her course and her own LMS."""
     from server.db import session_factory
-    from server.services import users
+    from server.services.people import users
     from tests.server.conftest import login
 
     with session_factory(engine)() as s, s.begin():

@@ -19,9 +19,9 @@ from runners.protocol import JobOutcome
 from runners.settings import REPO_ROOT
 from server.db import session_factory
 from server.models import Assignment, User
-from server.services import users
-from server.services.assignments import read_folder
 from server.services.lti import passback
+from server.services.packages.assignments import read_folder
+from server.services.people import users
 from tests.server.conftest import REFERENCE, RUNNER, World, claim, login, zip_of
 from tests.server.reports import sample_report
 from tests.server.test_pages import browser

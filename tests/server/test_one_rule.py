@@ -13,8 +13,8 @@ import pytest
 
 from runners.fleet.bundles import BundleCache
 from runners.protocol import archives
-from server.services import assignments as assignment_service
-from server.services.errors import Invalid
+from server.services.packages import assignments as assignment_service
+from server.services.records.errors import Invalid
 from tests.server.conftest import World, zip_of
 from tests.server.test_pages import browser, csrf
 

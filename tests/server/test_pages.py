@@ -11,7 +11,7 @@ from runners.measure import credit
 from runners.protocol import GradeReport
 from server.db import session_factory
 from server.models import Enrollment, Submission, User
-from server.services import grading
+from server.services.grades import grading
 from tests.server.conftest import (
     REFERENCE,
     REPO_ROOT,

@@ -12,9 +12,9 @@ from sqlalchemy import Engine, select
 from runners.protocol import PROTOCOL_VERSION
 from server.db import session_factory
 from server.models import AssignmentVersion, Job
-from server.services import fleet
-from server.services.assignments import read_folder
-from server.services.readiness import about
+from server.services.fleet import state as fleet
+from server.services.fleet.readiness import about
+from server.services.packages.assignments import read_folder
 from tests.server.conftest import REFERENCE, REPO_ROOT, RUNNER, World, claim, finish_validation, zip_of
 from tests.server.test_pages import browser, csrf
 

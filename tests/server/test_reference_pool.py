@@ -1,5 +1,5 @@
 """The reference's speedup that gradings are anchored to, pooled over the version's gradings
-(server/services/reference.py): the validation's figure and one vote per student; a student who
+(server/services/grades/reference.py): the validation's figure and one vote per student; a student who
 submits again and again counts once; a final run fixes the figure at its start for all of its
 turns, whatever its turns measure meanwhile. This test plays the runner."""
 

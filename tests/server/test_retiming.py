@@ -10,7 +10,7 @@ from sqlalchemy import Engine, select
 from runners.protocol import JobOutcome
 from server import reaper
 from server.models import Job, Submission, now
-from server.services import retiming
+from server.services.fleet import retiming
 from tests.server.conftest import REFERENCE, RUNNER, World, claim
 from tests.server.reports import sample_report
 from tests.server.test_pages import browser

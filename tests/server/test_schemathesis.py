@@ -35,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from server.models import User
-from server.services import users as user_service
+from server.services.people import users as user_service
 
 from .conftest import REFERENCE, World, bearer, claim
 

@@ -251,8 +251,8 @@ def test_a_right_password_is_never_counted_as_a_failure_by_a_caller_that_then_re
     from the LMS one) and roll back its own work: the forgotten failures stay forgotten, and the
     owner is never locked out by her own right password (the sixth try was refused for 15 min)."""
     from server.db import session_factory
-    from server.services import users
-    from server.services.errors import Forbidden
+    from server.services.people import users
+    from server.services.records.errors import Forbidden
 
     limits = users.LoginLimits()
     for _ in range(limits.per_account - 1):

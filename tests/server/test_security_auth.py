@@ -285,7 +285,7 @@ def test_bearer_tokens_expire_can_be_revoked_and_are_purged(world: World) -> Non
 
 
 def test_the_throttle_counts_an_ipv6_host_by_its_64() -> None:
-    from server.services import users
+    from server.services.people import users
 
     assert users._network("2001:db8:1:2::1") == users._network("2001:db8:1:2:ffff::9") \
         == "2001:db8:1:2::/64"

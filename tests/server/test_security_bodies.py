@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from server.main import JSON_BODY_BYTES
-from server.services import assignments as assignment_service
-from server.services.errors import Invalid
+from server.services.packages import assignments as assignment_service
+from server.services.records.errors import Invalid
 from tests.server.conftest import World, zip_of
 
 API_T1 = "/api/courses/th/assignments/t1-multiprocessing"

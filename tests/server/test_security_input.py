@@ -314,8 +314,8 @@ def test_upload_names_with_nul_are_refused_by_the_service() -> None:
     import tomllib
 
     from runners.protocol import Manifest
-    from server.services import submissions as submission_service
-    from server.services.errors import Invalid
+    from server.services.intake import submissions as submission_service
+    from server.services.records.errors import Invalid
 
     manifest = Manifest.model_validate(tomllib.loads(package_files()["assignment.toml"].decode()))
     with pytest.raises(Invalid, match="NUL"):

@@ -27,9 +27,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from server.models import Course, User
-from server.services import outbound
-from server.services.errors import Invalid
 from server.services.lti import messages, passback, platforms
+from server.services.records import outbound
+from server.services.records.errors import Invalid
 from server.settings import REPO_ROOT, ServerSettings
 from tests.server.conftest import REFERENCE, World
 from tests.server.lms import AGS, LTI, SCORE, StandInLms

@@ -24,7 +24,7 @@ from server import security
 from server.db import Base, session_factory
 from server.main import create_app
 from server.models import Job, RunnerCredential, Submission
-from server.services import runner_credentials
+from server.services.fleet import runner_credentials
 from server.settings import DEV_SECRET, REPO_ROOT, ServerSettings, get_settings
 from tests.server.conftest import RUNNER, World, bearer
 

@@ -16,7 +16,7 @@ from runners import package
 from server.cli import import_shipped_courses
 from server.db import make_engine, session_factory
 from server.models import Assignment, AssignmentVersion, Course, Job
-from server.services.shipped import ShippedCourse, find, round_order, validation_cost
+from server.services.packages.shipped import ShippedCourse, find, round_order, validation_cost
 from server.settings import REPO_ROOT
 from tests.server.live import Platform, wait_until
 

@@ -14,7 +14,7 @@ from runners.fleet.runner import BundleCache, handle
 from runners.protocol import JobOffer
 from runners.settings import RunnerSettings
 from server.db import session_factory
-from server.services import users
+from server.services.people import users
 from tests.server.conftest import RUNNER, World, claim, login
 from tests.server.test_pages import browser, csrf
 from tests.similarity_corpus import disguise, honest

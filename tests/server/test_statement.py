@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from server.services import artifacts
-from server.services.assignments import bundle, statement_of
+from server.services.packages.assignments import bundle, statement_of
+from server.services.records import artifacts
 
 
 def test_the_statement_is_read_alone_and_a_missing_bundle_is_not_remembered(

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, select
 from runners.protocol import TestOutcome, Verdict
 from server.db import session_factory
 from server.models import Assignment, AssignmentVersion, Job
-from server.services import statistics as stats_service
+from server.services.grades import statistics as stats_service
 from tests.server.conftest import World, login
 from tests.server.reports import sample_report, store
 from tests.server.test_pages import browser

@@ -23,7 +23,7 @@ from sqlalchemy import text
 from server import backup, migrate
 from server.db import make_engine
 from server.main import create_app
-from server.services.artifacts import path_of
+from server.services.records.artifacts import path_of
 from server.settings import ServerSettings
 from tests.server.conftest import PG_ADMIN, PG_TEST_DB, REFERENCE, login
 

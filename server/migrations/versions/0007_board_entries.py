@@ -26,7 +26,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('assignment_id', 'user_id'),
     )
     op.create_index('ix_board_entries_submission_id', 'board_entries', ['submission_id'])
-    # The boards of the grades stored so far, chosen as services/leaderboard.py `_best` chose
+    # The boards of the grades stored so far, chosen as services/grades/leaderboard.py `_best` chose
     # them when this revision was written (plain SQL: later models must not change history).
     op.execute("""
         INSERT INTO board_entries (assignment_id, user_id, submission_id)

@@ -30,9 +30,6 @@ from server.models import (
     User,
     now,
 )
-from server.services import assignments as assignment_service
-from server.services import courses as course_service
-from server.services.errors import Invalid, NotFound
 from server.services.lti import passback
 from server.services.lti.linking import LMS_ONLY_DOMAIN
 from server.services.lti.messages import (
@@ -47,6 +44,9 @@ from server.services.lti.messages import (
     LtiRequest,
     parts,
 )
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.records.errors import Invalid, NotFound
 from server.settings import ServerSettings
 
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"

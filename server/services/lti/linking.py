@@ -25,9 +25,9 @@ from server.models import (
     Submission,
     User,
 )
-from server.services import courses as course_service
-from server.services import users as user_service
-from server.services.errors import Conflict, Forbidden
+from server.services.people import courses as course_service
+from server.services.people import users as user_service
+from server.services.records.errors import Conflict, Forbidden
 
 LMS_ONLY_DOMAIN = "lti.invalid"
 """The domain of the emails an LMS's own accounts get (no one can register or be invited there)."""

@@ -30,9 +30,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from runners.protocol import text
 from server.models import LtiLaunchData, LtiPlatform, aware, now
-from server.services import outbound
-from server.services.errors import Forbidden
 from server.services.lti.platforms import PlatformRegistration, policy
+from server.services.records import outbound
+from server.services.records.errors import Forbidden
 from server.settings import ServerSettings
 
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"

@@ -26,9 +26,9 @@ from server.models import (
     Submission,
     now,
 )
-from server.services import assignments as assignment_service
-from server.services import final_grades, manual_points, outbound
 from server.services.lti.platforms import LmsHttp, PlatformRegistration, policy
+from server.services.packages import assignments as assignment_service
+from server.services.records import final_grades, manual_points, outbound
 from server.settings import ServerSettings, get_settings
 
 RETRY_MAX_S = 3600

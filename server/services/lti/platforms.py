@@ -16,8 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import AuditLog, Course, LtiPlatform, User
-from server.services import outbound
-from server.services.errors import Conflict, Forbidden, Invalid
+from server.services.records import outbound
+from server.services.records.errors import Conflict, Forbidden, Invalid
 from server.settings import ServerSettings
 
 

@@ -1,0 +1,28 @@
+"""A grade changed: what follows from it, in the caller's transaction.
+
+Every change to a stored grade passes here (a report lands, a regrade replaces one, an
+instructor reviews a speedup, an extension restates lateness, a new scoring curve rescores):
+the leaderboard chooses the student's board submission again, then what each LMS gradebook is
+owed follows the board. Those who change grades call this module and know nothing of its
+followers; the leaderboard and the LMS passback know nothing of each other or of who changed
+the grade.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from server.services.grades import leaderboard
+from server.services.lti import passback
+
+
+def of_student(*, session: Session, assignment_id: int, user_id: int) -> None:
+    """One student's grade of one assignment may have changed."""
+    leaderboard.refresh(session=session, assignment_id=assignment_id, user_id=user_id)
+    passback.grade_changed(session=session, assignment_id=assignment_id, user_id=user_id)
+
+
+def of_everyone(*, session: Session, assignment_id: int) -> None:
+    """Every student's grade of one assignment may have changed."""
+    leaderboard.rebuild(session=session, assignment_id=assignment_id)
+    passback.grade_changed(session=session, assignment_id=assignment_id)
