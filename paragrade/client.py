@@ -155,7 +155,7 @@ def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
 
 def _show(sub: dict[str, Any]) -> None:
     if sub.get("report"):
-        from runners.grading.report import render
+        from runners.grading.render import render
 
         render(GradeReport.model_validate(sub["report"]), console)
     else:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runners import package
-from runners.grading import grader, report, testrun, validate
+from runners.grading import grader, render, testrun, validate
 from runners.measure.calibration import NodeBusy
 from runners.nodes import hardware
 from runners.protocol.backends import SANDBOX_BACKENDS
@@ -148,7 +148,7 @@ def grade(
     if as_json:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
     else:
-        report.render(result, console)
+        render.render(result, console)
 
 
 @app.command("test")
@@ -181,7 +181,7 @@ def test_cmd(
     finally:
         stage.cleanup()
     for t in tests:
-        console.print(f"{report.MARK[t.outcome]} {t.name}: {t.message}", highlight=False)
+        console.print(f"{render.MARK[t.outcome]} {t.name}: {t.message}", highlight=False)
     if output.strip():
         console.rule("your program's output")
         console.print(output, markup=False, highlight=False)
@@ -347,7 +347,7 @@ def demo(backend: Backend = None) -> None:
         with console.status("grading") as status:
             result = grader.grade(a, code, backend=backend,
                                   progress=lambda msg: status.update(msg))
-        report.render(result, console)
+        render.render(result, console)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     import uvicorn
 
     from server import reaper
-    from server.stopping import RunnersFirst, stop_runners
+    from server.shutdown import RunnersFirst, stop_runners
 
     def stop_on_sigterm(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)  # unwinds to the `finally` below, which stops the runner

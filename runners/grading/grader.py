@@ -86,7 +86,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
 
 def _start(assignment: Assignment, settings: RunnerSettings, *, backend: str | None,
            progress: Progress, seed: int) -> Grading:
-    """Where the grading runs: the sandbox backend, the cores, the GPU mode, the environment."""
+    """Stage 1: where the grading runs: the sandbox backend, the cores, the GPU mode, the
+    environment."""
     m = assignment.manifest
     executor = create_executor(settings, backend)
     cpus, cpu_note = hardware.allotment(assignment)
@@ -141,7 +142,7 @@ def _batch_job(g: Grading, code_dir: Path) -> GradeReport | None:
 
 def _run_tests(g: Grading, code_dir: Path, *, timing_only: bool,
                reference_test_s: dict[str, float] | None) -> Verdict:
-    """Stage 1: the tests in the sandbox (none in a final run's turn); their verdict."""
+    """Stage 2: the tests in the sandbox (none in a final run's turn); their verdict."""
     if timing_only:
         g.summary = "timing only (a final run): the hidden tests passed in its grading"
         return Verdict.PASSED
@@ -191,7 +192,7 @@ def busy_credit(figure: SpeedupFigure, policy: Literal["parallel", "any"]) -> Cr
 
 
 def _credited(g: Grading, f: Figures, *, reference_speedup: float | None) -> GradeReport:
-    """Stages 4 and 5: the credit rule on the headline figure, then points (in the report)."""
+    """Stage 5: the credit rule on the headline figure, then points (in the report)."""
     m, figure, top = g.m, f.figure, f.scaling[-1]
     judged = credit.decide(
         policy=m.scoring.credit, figure=figure, point=top,

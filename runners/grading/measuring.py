@@ -1,4 +1,4 @@
-"""Stages 2 and 3 of a grading: timing against the baseline (the set-up, every worker count's
+"""Stages 3 and 4 of a grading: timing against the baseline (the set-up, every worker count's
 samples in one loop) and the figures made of them (start-up, anchoring, the notes on how)."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def can_pair(assignment: Assignment, executor: Executor, gpu_mode: str) -> bool:
 
 
 class Timing:
-    """Stage 2's set-up: both sides' code, the hook, the worker counts, their stop rules and
+    """Stage 3's set-up: both sides' code, the hook, the worker counts, their stop rules and
     budget, and what each measurement runs under (pairs, fresh calls, the capacity probe, the
     GPU watch)."""
 
@@ -189,7 +189,7 @@ class Timing:
 
 
 def measure(t: Timing) -> tuple[list[stats.Samples], list[stats.Samples]] | GradeReport:
-    """Stage 2: every worker count's samples, strong then weak (the loop written once), or the
+    """Stage 3: every worker count's samples, strong then weak (the loop written once), or the
     report of a timing that went wrong (its verdict says whose fault)."""
     g = t.g
     strong: list[stats.Samples] = []
@@ -231,7 +231,7 @@ class Figures:
 
 def figures(t: Timing, all_samples: list[stats.Samples],
              weak_samples: list[stats.Samples], *, files: dict[str, bytes]) -> Figures:
-    """Stage 3: the figures from the samples, start-up taken out of whole programs where the
+    """Stage 4: the figures from the samples, start-up taken out of whole programs where the
     package says so, anchored to the reference where it was timed beside, and the notes that
     say how they were measured."""
     g = t.g

@@ -38,7 +38,7 @@ def run_public(session: Session, run: FinalRun, *, with_grades: bool) -> FinalRu
                          for t, email in finals.turns(session=session, run=run)]
     if with_grades and run.status == "done":
         out.grades = [FinalGradePublic(email=email, alias=alias, submission_id=g.submission_id,
-                                       speedup=g.speedup, low=g.ci_low, high=g.ci_high,
+                                       speedup=g.speedup, low=g.range_low, high=g.range_high,
                                        score=g.score, live_score=live, turns=g.turns,
                                        node_busy=g.node_busy)
                       for g, email, alias, live in finals.standings(session=session, run=run)]

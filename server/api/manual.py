@@ -1,8 +1,8 @@
 """Grading by a person, over the API: the rubric and the manual part's rules, a grader's queue
 (the next student, held by one grader at a time), items applied and comments on lines, release,
 a student's released feedback and regrade requests with their answers (services/by_hand/rubric.py,
-services/by_hand/manual.py, services/by_hand/regrades.py). Staff only, but for a student's own feedback and
-requests."""
+services/by_hand/manual.py, services/by_hand/regrade_requests.py). Staff only, but for a
+student's own feedback and requests."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
 from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
 from server.schemas import ErrorPublic, Input, Public, UtcDatetime
 from server.services import MAX_ROW_ID
-from server.services.by_hand import manual, regrades, rubric
+from server.services.by_hand import manual, regrade_requests, rubric
 from server.services.grades import visibility
 from server.services.packages import assignments as assignment_service
 from server.services.records import manual_points
@@ -155,7 +155,7 @@ class FeedbackItem(Public):
 
 class RequestIn(Paragraphs):
     MULTILINE = frozenset({"reason"})
-    reason: str = Field(min_length=1, max_length=regrades.MAX_REASON_CHARS)
+    reason: str = Field(min_length=1, max_length=regrade_requests.MAX_REASON_CHARS)
     item_id: int | None = Field(default=None, ge=1, le=MAX_ROW_ID)
     test_name: str | None = Field(default=None, max_length=300)
 
@@ -186,7 +186,7 @@ class FeedbackPublic(Public):
 
 class AnswerIn(Paragraphs):
     MULTILINE = frozenset({"answer"})
-    answer: str = Field(min_length=1, max_length=regrades.MAX_REASON_CHARS)
+    answer: str = Field(min_length=1, max_length=regrade_requests.MAX_REASON_CHARS)
     apply_item: bool | None = Field(default=None, description="Apply the item asked about "
                                     "(true) or take it off (false); absent: the grade stays")
 
@@ -414,7 +414,7 @@ def feedback(slug: str, access: CourseDep, session: SessionDep) -> FeedbackPubli
         items=[FeedbackItem(id=i.id, group=i.group, title=i.title, description=i.description,
                             points=i.points) for i in f.items],
         comments=[CommentPublic.model_validate(c) for c in f.comments],
-        requests=[_request(r) for r in regrades.of_student(session=session, assignment=a,
+        requests=[_request(r) for r in regrade_requests.of_student(session=session, assignment=a,
                                                            student=access.user)])
 
 
@@ -424,7 +424,7 @@ def ask(slug: str, body: RequestIn, access: CourseDep, session: SessionDep) -> R
     """Ask for a second look at one rubric item (`item_id`) or one test (`test_name`)."""
     with committing(session):
         a = _assignment(session, access, slug)
-        r = regrades.ask(session=session, assignment=a, student=access.user, role=access.role,
+        r = regrade_requests.ask(session=session, assignment=a, student=access.user, role=access.role,
                          reason=body.reason,
                          item_id=body.item_id, test_name=body.test_name)
         return _request(r)
@@ -435,7 +435,7 @@ def requests(access: CourseStaffDep, session: SessionDep,
              state: Annotated[str, Query(pattern="^(open|answered|all)$")] = "open"
              ) -> list[RequestPublic]:
     """The course's regrade requests, oldest first (open ones by default)."""
-    found = regrades.of_course(session=session, course=access.course, role=access.role,
+    found = regrade_requests.of_course(session=session, course=access.course, role=access.role,
                                status=None if state == "all" else state)
     return [_request(r, who, slug) for r, _, who, slug in found]
 
@@ -445,7 +445,7 @@ def answer(request_id: RowId, body: AnswerIn, access: CourseStaffDep,
            session: SessionDep) -> RequestPublic:
     """Answer a request; `apply_item` changes the grade."""
     with committing(session):
-        r = regrades.get(session=session, course=access.course, request_id=request_id)
-        regrades.answer(session=session, request=r, actor=access.user, role=access.role,
+        r = regrade_requests.get(session=session, course=access.course, request_id=request_id)
+        regrade_requests.answer(session=session, request=r, actor=access.user, role=access.role,
                         text=body.answer, apply_item=body.apply_item)
         return _request(r)

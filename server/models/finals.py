@@ -104,8 +104,10 @@ class FinalGrade(Base):
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
     speedup: Mapped[float | None] = mapped_column(Float, default=None)
     """The median over the rounds of the speedup each earned (None: none earned any)."""
-    ci_low: Mapped[float | None] = mapped_column(Float, default=None)
-    ci_high: Mapped[float | None] = mapped_column(Float, default=None)
+    # The rounds' lowest and highest earned speedup: their range, not an interval (a student the
+    # run kept live, node_busy: the live grading's 95 % interval). Stored as ci_low/ci_high.
+    range_low: Mapped[float | None] = mapped_column("ci_low", Float, default=None)
+    range_high: Mapped[float | None] = mapped_column("ci_high", Float, default=None)
     score: Mapped[float] = mapped_column(Float)
     turns: Mapped[int] = mapped_column(Integer)
     """Clean rounds the figure comes from (the others failed on the platform's side, or found

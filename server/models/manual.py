@@ -1,6 +1,6 @@
 """Grading by a person after the autograder: an assignment's rubric, each student's manual grade
 (the items applied, comments on the code's lines), and the regrade requests students send
-(services/by_hand/rubric.py, services/by_hand/manual.py, services/by_hand/regrades.py)."""
+(services/by_hand/rubric.py, services/by_hand/manual.py, services/by_hand/regrade_requests.py)."""
 
 from __future__ import annotations
 

@@ -179,7 +179,7 @@ def test_a_stop_lets_the_runner_post_its_result_before_the_server_goes(tmp_path:
     import uvicorn
     from fastapi import FastAPI
 
-    from server.stopping import RunnersFirst
+    from server.shutdown import RunnersFirst
 
     app = FastAPI()
 

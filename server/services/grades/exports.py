@@ -112,7 +112,7 @@ def gradescope(*, report: dict[str, Any], score: float, manifest: Manifest,
         perf = round(final.score - report.get("test_points", 0.0), 2)
         live = (("final run: no speedup earned" if final.speedup is None else
                  f"final run: {final.speedup:.2f}×, the median of {final.turns} rounds "
-                 f"({final.ci_low:.2f}–{final.ci_high:.2f})") + f"; live grading: {live}")
+                 f"({final.range_low:.2f}–{final.range_high:.2f})") + f"; live grading: {live}")
     results.append({"name": "performance (speedup)", "max_score": perf_max, "score": perf,
                     "status": "passed" if sp else "failed", "output": live})
     if manual is not None:

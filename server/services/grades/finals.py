@@ -267,8 +267,8 @@ def settle(*, session: Session, run: FinalRun) -> bool:
                 short_of_clean.append(user_id)
                 session.add(FinalGrade(run_id=run.id, user_id=user_id,
                                        assignment_id=run.assignment_id, submission_id=sub.id,
-                                       speedup=row.credited_speedup, ci_low=row.speedup_ci_low,
-                                       ci_high=row.speedup_ci_high, score=row.score,
+                                       speedup=row.credited_speedup, range_low=row.speedup_ci_low,
+                                       range_high=row.speedup_ci_high, score=row.score,
                                        turns=len(timed), node_busy=True))
             continue
         if not timed:  # every round failed on the platform's side: the live grade stands
@@ -282,8 +282,8 @@ def settle(*, session: Session, run: FinalRun) -> bool:
         score = grading.points(sub=sub, report=GradeReport.model_validate(row.report),
                                earned=speedup)
         session.add(FinalGrade(run_id=run.id, user_id=user_id, assignment_id=run.assignment_id,
-                               submission_id=sub.id, speedup=speedup, ci_low=min(earned),
-                               ci_high=max(earned), score=score, turns=len(timed)))
+                               submission_id=sub.id, speedup=speedup, range_low=min(earned),
+                               range_high=max(earned), score=score, turns=len(timed)))
     run.status, run.finished_at = "done", now()
     if short_of_clean:  # the instructor is told: the audit log and the run's page say who
         session.add(AuditLog(actor_id=None, action="final.node_busy",

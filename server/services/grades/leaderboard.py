@@ -203,8 +203,8 @@ def _settled(row: Any, grade: FinalGrade) -> _Settled:
             else FINAL_NONE
     return _Settled(user_id=row.user_id, submission_id=grade.submission_id, score=grade.score,
                     speed=grade.speedup if grade.speedup is not None else -1.0,
-                    speedup_median=grade.speedup, speedup_ci_low=grade.ci_low,
-                    speedup_ci_high=grade.ci_high, credit_status=row.credit_status,
+                    speedup_median=grade.speedup, speedup_ci_low=grade.range_low,
+                    speedup_ci_high=grade.range_high, credit_status=row.credit_status,
                     timing_interfered=False, unranked=unranked, alias=row.alias,
                     test_points=row.test_points, late=row.late, mark=mark)
 

@@ -2,7 +2,7 @@
 student's grade beside their code (…/grading/ID), a student's released feedback with the
 comments at their lines and a regrade request form (…/feedback), and the course's regrade
 requests with answer forms (/c/COURSE/-/regrades). The same services as the API
-(services/by_hand/manual.py, rubric.py, regrades.py)."""
+(services/by_hand/manual.py, rubric.py, regrade_requests.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from server.api.manual import AnswerIn, CommentIn, ItemIn, RequestIn, RulesIn
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
 from server.models import Assignment, Course, ManualGrade, User
-from server.services.by_hand import manual, regrades, rubric
+from server.services.by_hand import manual, regrade_requests, rubric
 from server.services.grades import grading as grading_service
 from server.services.grades import visibility
 from server.services.packages import assignments as assignment_service
@@ -254,7 +254,7 @@ def _feedback(request: Request, session: Session, settings: Any, user: User, cou
                   general=[x for x in f.comments if x.file is None],
                   files=manual.sources(submission=f.grade.submission,
                                        artifacts_root=settings.artifacts_dir),
-                  requests=regrades.of_student(session=session, assignment=a, student=user),
+                  requests=regrade_requests.of_student(session=session, assignment=a, student=user),
                   **extra)
 
 
@@ -278,7 +278,7 @@ def ask(course: str, slug: str, request: Request, session: SessionDep, settings:
         body = RequestIn(reason=reason, item_id=form_number(what) if kind == "item" else None,
                          test_name=what if kind == "test" else None)
         with committing(session):
-            regrades.ask(session=session, assignment=a, student=user, role=role,
+            regrade_requests.ask(session=session, assignment=a, student=user, role=role,
                          reason=body.reason,
                          item_id=body.item_id, test_name=body.test_name)
     except ValidationError as exc:
@@ -299,7 +299,7 @@ def requests_page(course: str, request: Request, session: SessionDep,
 def _requests(request: Request, session: Session, user: User, course: str,
               **extra: Any) -> HTMLResponse:
     c, role = course_for(session, user, course, staff=True)
-    found = regrades.of_course(session=session, course=c, role=role, status=None)
+    found = regrade_requests.of_course(session=session, course=c, role=role, status=None)
     return render(request, "regrades.html", user=user, course=c, found=found,
                   **extra)
 
@@ -313,8 +313,8 @@ def answer(course: str, request_id: RowId, request: Request, session: SessionDep
     try:
         body = AnswerIn(answer=answer, apply_item={"apply": True, "remove": False}.get(change))
         with committing(session):
-            r = regrades.get(session=session, course=c, request_id=request_id)
-            regrades.answer(session=session, request=r, actor=user, role=role, text=body.answer,
+            r = regrade_requests.get(session=session, course=c, request_id=request_id)
+            regrade_requests.answer(session=session, request=r, actor=user, role=role, text=body.answer,
                             apply_item=body.apply_item)
     except ValidationError as exc:
         return _requests(request, session, user, course, error=reasons(exc), status_code=422)
