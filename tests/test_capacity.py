@@ -67,6 +67,11 @@ def test_short_windows_with_nobody_waiting_are_a_slow_host_not_a_busy_node() -> 
     assert not node_was_busy(seen(0.5, 0.002).model_copy(update=few))
     assert not node_was_busy(seen(0.134, 0.02).model_copy(update=few))
     assert node_was_busy(seen(0.134, 0.068).model_copy(update=few))
+    # … and such a figure is timed again by the server, as a short-windowed one is.
+    fig = SpeedupFigure(median=2.79, ci_low=2.6, ci_high=2.9, baseline_median_s=0.2,
+                        submission_median_s=0.07, repetitions=3,
+                        interference=seen(0.134, 0.068).model_copy(update=few))
+    assert measured_under_interference(fig) and timed_on_a_busy_node(fig)
     fig = SpeedupFigure(median=1.77, ci_low=1.6, ci_high=1.9, baseline_median_s=0.2,
                         submission_median_s=0.11, repetitions=14,
                         interference=seen(0.006, 0.002))

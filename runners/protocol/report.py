@@ -240,10 +240,11 @@ def timed_on_a_busy_node(speedup: SpeedupFigure | None) -> bool:
 
 
 def measured_under_interference(speedup: SpeedupFigure | None) -> bool:
-    """Whether most of a figure's timed windows found the node short, for whatever reason: the
-    server times it again once, later (server/services/fleet/retiming.py)."""
+    """Whether most of a figure's timed windows found the node short, for whatever reason, or
+    the node was busy (`node_was_busy`: the baseline's own wait decides alone): the server
+    times it again, later (server/services/fleet/retiming.py)."""
     seen = speedup.interference if speedup is not None else None
-    return seen is not None and seen.unreliable
+    return seen is not None and (seen.unreliable or node_was_busy(seen))
 
 
 CORES_TOLERANCE = 0.15
