@@ -27,7 +27,7 @@ class BundleCache:
             return target if target.is_dir() else None
         tmp = Path(tempfile.mkdtemp(dir=self.root))
         try:  # the one reader of archives (runners/protocol/archives.py), as the server's
-            for name, content in archives.members(fetch).items():
+            for name, content in archives.members(fetch, max_ratio=None).items():
                 path = tmp / course / slug / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(content)

@@ -139,7 +139,7 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         r = client.get(f"/api/runner/jobs/{offer.job_id}/submission",
                        headers={"X-Job-Token": offer.token})
         r.raise_for_status()
-        files = archives.members(r.content)
+        files = archives.members(r.content, max_ratio=None)
         if offer.similarity_job is not None:  # text only, nothing runs: no sandbox needed
             return JobOutcome(similarity=similarity.compare(
                 similarity.texts_of(files), boilerplate=similarity.boilerplate_of(folder),

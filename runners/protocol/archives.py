@@ -46,10 +46,12 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, *, max_total: int) 
         raise UnsafeArchive(f"{name!r} could not be unpacked: the archive is damaged") from exc
 
 
-def members(data: bytes, *, max_total: int = STORED_ARCHIVE_MAX) -> dict[str, bytes]:
+def members(data: bytes, *, max_total: int = STORED_ARCHIVE_MAX,
+            max_ratio: float | None = MAX_RATIO) -> dict[str, bytes]:
     """A zip's regular files by path; UnsafeArchive for traversal (an absolute path, `..`, a
     backslash or a drive colon), a link, a control character in a name, more than MAX_MEMBERS
-    entries, more than `max_total` bytes unpacked, a ratio over MAX_RATIO, or a damaged one."""
+    entries, more than `max_total` bytes unpacked, a ratio over `max_ratio` (None: an archive the
+    server built itself, from a folder or files it never ratio-checked), or a damaged one."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, *_DAMAGED) as exc:
@@ -73,7 +75,8 @@ def members(data: bytes, *, max_total: int = STORED_ARCHIVE_MAX) -> dict[str, by
         total += info.file_size
         if total > max_total:
             raise UnsafeArchive(f"the archive unpacks to more than {max_total} bytes")
-        if info.compress_size and info.file_size / info.compress_size > MAX_RATIO:
+        if max_ratio is not None and info.compress_size \
+                and info.file_size / info.compress_size > max_ratio:
             raise UnsafeArchive(f"suspicious compression ratio for {name!r} (decompression "
                                 "bomb?)")
         content = _read_member(zf, info, max_total=max_total)
