@@ -119,3 +119,15 @@ def test_a_node_that_stays_busy_ends_at_the_limit_with_live_points_kept(
     page = browser(world, "prof@uni.edu", "prof-pass-4821").get(
         f"{PAGE}/manage/final-run/{run_id}").text
     assert "final run: node busy (live points kept)" in page
+
+
+def test_a_turn_the_baselines_wait_alone_made_busy_says_so() -> None:
+    """Every window whole, yet the serial baseline waited for a CPU well above a quiet node's
+    share: the turn is busy, and its node's words name the wait that made it so."""
+    seen = {"cores": 2, "windows": 3, "short": 0, "retimed": 0, "delivered": None,
+            "unreliable": False, "waiting": 0.01, "baseline_waiting": 0.068, "pressure": 40.0}
+    words = finals.node_state(FinalTurn(status="busy", node=seen))
+    assert words.startswith("busy: all 3 windows whole"), words
+    assert "the serial baseline waited 7% of its calls for a CPU" in words, words
+    quiet = finals.node_state(FinalTurn(status="done", node=seen | {"baseline_waiting": 0.004}))
+    assert quiet.startswith("free: all 3 windows whole"), quiet

@@ -274,3 +274,27 @@ def _row(page: str) -> str:
     """The reader's own row of a board page."""
     start = page.index('<tr class="you">')
     return page[start:page.index("</tr>", start)]
+
+
+def test_a_settled_row_splits_the_points_of_the_submission_the_run_settled(
+        world: World, engine: Engine) -> None:
+    """A submission made after the final run becomes the board's (its live figure is better),
+    but the row keeps the settled points, split as that run's submission earned them: its tests'
+    part is not the newer one's."""
+    subs = _graded(world, engine)
+    run = world.post(world.prof, RUNS, json={"rounds": 1}).json()
+    while (offer := claim(world.client)) is not None:
+        _post(world.client, offer, JobOutcome.model_validate({"report": sample_report(
+            median=1.5, lo=1.4, hi=1.6)}))
+    done = world.get(world.prof, f"{RUNS}/{run['id']}").json()
+    settled = {g["email"].split("@")[0]: g["score"] for g in done["grades"]}
+    newer = world.submit(world.ada, REFERENCE).json()["id"]
+    offer = claim(world.client)
+    assert offer is not None and offer["job"]["submission_id"] == newer
+    report = sample_report(median=3.0, lo=2.9, hi=3.1) | {"test_points": 45, "score": 75}
+    _post(world.client, offer, JobOutcome.model_validate({"report": report}))
+    board = {e["alias"]: e for e in world.get(
+        world.ada, "/api/courses/th/assignments/t1-multiprocessing/leaderboard").json()}
+    assert board["ada"]["submission_id"] == subs["ada"], board["ada"]
+    assert (board["ada"]["score"], board["ada"]["tests"], board["ada"]["performance"]) == (
+        settled["ada"], 60.0, round(settled["ada"] - 60, 2)), board["ada"]

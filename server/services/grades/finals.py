@@ -380,6 +380,8 @@ def node_state(turn: FinalTurn) -> str:
         words += f" (delivered {seen.delivered:.1f} of {seen.cores} cores)"
     if seen.waiting is not None:
         words += f"; the probes waited {seen.waiting:.0%} of their time for a CPU"
+    if seen.baseline_waiting is not None:
+        words += f"; the serial baseline waited {seen.baseline_waiting:.0%} of its calls for a CPU"
     if seen.pressure is not None:
         words += f"; CPU pressure {seen.pressure:.0f} %"
     return words

@@ -136,8 +136,15 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
               & (Enrollment.course_id == assignment.course_id))
         .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student")).all()
     settled = final_grades.grades(session=session, assignment_id=assignment.id)
-    board: list[Any] = [_settled(row, settled[row.user_id]) if row.user_id in settled else row
-                        for row in rows]
+    # A final grade may name an earlier submission than the board's (one made after the run):
+    # its points' parts are that submission's.
+    older = {g.submission_id for g in settled.values()} - {row.submission_id for row in rows}
+    parts = {sid: (tests, late) for sid, tests, late in session.execute(
+        select(r.submission_id, r.report["test_points"].as_float(), Submission.late)
+        .join(Submission, Submission.id == r.submission_id)
+        .where(r.submission_id.in_(older)))} if older else {}
+    board: list[Any] = [_settled(row, settled[row.user_id], parts) if row.user_id in settled
+                        else row for row in rows]
     ordered = sorted(board, key=lambda x: (x.unranked, -float(x.speed), -x.score, x.submission_id))
     out: list[Entry] = []
     for i, row in enumerate(ordered):
@@ -192,7 +199,8 @@ class _Settled:
     mark: str
 
 
-def _settled(row: Any, grade: FinalGrade) -> _Settled:
+def _settled(row: Any, grade: FinalGrade,
+             parts: dict[int, tuple[float | None, bool]]) -> _Settled:
     """The row as the final run settled it: its median speedup and the range of its rounds,
     its final points; ranked only where the final run earned a speedup. A student the run
     could not time on a free node keeps the live row, marked so."""
@@ -201,12 +209,13 @@ def _settled(row: Any, grade: FinalGrade) -> _Settled:
     else:
         unranked, mark = int(grade.speedup is None), FINAL if grade.speedup is not None \
             else FINAL_NONE
+    test_points, late = parts.get(grade.submission_id, (row.test_points, row.late))
     return _Settled(user_id=row.user_id, submission_id=grade.submission_id, score=grade.score,
                     speed=grade.speedup if grade.speedup is not None else -1.0,
                     speedup_median=grade.speedup, speedup_ci_low=grade.range_low,
                     speedup_ci_high=grade.range_high, credit_status=row.credit_status,
                     timing_interfered=False, unranked=unranked, alias=row.alias,
-                    test_points=row.test_points, late=row.late, mark=mark)
+                    test_points=test_points, late=late, mark=mark)
 
 
 @dataclass
