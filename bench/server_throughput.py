@@ -149,7 +149,7 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
     from server import migrate, security
     from server.db import make_engine, session_factory
     from server.models import Enrollment, Job, Submission, User, now
-    from server.services.fleet import outcomes
+    from server.services.fleet import kinds
     from server.services.grades import grading
     from server.services.packages import assignments
     from server.services.people import courses, users
@@ -212,7 +212,7 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
                 grading.store_report(session=s, sub=sub,
                                   report=report(rng, passed=rng.random() < PASSED_SHARE))
             elif fate == "error":
-                sub.status, sub.verdict, sub.counts_for_quota = "error", outcomes.PLATFORM_ERROR, False
+                sub.status, sub.verdict, sub.counts_for_quota = "error", kinds.PLATFORM_ERROR, False
             if k % 500 == 499:
                 s.commit()
         s.commit()

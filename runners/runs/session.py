@@ -28,7 +28,7 @@ from runners.runs.failures import (
 from runners.runs.launch import INSIDE_CTL, INSIDE_RESULT, Run
 from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount
-from runners.sandbox.base import run_delays, waited_between
+from runners.sandbox.schedstat import run_delays, waited_between
 
 
 class Session:

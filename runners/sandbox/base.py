@@ -184,29 +184,6 @@ def tree_pids(root: int) -> set[int]:
     return set(_tree(_proc_table(), root))
 
 
-def run_delays(pids: Iterable[int]) -> dict[int, int]:
-    """Each live thread of `pids`: the nanoseconds it has sat runnable on a run queue waiting
-    for a CPU so far, as the kernel counts it (/proc/PID/task/TID/schedstat), by thread id.
-    Empty where the kernel keeps no schedstat."""
-    found: dict[int, int] = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for task in os.scandir(f"/proc/{pid}/task"):
-                with (contextlib.suppress(OSError, ValueError, IndexError),
-                      open(f"{task.path}/schedstat") as fh):
-                    found[int(task.name)] = int(fh.read().split()[1])
-    return found
-
-
-def waited_between(before: dict[int, int], after: dict[int, int]) -> float | None:
-    """Seconds the threads alive at both readings waited for a CPU between them (None: no
-    thread was seen twice)."""
-    common = before.keys() & after.keys()
-    if not common:
-        return None
-    return sum(max(0, after[t] - before[t]) for t in common) / 1e9
-
-
 class WallClock:
     """A run's wall-clock limit, which does not run while the run is frozen."""
 

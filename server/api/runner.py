@@ -13,15 +13,14 @@ from fastapi import APIRouter, Header, Query, Response, status
 from runners.protocol import PROTOCOL_VERSION, JobHandBack, JobOffer, JobOutcome, RunnerHello
 from server.api import RowId
 from server.deps import RunnerDep, RunnerKey, SessionDep, SettingsDep
-from server.models import AssignmentVersion, FinalTurn, SimilarityRun, Submission
 from server.schemas import ErrorPublic
 from server.services.fleet import claims as claim_service
 from server.services.fleet import outcomes as outcome_service
 from server.services.fleet import runner_credentials
+from server.services.fleet.kinds import KINDS
 from server.services.fleet.runner_credentials import RunnerIdentity
-from server.services.intake import similarity as similarity_service
 from server.services.records import artifacts
-from server.services.records.errors import Conflict, NotFound
+from server.services.records.errors import Conflict
 
 router = APIRouter(prefix="/api/runner", tags=["runner"],
                    responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
@@ -75,27 +74,12 @@ def _artifact(session: SessionDep, settings: SettingsDep, job_id: int, token: st
               runner: RunnerIdentity, which: str) -> Response:
     job = runner_credentials.authorize(session=session, identity=runner, job_id=job_id,
                                    token=token, key=key)
-    if job.kind == "similarity":
-        run = session.get(SimilarityRun, job.run_id)
-        assert run is not None
-        if which == "bundle":
-            sha = run.version.bundle_sha256
-        else:  # every compared submission's files, each under a folder named by its id
-            return Response(similarity_service.archive(session=session, run=run,
-                                                       artifacts_root=settings.artifacts_dir),
-                            media_type="application/zip")
-    elif job.kind == "validate":
-        version = session.get(AssignmentVersion, job.version_id)
-        if version is None or which != "bundle":
-            raise NotFound("a validation job has only a bundle")
-        sha = version.bundle_sha256
+    kind = KINDS[job.kind]
+    if which == "bundle":
+        content = artifacts.read(root=settings.artifacts_dir, sha256=kind.bundle(session, job))
     else:
-        turn = session.get(FinalTurn, job.turn_id) if job.kind == "final" else None
-        sub = turn.submission if turn is not None else session.get(Submission, job.submission_id)
-        assert sub is not None
-        sha = sub.version.bundle_sha256 if which == "bundle" else sub.archive_sha256
-    return Response(artifacts.read(root=settings.artifacts_dir, sha256=sha),
-                    media_type="application/zip")
+        content = kind.submission(session, job, settings.artifacts_dir)
+    return Response(content, media_type="application/zip")
 
 
 @router.get("/jobs/{job_id}/bundle", responses={200: {"content": {"application/zip": {}}}})

@@ -34,44 +34,12 @@ from collections.abc import Collection
 from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
-from runners.protocol import (
-    QUEUES,
-    GradeJob,
-    JobOffer,
-    Manifest,
-    SimilarityJob,
-    ValidateJob,
-)
+from runners.protocol import QUEUES, JobOffer
 from server import security
-from server.models import AssignmentVersion, Job, Runner, SimilarityRun, Submission, now
-from server.services.grades import finals, reference
+from server.models import Job, Runner, now
+from server.services.fleet.kinds import KINDS
 from server.services.records import jobs
 from server.services.records.errors import Conflict, Forbidden, NotFound
-
-
-def grade_job(session: Session, submission: Submission, job: Job) -> GradeJob:
-    """What a runner is told of a grading job: the submission, its package, what to expect."""
-    a = submission.assignment
-    manifest = Manifest.model_validate(submission.version.manifest)
-    return GradeJob(submission_id=submission.id, assignment=f"{a.course.slug}/{a.slug}",
-                    assignment_version=submission.version.version,
-                    bundle_sha256=submission.version.bundle_sha256,
-                    submission_sha256=submission.archive_sha256, queue=manifest.resources.queue,
-                    time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
-                    reference_speedup=reference.speedup(session=session,
-                                                        version=submission.version),
-                    reference_test_seconds=reference_test_seconds(submission.version))
-
-
-def reference_test_seconds(version: AssignmentVersion) -> dict[str, float]:
-    """The reference's seconds per test its validation measured ({}: none recorded)."""
-    for check in version.checks or []:
-        seconds = check.get("test_seconds")
-        if check.get("name") == "reference passes" and isinstance(seconds, dict):
-            return {str(k): float(v) for k, v in seconds.items()
-                    if isinstance(v, int | float) and not isinstance(v, bool)}
-    return {}
-
 
 CLAIM_TRIES = 5
 """Jobs a claim tries in turn when runners race for the same one."""
@@ -117,36 +85,9 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
     if job.id != job_id and (own := session.get(Job, job_id)) is not None and own.state == "queued":
         jobs.publish(session, own)  # its message went to a more urgent job
     session.execute(update(Runner).where(Runner.name == runner).values(current_job_id=job.id))
-    if job.kind == "similarity":
-        run = session.get(SimilarityRun, job.run_id)
-        assert run is not None
-        run.status = "running"
-        session.commit()
-        a = run.assignment
-        return JobOffer(job_id=job.id, token=token, similarity_job=SimilarityJob(
-            run_id=run.id, assignment=f"{a.course.slug}/{a.slug}",
-            bundle_sha256=run.version.bundle_sha256, submission_ids=run.submission_ids,
-            threshold=run.threshold, queue="cpu"))
-    if job.kind == "validate":
-        version = session.get(AssignmentVersion, job.version_id)
-        assert version is not None
-        session.commit()
-        a = version.assignment
-        return JobOffer(job_id=job.id, token=token, validate_job=ValidateJob(
-            version_id=version.id, assignment=f"{a.course.slug}/{a.slug}",
-            bundle_sha256=version.bundle_sha256, queue=job.queue))  # type: ignore[arg-type]
-    if job.kind == "final":
-        timed, share, fixed = finals.claimed(session=session, job=job, runner=runner)
-        offer = grade_job(session, timed, job).model_copy(update={
-            "timing_only": True, "timing_share": share, "reference_speedup": fixed})
-        session.commit()
-        return JobOffer(job_id=job.id, token=token, job=offer)
-    sub = session.get(Submission, job.submission_id)
-    assert sub is not None
-    sub.status, sub.started_at = "running", now()
-    offer = grade_job(session, sub, job)
+    offer = KINDS[job.kind].offer(session, job)
     session.commit()
-    return JobOffer(job_id=job.id, token=token, job=offer)
+    return JobOffer(job_id=job.id, token=token, **offer)
 
 
 def authorize(*, session: Session, job_id: int, token: str, runner_key: str,

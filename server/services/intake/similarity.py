@@ -21,7 +21,7 @@ from server.models import (
     User,
 )
 from server.services import MAX_ROW_ID
-from server.services.packages.assignments import bundle, safe_members
+from server.services.packages.assignments import safe_members
 from server.services.people import courses
 from server.services.records import artifacts, jobs
 from server.services.records.errors import Forbidden, Invalid, NotFound
@@ -85,16 +85,6 @@ def get(*, session: Session, assignment: Assignment, run_id: int) -> SimilarityR
     if run is None or run.assignment_id != assignment.id:
         raise NotFound(f"no similarity run {run_id} of {assignment.slug}")
     return run
-
-
-def archive(*, session: Session, run: SimilarityRun, artifacts_root: Path) -> bytes:
-    """The run's submissions as one zip for the runner: each one's files under its id."""
-    files: dict[str, bytes] = {}
-    for sub in session.scalars(select(Submission).where(Submission.id.in_(run.submission_ids))):
-        for name, content in safe_members(
-                artifacts.read(root=artifacts_root, sha256=sub.archive_sha256)).items():
-            files[f"{sub.id}/{name}"] = content
-    return bundle(files)
 
 
 @dataclass(frozen=True)
