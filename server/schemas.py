@@ -16,7 +16,7 @@ from pydantic import (
     field_validator,
 )
 
-from runners.protocol import SimilarPair, text
+from runners.protocol import Shown, SimilarPair, text
 from server.security import MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS
 
 
@@ -131,6 +131,11 @@ class VersionPublic(Public):
     checks: list[dict[str, Any]] | None
 
 
+class ShownIn(Input):
+    hidden_tests: Shown | None = Field(description="never, after_deadline (each student's own, "
+                                       "extensions included) or always; null: as the package says")
+
+
 class AssignmentPublic(Public):
     slug: str
     title: str
@@ -142,6 +147,9 @@ class AssignmentPublic(Public):
     late_penalty: float
     quota_count: int
     quota_window_s: int
+    hidden_tests_shown: Shown | None = Field(
+        default=None, description="When students read a hidden test's whole message (None: as "
+        "the package's [feedback] says, per test where it names one)")
     speedup_min: float = Field(description="Speedup that starts earning performance points")
     speedup_full: float = Field(description="Speedup that earns all of them")
     kind: str

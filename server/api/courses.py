@@ -8,7 +8,15 @@ from fastapi import APIRouter, File, Request, Response, UploadFile, status
 from sqlalchemy.orm import Session
 
 from server.db import committing
-from server.deps import CourseDep, CourseInstructorDep, CurrentUser, InstructorUser, SessionDep, SettingsDep
+from server.deps import (
+    CourseDep,
+    CourseInstructorDep,
+    CourseStaffDep,
+    CurrentUser,
+    InstructorUser,
+    SessionDep,
+    SettingsDep,
+)
 from server.models import Assignment, User
 from server.schemas import (
     AssignmentPublic,
@@ -23,12 +31,14 @@ from server.schemas import (
     ImportCreate,
     JoinCreate,
     LeaderboardEntryPublic,
+    ShownIn,
     VersionPublic,
 )
 from server.services.fleet import readiness as readiness_service
 from server.services.grades import extensions as extension_service
 from server.services.grades import leaderboard as leaderboard_service
 from server.services.grades import policies as policy_service
+from server.services.grades import visibility
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
 from server.services.records.errors import Invalid
@@ -56,6 +66,7 @@ def assignment_public(a: Assignment, role: str, session: Session, settings: Serv
                             deadline=a.deadline, your_deadline=own,
                             late_policy=a.late_policy,
                             late_penalty=a.late_penalty, quota_count=a.quota_count,
+                            hidden_tests_shown=a.hidden_tests_shown,  # type: ignore[arg-type]
                             quota_window_s=a.quota_window_s,
                             speedup_min=a.speedup_min or m.scoring.speedup_min,
                             speedup_full=a.speedup_full or m.scoring.speedup_full,
@@ -154,6 +165,18 @@ def update_assignment(slug: str, body: AssignmentUpdate, access: CourseInstructo
         policy_service.update(session=session, actor=access.user, assignment=a,
                               role=access.role,
                               changes=body.model_dump(exclude_unset=True))
+        return assignment_public(a, access.role, session, settings)
+
+
+@router.put("/{course}/assignments/{slug}/hidden-tests", response_model=AssignmentPublic)
+def hidden_tests(slug: str, body: ShownIn, access: CourseStaffDep, session: SessionDep,
+                 settings: SettingsDep) -> AssignmentPublic:
+    """When students read a hidden test's whole message, for this course offering
+    (instructors only); the package's [feedback] per test still decides where it names one."""
+    with committing(session):
+        a = assignment_service.get(session=session, course=access.course, slug=slug)
+        visibility.set_mode(session=session, assignment=a, actor=access.user, role=access.role,
+                            shown=body.hidden_tests)
         return assignment_public(a, access.role, session, settings)
 
 

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import Shown, text
+from runners.protocol import text
 from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
@@ -21,7 +21,6 @@ from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, R
 from server.schemas import ErrorPublic, Input, Public, UtcDatetime
 from server.services import MAX_ROW_ID
 from server.services.by_hand import manual, regrade_requests, rubric
-from server.services.grades import visibility
 from server.services.packages import assignments as assignment_service
 from server.services.records import manual_points
 
@@ -95,15 +94,7 @@ class RubricPublic(Public):
     regrade_limit: int
     anonymous: bool
     released_at: UtcDatetime | None
-    hidden_tests_shown: Shown | None = Field(
-        description="When students read a hidden test's whole message (None: as the package's "
-        "[feedback] says, per test where it names one)")
     items: list[ItemPublic]
-
-
-class ShownIn(Input):
-    hidden_tests: Shown | None = Field(description="never, after_deadline (each student's own, "
-                                       "extensions included) or always; null: as the package says")
 
 
 class CommentIn(Paragraphs):
@@ -227,20 +218,7 @@ def get_rubric(slug: str, access: CourseStaffDep, session: SessionDep) -> Rubric
     return RubricPublic(manual_points=a.manual_points, manual_weight=a.manual_weight,
                         regrade_limit=a.regrade_limit, anonymous=a.manual_anonymous,
                         released_at=a.manual_released_at,
-                        hidden_tests_shown=a.hidden_tests_shown,  # type: ignore[arg-type]
                         items=[_item(i) for i in rubric.items(session=session, assignment=a)])
-
-
-@router.put(A + "/hidden-tests", response_model=RubricPublic)
-def hidden_tests(slug: str, body: ShownIn, access: CourseStaffDep,
-                 session: SessionDep) -> RubricPublic:
-    """When students read a hidden test's whole message, for this course offering
-    (instructors only); the package's [feedback] per test still decides where it names one."""
-    with committing(session):
-        a = _assignment(session, access, slug)
-        visibility.set_mode(session=session, assignment=a, actor=access.user, role=access.role,
-                            shown=body.hidden_tests)
-    return get_rubric(slug, access, session)
 
 
 @router.put(A + "/rubric", response_model=RubricPublic)

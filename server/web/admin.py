@@ -23,7 +23,7 @@ from server.schemas_lti import LtiPlatformCreate
 from server.services.fleet import readiness as readiness_service
 from server.services.fleet import state as fleet_service
 from server.services.grades import extensions as extension_service
-from server.services.grades import finals
+from server.services.grades import finals, visibility
 from server.services.grades import policies as policy_service
 from server.services.intake import similarity as similarity_service
 from server.services.intake import submissions as submission_service
@@ -213,6 +213,22 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
         return _manage(request, session, user, course, slug, status_code=422,
                        error="deadline: use a date and time with a zone, "
                              "e.g. 2026-12-01T23:59+01:00")
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/hidden-tests", dependencies=[Csrf])
+def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+                 shown: Annotated[str, Form()] = "") -> Response:
+    """When students read a hidden test's whole message ("": as the package says)."""
+    c, role = course_for(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        with committing(session):
+            visibility.set_mode(session=session, assignment=a, actor=user, role=role,
+                                shown=shown or None)
     except DomainError as exc:
         return _manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)

@@ -24,7 +24,6 @@ from server.deps import SessionDep, SettingsDep
 from server.models import Assignment, Course, ManualGrade, User
 from server.services.by_hand import manual, regrade_requests, rubric
 from server.services.grades import grading as grading_service
-from server.services.grades import visibility
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
 from server.services.records import manual_points
@@ -133,17 +132,6 @@ def rules(course: str, slug: str, request: Request, session: SessionDep, user: P
                        anonymous=anonymous == "on")
         rubric.configure(session=session, assignment=a, actor=user, role=role,
                          **body.model_dump())
-        return f"/c/{c.slug}/{a.slug}/grading"
-    return _act(request, session, user, course, slug, act)
-
-
-@router.post(G + "/hidden-tests", dependencies=[Csrf])
-def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
-                 shown: Annotated[str, Form()] = "") -> Response:
-    """When students read a hidden test's whole message ("": as the package says)."""
-    def act(c: Course, role: str, a: Assignment) -> str:
-        visibility.set_mode(session=session, assignment=a, actor=user, role=role,
-                            shown=shown or None)
         return f"/c/{c.slug}/{a.slug}/grading"
     return _act(request, session, user, course, slug, act)
 

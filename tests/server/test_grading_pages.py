@@ -14,6 +14,7 @@ from tests.server.test_manual_grading import _graded, _tas
 from tests.server.test_pages import browser, csrf
 
 G = "/c/th/t1-multiprocessing/grading"
+M = "/c/th/t1-multiprocessing/manage"  # the offering's settings
 
 
 def _post(b, page: str, url: str, **data: str):  # type: ignore[no-untyped-def]
@@ -29,12 +30,12 @@ def test_a_ta_grades_in_the_pages_and_the_student_reads_it(world: World, engine:
 
     r = _post(prof, G, G + "/rules", points="10", weight="1", regrade_limit="2")
     assert r.status_code == 303, r.text
-    r = _post(prof, G, G + "/hidden-tests", shown="after_deadline")  # late work earns points
+    r = _post(prof, M, M + "/hidden-tests", shown="after_deadline")  # late work earns points
     assert r.status_code == 422 and "resubmit for points" in r.text, r.text
     assert world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
                               json={"late_policy": "reject"}, headers=world.prof).status_code == 200
-    r = _post(prof, G, G + "/hidden-tests", shown="after_deadline")
-    assert r.status_code == 303 and 'value="after_deadline" selected' in prof.get(G).text
+    r = _post(prof, M, M + "/hidden-tests", shown="after_deadline")
+    assert r.status_code == 303 and 'value="after_deadline" selected' in prof.get(M).text
     r = _post(ta, G, G + "/rules", points="50", weight="1", regrade_limit="2")
     assert r.status_code == 403 and "set the manual points" in r.text
     r = _post(ta, G, G + "/items", title="uses a Pool", points="6", group="code",
