@@ -15,6 +15,7 @@ from runners import package
 from runners.grading import grader, render, testrun, validate
 from runners.measure.calibration import NodeBusy
 from runners.nodes import hardware
+from runners.protocol import Practice
 from runners.protocol.backends import SANDBOX_BACKENDS
 from runners.sandbox import BackendUnavailable
 from runners.settings import get_settings
@@ -128,6 +129,8 @@ def grade(
                                               "the headline worker count only")] = False,
     timing_share: Annotated[float, typer.Option(hidden=True, min=0.01, max=1.0, help=(
         "the share of the timing budget a final run's turn takes"))] = 1.0,
+    practice: Annotated[Practice | None, typer.Option(hidden=True, help=(
+        "a practice run on a compute node: 'tests' (the public ones) or 'timed'"))] = None,
 ) -> None:
     """Grade a solution: hidden tests in the sandbox, speedup, scaling, points."""
     a = _load(assignment)
@@ -136,13 +139,13 @@ def grade(
         if as_json:
             result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing,
                                   reference_speedup=reference_speedup, timing_only=timing_only,
-                                  timing_share=timing_share)
+                                  timing_share=timing_share, practice=practice)
         else:
             with console.status(f"grading {a.ref}") as status:
                 result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing,
                                       reference_speedup=reference_speedup,
                                       timing_only=timing_only, timing_share=timing_share,
-                                      progress=lambda msg: status.update(msg))
+                                      practice=practice, progress=lambda msg: status.update(msg))
     except BackendUnavailable as exc:
         _fail(str(exc))
     if as_json:

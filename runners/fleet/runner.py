@@ -149,11 +149,13 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         report: GradeReport = (
             slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag,
                         reference_speedup=offer.job.reference_speedup,
-                        timing_only=offer.job.timing_only, timing_share=offer.job.timing_share)
+                        timing_only=offer.job.timing_only, timing_share=offer.job.timing_share,
+                        practice=offer.job.practice)
             if on_slurm else grader.grade(
                 a, files, settings=settings, reference_speedup=offer.job.reference_speedup,
                 reference_test_s=offer.job.reference_test_seconds,
-                timing_only=offer.job.timing_only, timing_share=offer.job.timing_share))
+                timing_only=offer.job.timing_only, timing_share=offer.job.timing_share,
+                practice=offer.job.practice))
         return outcome_of(report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")
@@ -214,6 +216,7 @@ def _run_job(runner: Runner, job_id: int) -> str:
     what = offer.job or offer.validate_job or offer.similarity_job
     assert what is not None
     kind = ("validate" if offer.validate_job else "compare" if offer.similarity_job
+            else "practice" if offer.job and offer.job.practice
             else "time (final run)" if offer.job and offer.job.timing_only else "grade")
     # The message is a turn on its queue: the server hands out the most urgent job queued there.
     job_id = offer.job_id

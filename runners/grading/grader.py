@@ -10,6 +10,7 @@ from typing import Literal
 from runners import package
 from runners.grading import environment, testrun
 from runners.grading.measuring import Figures, Timing, figures, measure
+from runners.grading.practice import PRACTICE_SHARE, practice_report
 from runners.grading.state import Grading, Progress
 from runners.measure import (
     credit,
@@ -19,6 +20,7 @@ from runners.package import Assignment
 from runners.protocol import (
     Credit,
     GradeReport,
+    Practice,
     SpeedupFigure,
     TestOutcome,
     Verdict,
@@ -41,7 +43,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
           settings: RunnerSettings | None = None,
           reference_speedup: float | None = None,
           reference_test_s: dict[str, float] | None = None, timing_only: bool = False,
-          timing_share: float = 1.0) -> GradeReport:
+          timing_share: float = 1.0, practice: Practice | None = None) -> GradeReport:
     """Grade one submission of `assignment` and return its report (never raises for its code).
 
     The stages: where it can run (`_start`), its tests (`_run_tests`), whether it is timed
@@ -53,7 +55,24 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     review; `reference_test_s`: its seconds per test there (per-test limits). `timing_only`: a
     final run's turn (the server vouches that this code passed this version's hidden tests), so
     no test runs and the report holds only the speedup, measured on `timing_share` of the budget
-    (every timed answer is still checked)."""
+    (every timed answer is still checked). `practice`: a practice run, never graded
+    (runners/grading/practice.py): the public tests only, and with `timed` one short timing at
+    the top worker count; its report says so and carries no points."""
+    if practice is not None:
+        timing_only, timing_share = practice == "timed", PRACTICE_SHARE
+        with_timing = practice == "timed"
+    report = _grade(assignment, files, backend=backend, seed=seed, with_timing=with_timing,
+                    progress=progress, settings=settings, reference_speedup=reference_speedup,
+                    reference_test_s=reference_test_s, timing_only=timing_only,
+                    timing_share=timing_share, public_only=practice is not None)
+    return practice_report(report) if practice is not None else report
+
+
+def _grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | None,
+           seed: int | None, with_timing: bool, progress: Progress,
+           settings: RunnerSettings | None, reference_speedup: float | None,
+           reference_test_s: dict[str, float] | None, timing_only: bool, timing_share: float,
+           public_only: bool) -> GradeReport:
     g = _start(assignment, settings or get_settings(), backend=backend, progress=progress,
                seed=seed if seed is not None else secrets.randbits(48))
     if (cannot := _cannot_run_here(g)) is not None:
@@ -64,8 +83,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
         code_dir = stage.add_code("submission", files)
         if (refused := _batch_job(g, code_dir)) is not None:
             return refused
-        verdict = _run_tests(g, code_dir, timing_only=timing_only,
-                             reference_test_s=reference_test_s)
+        verdict = _run_tests(g, code_dir, timing_only=timing_only and not public_only,
+                             reference_test_s=reference_test_s, public_only=public_only)
         if (untimed := _untimed(g, verdict, with_timing=with_timing)) is not None:
             return untimed
         timing = Timing(g, stage, code_dir, stack, reference_speedup=reference_speedup,
@@ -141,8 +160,9 @@ def _batch_job(g: Grading, code_dir: Path) -> GradeReport | None:
 
 
 def _run_tests(g: Grading, code_dir: Path, *, timing_only: bool,
-               reference_test_s: dict[str, float] | None) -> Verdict:
-    """Stage 2: the tests in the sandbox (none in a final run's turn); their verdict."""
+               reference_test_s: dict[str, float] | None, public_only: bool = False) -> Verdict:
+    """Stage 2: the tests in the sandbox (none in a final run's turn, the public ones alone in
+    a practice run); their verdict."""
     if timing_only:
         g.summary = "timing only (a final run): the hidden tests passed in its grading"
         return Verdict.PASSED
@@ -150,11 +170,12 @@ def _run_tests(g: Grading, code_dir: Path, *, timing_only: bool,
     g.progress("running tests in the sandbox")
     g.tests, g.output = testrun.run_tests(g.assignment, code_dir, backend=g.executor.name,
                                           seed=g.seed, gpu_mode=g.gpu_mode, cpus=g.cpus,
-                                          reference_test_s=reference_test_s)
+                                          reference_test_s=reference_test_s,
+                                          public_only=public_only)
     g.laps.start("report")
-    hidden = [t for t in g.tests if t.hidden]
-    n_ok = sum(t.outcome == TestOutcome.PASSED for t in hidden)
-    g.summary = f"{n_ok}/{len(hidden)} hidden tests passed"
+    counted = [t for t in g.tests if t.hidden != public_only]
+    n_ok = sum(t.outcome == TestOutcome.PASSED for t in counted)
+    g.summary = f"{n_ok}/{len(counted)} {'public' if public_only else 'hidden'} tests passed"
     return testrun.overall_verdict(g.tests)
 
 

@@ -36,9 +36,10 @@ def render(report: GradeReport, console: Console) -> None:
     head = Text.assemble(
         (f"{report.verdict.value.upper()}", STYLE.get(report.verdict, "bold red")),
         f"  {report.assignment} v{report.assignment_version}   ",
-        (f"{report.score:g} / {report.max_score:g} points", "bold"),
-        f"  (tests {report.test_points:g}, performance "
-        f"{'pending' if pending else f'{report.performance_points:g}'})\n",
+        *((("practice: not graded, no points", "bold"), "\n") if report.practice else (
+            (f"{report.score:g} / {report.max_score:g} points", "bold"),
+            f"  (tests {report.test_points:g}, performance "
+            f"{'pending' if pending else f'{report.performance_points:g}'})\n")),
         report.summary,
     )
     parts: list[object] = [head]

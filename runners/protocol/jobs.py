@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from runners.protocol.base import PROTOCOL_VERSION, Frozen
 from runners.protocol.queues import Queue
 from runners.protocol.report import GradeReport
 from runners.protocol.similarity import SimilarityJob, SimilarityResult
+
+Practice = Literal["tests", "timed"]
+"""What a practice run does: the public tests, or those and one short timing."""
 
 
 class GradeJob(Frozen):
@@ -40,6 +45,10 @@ class GradeJob(Frozen):
         default=1.0, gt=0, le=1, description="The part of the timing budget this job spends (a "
         "final run splits one grading's budget over its rounds, each spending its part on the "
         "top worker count alone)")
+    practice: Practice | None = Field(
+        default=None, description="A practice run, never graded: `tests` runs the public tests "
+        "only (never the hidden ones), `timed` adds one short timing at the top worker count "
+        "(runners/grading/practice.py)")
 
 
 class ValidateJob(Frozen):

@@ -314,6 +314,8 @@ class GradeReport(Frozen):
     assignment_version: str
     verdict: Verdict
     summary: str = Field(description="One line a student reads first")
+    practice: bool = Field(default=False, description="A practice run (runners/grading/"
+                           "practice.py): the public tests only, never graded; no points")
     tests: list[TestResult]
     score: float
     max_score: float
