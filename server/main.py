@@ -30,6 +30,7 @@ from server.api import (
     lti,
     manual,
     members,
+    practice,
     reviews,
     runner,
     similarity,
@@ -192,7 +193,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
-                   runner, health, lti, statistics, finals, manual):
+                   runner, health, lti, statistics, finals, manual, practice):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:

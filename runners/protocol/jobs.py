@@ -19,7 +19,8 @@ class GradeJob(Frozen):
     """A grading request as it crosses the queue: ids and data only."""
 
     protocol_version: int = PROTOCOL_VERSION
-    submission_id: int
+    submission_id: int = Field(description="The submission graded (a practice run's own id "
+                               "where `practice` is set)")
     assignment: str = Field(description="course/slug")
     assignment_version: str
     bundle_sha256: str = Field(description="Content hash of the assignment bundle to fetch")

@@ -22,6 +22,7 @@ from server.models.manual import (
     RegradeRequest,
     RubricItem,
 )
+from server.models.practice import PracticeRun
 from server.models.submissions import (
     BoardEntry,
     GradeReportRow,
@@ -35,7 +36,7 @@ __all__ = [
     "ApiToken", "AppliedItem", "Artifact", "Assignment", "AssignmentVersion", "AuditLog",
     "BoardEntry", "Course", "Enrollment", "Extension", "FinalGrade", "FinalRun", "FinalTurn",
     "GradeReportRow", "Job", "LoginFailure", "LtiGradePost", "LtiIdentity", "LtiLaunchData",
-    "LtiPlatform", "ManualComment", "ManualGrade", "QueueScale", "ReferenceFigure",
+    "LtiPlatform", "ManualComment", "ManualGrade", "PracticeRun", "QueueScale", "ReferenceFigure",
     "RegradeRequest", "RosterEntry", "RubricItem", "Runner", "RunnerCredential", "ScalingPointRow",
     "SimilarityRun", "Submission", "TestResultRow", "User", "aware", "now",
 ]

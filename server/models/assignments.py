@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -60,6 +61,14 @@ class Assignment(Base):
     # When students read a hidden test's whole message (services/grades/visibility.py); None: as the
     # package says ([feedback] hidden_tests).
     hidden_tests_shown: Mapped[str | None] = mapped_column(String(16), default=None)
+    # Practice runs (services/intake/practice.py): each student's runs per hour and per day
+    # (None: the defaults), whether they may ask for the short timing, and a pause (before a
+    # deadline, say) until when none is taken.
+    practice_per_hour: Mapped[int | None] = mapped_column(Integer, default=None)
+    practice_per_day: Mapped[int | None] = mapped_column(Integer, default=None)
+    practice_timing: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    practice_paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                   default=None)
 
     course: Mapped[Course] = relationship()
     current_version: Mapped[AssignmentVersion | None] = relationship(

@@ -26,7 +26,7 @@ class Job(Base):
                             sqlite_where=text("state = 'queued'")),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16), default="grade")  # grade validate similarity final
+    kind: Mapped[str] = mapped_column(String(16), default="grade")  # services/fleet/kinds.py
     submission_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="CASCADE"), index=True, default=None)
     version_id: Mapped[int | None] = mapped_column(
@@ -36,6 +36,9 @@ class Job(Base):
     turn_id: Mapped[int | None] = mapped_column(
         ForeignKey("final_turns.id", ondelete="CASCADE"), default=None)
     """A final run's turn (kind "final"): a timing-only job of the turn's submission."""
+    practice_id: Mapped[int | None] = mapped_column(
+        ForeignKey("practice_runs.id", ondelete="CASCADE"), default=None)
+    """A practice run (kind "practice"): the public tests only, never graded."""
     queue: Mapped[str] = mapped_column(String(8), index=True)
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     token_hash: Mapped[str | None] = mapped_column(String(64), default=None)

@@ -65,7 +65,8 @@ def claim(*, session: Session, job_id: int, runner: str, runner_key: str,
     for _ in range(CLAIM_TRIES):
         pick = session.scalar(select(Job.id).where(
             Job.state == "queued", Job.queue.in_(pool), Job.time_limit_s <= limit)
-            .order_by(Job.priority, case((Job.queue == queue, 0), else_=1), Job.id).limit(1))
+            .order_by(Job.priority, case((Job.kind == "practice", 1), else_=0),
+                      case((Job.queue == queue, 0), else_=1), Job.id).limit(1))
         if pick is None:
             break
         won = session.execute(

@@ -6,7 +6,9 @@ one entry here.
 - `grade`: a student's submission, graded live;
 - `final`: one turn of a final run (services/grades/finals.py), a submission timed again;
 - `validate`: a package version's checks;
-- `similarity`: an instructor's comparison of the class's submissions.
+- `similarity`: an instructor's comparison of the class's submissions;
+- `practice`: a student's practice run (services/intake/practice.py), the public tests only,
+  never graded.
 
 A runner's outcome is recorded by its kind's `record`; a job taken back from its runner (silent,
 past its limit, its credential revoked) is recorded the same way, as a platform error with the
@@ -32,7 +34,16 @@ from runners.protocol import (
     ValidateJob,
 )
 from server.metrics import GRADING_LATENCY
-from server.models import AssignmentVersion, FinalTurn, Job, SimilarityRun, Submission, aware, now
+from server.models import (
+    AssignmentVersion,
+    FinalTurn,
+    Job,
+    PracticeRun,
+    SimilarityRun,
+    Submission,
+    aware,
+    now,
+)
 from server.services.grades import finals, grading, reference
 from server.services.packages.assignments import bundle, safe_members
 from server.services.records import artifacts, jobs
@@ -270,7 +281,64 @@ def _similarity_handed_back(session: Session, job: Job) -> None:
         run.status = "queued"
 
 
+# practice: a student's file on the grading hardware, never graded ---------------------------
+
+
+def _practice(session: Session, job: Job) -> PracticeRun:
+    run = session.get(PracticeRun, job.practice_id)
+    assert run is not None
+    return run
+
+
+def _offer_practice(session: Session, job: Job) -> Offer:
+    run = _practice(session, job)
+    run.status, run.started_at = "running", now()
+    a, version = run.assignment, run.version
+    manifest = Manifest.model_validate(version.manifest)
+    return {"job": GradeJob(
+        submission_id=run.id, assignment=f"{a.course.slug}/{a.slug}",
+        assignment_version=version.version, bundle_sha256=version.bundle_sha256,
+        submission_sha256=run.archive_sha256, queue=job.queue,  # type: ignore[arg-type]
+        time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
+        reference_test_seconds=reference_test_seconds(version),
+        practice="timed" if run.timed else "tests")}
+
+
+def _record_practice(session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> None:
+    """The run's report, kept on the run alone (never a grade), as a practice run's: marked,
+    without points, and without any hidden test's result should one come back."""
+    run = _practice(session, job)
+    run.attempts = job.attempts
+    if outcome.report is None:
+        if job.attempts < max_attempts:
+            queued_again(session, job)
+            run.status = "queued"
+            return
+        run.status, run.error = "error", grading.storable(outcome.platform_error or "no report")
+    else:
+        report = outcome.report
+        report = report.model_copy(update={
+            "practice": True, "score": 0.0, "test_points": 0.0, "performance_points": 0.0,
+            "tests": [t for t in report.tests if not t.hidden]})
+        run.status, run.verdict = "done", report.verdict.value
+        run.report = report.model_dump(mode="json")
+    run.finished_at = now()
+    done(job)
+    session.flush()
+
+
+def _practice_handed_back(session: Session, job: Job) -> None:
+    run = session.get(PracticeRun, job.practice_id)
+    if run is not None:
+        run.status, run.started_at = "queued", None
+
+
 KINDS: dict[str, Kind] = {
+    "practice": Kind(offer=_offer_practice,
+                     bundle=lambda s, job: _practice(s, job).version.bundle_sha256,
+                     submission=lambda s, job, root: artifacts.read(
+                         root=root, sha256=_practice(s, job).archive_sha256),
+                     record=_record_practice, handed_back=_practice_handed_back),
     "grade": Kind(offer=_offer_grade, bundle=_bundle_of_submission,
                   submission=_archive_of_submission, record=_record_grade,
                   handed_back=_grade_handed_back),

@@ -152,7 +152,7 @@ def _queue_turn(session: Session, run: FinalRun, sub: Submission, round_: int,
     session.flush()
     res = Manifest.model_validate(sub.version.manifest).resources
     job = Job(kind="final", turn_id=turn.id, queue=res.queue, priority=FINAL_PRIORITY,
-              time_limit_s=res.wall_seconds * 40, published_at=now())
+              time_limit_s=jobs.time_limit_s(res), published_at=now())
     session.add(job)
     session.flush()
     jobs.publish(session, job, stamp=False)

@@ -13,7 +13,7 @@ from datetime import timedelta
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from runners.protocol import LOWEST_PRIORITY, QUEUES, Manifest
+from runners.protocol import LOWEST_PRIORITY, QUEUES, Manifest, Resources
 from server.dispatch import Message, outbox
 from server.models import AssignmentVersion, Job, SimilarityRun, Submission, aware, now
 
@@ -44,6 +44,12 @@ ones: on a fresh start, with every shipped package to check, the first student t
 graded next rather than after all of them (services/fleet/claims.py)."""
 
 
+def time_limit_s(resources: Resources) -> int:
+    """A grading job's limit on the runner (a practice run's too: a practice job's message may
+    then take a graded job queued after it, services/fleet/claims.py)."""
+    return resources.wall_seconds * 40
+
+
 def enqueue(*, session: Session, submission: Submission, priority: int | None = None,
             manifest: Manifest | None = None, queue: str | None = None) -> Job:
     """A queued job for a submission (routed by the assignment's resources, or to `queue`),
@@ -56,7 +62,7 @@ def enqueue(*, session: Session, submission: Submission, priority: int | None = 
     if submission.version.status != "ready":  # a grading before its package's check (staff
         priority = max(priority, VALIDATION_PRIORITY)  # only) waits behind that check
     job = Job(submission_id=submission.id, queue=queue, priority=priority,
-              time_limit_s=manifest.resources.wall_seconds * 40, published_at=now())
+              time_limit_s=time_limit_s(manifest.resources), published_at=now())
     session.add(job)
     session.flush()
     publish(session, job, stamp=False)

@@ -1,0 +1,146 @@
+"""Practice runs through the API, with this test playing the runner: a run is offered as the
+public tests only, its report is kept on the run (marked, no points, no hidden test), and
+nothing that reads grades sees it; the limit holds when twenty requests arrive at once; graded
+work is claimed before queued practice; staff read every run, pause practice, and turn the
+timing off."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from runners.protocol import JobOutcome
+from server.db import session_factory
+from server.models import Assignment, GradeReportRow, Job, Submission
+from server.services.intake import practice
+from tests.server.conftest import REFERENCE, RUNNER, World, claim
+from tests.server.reports import sample_report
+
+A = "/api/courses/th/assignments/t1-multiprocessing"
+
+
+def _try(world: World, who: dict[str, str], timed: bool = False) -> Any:
+    return world.post(who, f"{A}/practice", files=[("files", ("solution.py", REFERENCE))],
+                      data={"timed": "true" if timed else "false"})
+
+
+def _answer(world: World, offer: dict[str, Any], report: dict[str, Any]) -> None:
+    r = world.client.post(f"/api/runner/jobs/{offer['job_id']}/result",
+                          json={"report": report},
+                          headers={**RUNNER, "X-Job-Token": offer["token"]})
+    assert r.status_code == 204, r.text
+
+
+def _graded_state(world: World, engine: Engine) -> tuple[Any, ...]:
+    """Everything that reads grades: the board, the class's submissions, their reports, the CSV
+    export, the class statistics."""
+    with session_factory(engine)() as s:
+        rows = (s.scalar(select(func.count()).select_from(Submission)),
+                s.scalar(select(func.count()).select_from(GradeReportRow)))
+    return (rows, world.get(world.ada, f"{A}/leaderboard").json(),
+            world.get(world.prof, f"{A}/submissions").json(),
+            world.get(world.prof, f"{A}/grades.csv").text,
+            world.get(world.prof, f"{A}/stats").json())
+
+
+def test_a_practice_run_is_the_public_tests_and_reaches_no_grade(world: World,
+                                                                engine: Engine) -> None:
+    before = _graded_state(world, engine)
+    r = _try(world, world.ada, timed=True)
+    assert r.status_code == 201, r.text
+    run = r.json()
+    assert (run["status"], run["timed"], run["report"]) == ("queued", True, None), run
+    offer = claim(world.client)
+    assert offer is not None and offer["job"]["practice"] == "timed", offer
+    assert offer["job"]["submission_id"] == run["id"]
+    got = world.client.get(f"/api/runner/jobs/{offer['job_id']}/submission",
+                           headers={**RUNNER, "X-Job-Token": offer["token"]})
+    assert got.status_code == 200 and got.content[:2] == b"PK", got.text
+    # A report that came back with points and a hidden test's result (a runner of an older
+    # protocol grades in full): kept as a practice report, without either.
+    report = sample_report(median=1.7, lo=1.6, hi=1.8)
+    report["tests"].append({**report["tests"][0], "name": "public_tests/test_public.py::test_y",
+                            "hidden": False})
+    _answer(world, offer, report)
+    seen = world.get(world.ada, f"/api/practice/{run['id']}").json()
+    assert (seen["status"], seen["verdict"]) == ("done", "passed"), seen
+    kept = seen["report"]
+    assert kept["practice"] and (kept["score"], kept["test_points"]) == (0.0, 0.0), kept
+    assert [t["name"] for t in kept["tests"]] == ["public_tests/test_public.py::test_y"]
+    assert _graded_state(world, engine) == before
+    assert [p["id"] for p in world.get(world.ada, f"{A}/practice").json()] == [run["id"]]
+    # Another student cannot read it; the staff can, with whose it is.
+    assert world.get(world.bob, f"/api/practice/{run['id']}").status_code == 404
+    staff = world.get(world.prof, f"{A}/practice/all").json()
+    assert [(p["id"], p["student"]) for p in staff] == [(run["id"], "ada@uni.edu")]
+    assert world.get(world.ada, f"{A}/practice/all").status_code == 403
+
+
+def test_the_limit_holds_when_twenty_requests_arrive_at_once(world: World) -> None:
+    gate = threading.Barrier(20)
+
+    def one(_: int) -> Any:
+        gate.wait()
+        return _try(world, world.ada)
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(one, range(20)))
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [201] * practice.PER_HOUR + [429] * (20 - practice.PER_HOUR), codes
+    refused = next(a for a in answers if a.status_code == 429).json()["detail"]
+    assert "practice limit reached" in refused and "next practice run is allowed from" in refused
+    assert len(world.get(world.ada, f"{A}/practice").json()) == practice.PER_HOUR
+    assert _try(world, world.bob).status_code == 201  # each student's own limit
+
+
+def test_graded_work_is_claimed_before_queued_practice(world: World, engine: Engine) -> None:
+    for who in (world.ada, world.bob):
+        for _ in range(5):
+            assert _try(world, who).status_code == 201
+    sub = world.submit(world.ada, REFERENCE).json()["id"]
+    with session_factory(engine)() as s:  # the oldest practice job's message reaches a runner
+        first = s.scalar(select(Job.id).where(Job.kind == "practice").order_by(Job.id))
+    r = world.client.post(f"/api/runner/jobs/{first}/claim", params={"runner": "test-runner"},
+                          headers=RUNNER)
+    assert r.status_code == 200, r.text
+    assert r.json()["job"]["practice"] is None and r.json()["job"]["submission_id"] == sub
+
+
+def test_staff_pause_practice_and_turn_its_timing_off(world: World, engine: Engine) -> None:
+    until = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    assert world.client.put(f"{A}/practice-pause", json={"until": until},
+                            headers=world.ada).status_code == 403
+    r = world.client.put(f"{A}/practice-pause", json={"until": until}, headers=world.prof)
+    assert r.status_code == 200 and r.json()["paused_until"] is not None, r.text
+    r = _try(world, world.ada)
+    assert r.status_code == 409 and "paused until" in r.json()["detail"], r.text
+    assert world.client.put(f"{A}/practice-pause", json={"until": None},
+                            headers=world.prof).status_code == 200
+    with session_factory(engine)() as s, s.begin():
+        s.scalars(select(Assignment)).one().practice_timing = False
+    r = _try(world, world.ada, timed=True)
+    assert r.status_code == 403 and "not timed" in r.json()["detail"], r.text
+    assert _try(world, world.ada).status_code == 201
+    rules = world.get(world.ada, f"{A}/practice-rules").json()
+    assert rules == {"per_hour": practice.PER_HOUR, "per_day": practice.PER_DAY,
+                     "timing": False, "paused_until": None}, rules
+
+
+def test_a_run_the_platform_failed_is_tried_again_then_says_so(world: World) -> None:
+    run = _try(world, world.ada).json()
+    for _ in range(3):
+        offer = claim(world.client)
+        if offer is None:
+            break
+        r = world.client.post(f"/api/runner/jobs/{offer['job_id']}/result",
+                              content=JobOutcome(platform_error="the node went away")
+                              .model_dump_json(),
+                              headers={**RUNNER, "X-Job-Token": offer["token"],
+                                       "Content-Type": "application/json"})
+        assert r.status_code == 204, r.text
+    seen = world.get(world.ada, f"/api/practice/{run['id']}").json()
+    assert (seen["status"], seen["error"]) == ("error", "the node went away"), seen
