@@ -54,15 +54,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
 import psycopg
 
 from bench.common import publish
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from server.models import AssignmentVersion, Submission, User
 
 REPO = Path(__file__).resolve().parent.parent
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -148,12 +154,6 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
     tests and scaling points), so 100 000 take seconds, not minutes."""
     from server import migrate, security
     from server.db import make_engine, session_factory
-    from server.models import Enrollment, Job, Submission, User, now
-    from server.services.fleet import kinds
-    from server.services.grades import grading
-    from server.services.packages import assignments
-    from server.services.people import courses, users
-    from server.services.records import artifacts as artifact_service
     from server.settings import REPO_ROOT
 
     migrate.upgrade(URL)
@@ -162,60 +162,12 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
     hashed = security.hash_password("benchpass123")  # argon2 once, shared by every account
     reference = (REPO_ROOT / "assignments" / PACKAGE / "reference" / "solution.py").read_bytes()
     with session_factory(engine)() as s:
-        prof = User(email="prof@uni.edu", name="Prof", password_hash=hashed, is_instructor=True)
-        s.add(prof)
-        s.flush()
-        course = courses.create(session=s, actor=prof, slug=COURSE, title="Treasure hunt")
-        version = assignments.import_files(
-            session=s, actor=prof, course=course, role="instructor", artifacts_root=artifacts,
-            files=assignments.read_folder(REPO_ROOT / "assignments" / PACKAGE))
-        version.status = "ready"  # as a runner's validation would leave it (no runner here)
-        students = [User(email=f"s{i:03d}@uni.edu", name=f"Student {i}", password_hash=hashed)
-                    for i in range(students_n)]
-        s.add_all(students)
-        s.flush()
-        s.add_all([Enrollment(user_id=u.id, course_id=course.id, role="student",
-                              alias=f"s{i:03d}") for i, u in enumerate(students)])
-        tokens = [users.issue_token(session=s, user=u) for u in students]
-        prof_token = users.issue_token(session=s, user=prof)
-        s.commit()
-
-        archive = assignments.bundle({"solution.py": reference})
-        sha = artifact_service.store(session=s, root=artifacts, data=archive, kind="submission")
-        start = now() - timedelta(days=30)
+        version, students, tokens, prof_token = _seed_class(s, artifacts, students_n, hashed)
         base = min(stored, SEEDED)
-        subs = [Submission(user_id=students[i % students_n].id,
-                           assignment_id=version.assignment_id, version_id=version.id,
-                           archive_sha256=sha, filenames=["solution.py"],
-                           created_at=start + timedelta(seconds=250 * i))
-                for i in range(base)]
-        s.add_all(subs)
-        s.flush()
-        n_graded = int(base * GRADED_SHARE)
-        n_queued = int(base * QUEUED_SHARE)
-        fates = ["graded"] * n_graded + ["queued"] * n_queued \
-            + ["error"] * (base - n_graded - n_queued)
-        rng.shuffle(fates)
-        jobs = []
-        for sub, fate in zip(subs, fates, strict=True):
-            job = Job(submission_id=sub.id, queue="cpu", created_at=sub.created_at,
-                      state="queued" if fate == "queued" else "done",
-                      attempts=0 if fate == "queued" else 1)
-            if fate != "queued":  # its queue wait and grading time, as the statistics read them
-                job.claimed_at = sub.created_at + timedelta(seconds=rng.expovariate(1 / 20))
-                job.finished_at = job.claimed_at + timedelta(seconds=rng.uniform(8, 40))
-            jobs.append(job)
-        s.add_all(jobs)
-        s.commit()
-        for k, (sub, fate) in enumerate(zip(subs, fates, strict=True)):
-            if fate == "graded":
-                grading.store_report(session=s, sub=sub,
-                                  report=report(rng, passed=rng.random() < PASSED_SHARE))
-            elif fate == "error":
-                sub.status, sub.verdict, sub.counts_for_quota = "error", kinds.PLATFORM_ERROR, False
-            if k % 500 == 499:
-                s.commit()
-        s.commit()
+        subs = _seed_submissions(s, artifacts, version, students, reference, base)
+        fates = _fates(rng, base)
+        _seed_jobs(s, rng, subs, fates)
+        _seed_outcomes(s, rng, subs, fates)
     with engine.connect() as conn:
         for copy in range(1, -(-stored // base)):
             replicate(conn, copy, base, min(base, stored - copy * base))
@@ -225,6 +177,98 @@ def seed(artifacts: Path, *, students_n: int, stored: int) -> dict[str, Any]:
         conn.commit()
     engine.dispose()
     return {"students": tokens, "prof": prof_token, "reference": reference}
+
+
+def _seed_class(s: Session, artifacts: Path, students_n: int, hashed: str
+                ) -> tuple[AssignmentVersion, list[User], list[str], str]:
+    """The instructor, the course with t1 ready, its students: (t1, students, tokens, instructor's)."""
+    from server.models import Enrollment, User
+    from server.services.packages import assignments
+    from server.services.people import courses, users
+    from server.settings import REPO_ROOT
+
+    prof = User(email="prof@uni.edu", name="Prof", password_hash=hashed, is_instructor=True)
+    s.add(prof)
+    s.flush()
+    course = courses.create(session=s, actor=prof, slug=COURSE, title="Treasure hunt")
+    version = assignments.import_files(
+        session=s, actor=prof, course=course, role="instructor", artifacts_root=artifacts,
+        files=assignments.read_folder(REPO_ROOT / "assignments" / PACKAGE))
+    version.status = "ready"  # as a runner's validation would leave it (no runner here)
+    students = [User(email=f"s{i:03d}@uni.edu", name=f"Student {i}", password_hash=hashed)
+                for i in range(students_n)]
+    s.add_all(students)
+    s.flush()
+    s.add_all([Enrollment(user_id=u.id, course_id=course.id, role="student",
+                          alias=f"s{i:03d}") for i, u in enumerate(students)])
+    tokens = [users.issue_token(session=s, user=u) for u in students]
+    prof_token = users.issue_token(session=s, user=prof)
+    s.commit()
+    return version, students, tokens, prof_token
+
+
+def _seed_submissions(s: Session, artifacts: Path, version: AssignmentVersion,
+                      students: list[User], reference: bytes, base: int) -> list[Submission]:
+    """`base` uploads of the reference, the students' in turn, one every 250 s from 30 days ago."""
+    from server.models import Submission, now
+    from server.services.packages import assignments
+    from server.services.records import artifacts as artifact_service
+
+    archive = assignments.bundle({"solution.py": reference})
+    sha = artifact_service.store(session=s, root=artifacts, data=archive, kind="submission")
+    start = now() - timedelta(days=30)
+    subs = [Submission(user_id=students[i % len(students)].id,
+                       assignment_id=version.assignment_id, version_id=version.id,
+                       archive_sha256=sha, filenames=["solution.py"],
+                       created_at=start + timedelta(seconds=250 * i))
+            for i in range(base)]
+    s.add_all(subs)
+    s.flush()
+    return subs
+
+
+def _fates(rng: random.Random, base: int) -> list[str]:
+    """How each of `base` submissions ended, shuffled: graded, still queued, or a platform error."""
+    n_graded = int(base * GRADED_SHARE)
+    n_queued = int(base * QUEUED_SHARE)
+    fates = ["graded"] * n_graded + ["queued"] * n_queued \
+        + ["error"] * (base - n_graded - n_queued)
+    rng.shuffle(fates)
+    return fates
+
+
+def _seed_jobs(s: Session, rng: random.Random, subs: list[Submission], fates: list[str]) -> None:
+    """Each submission's grading job, queued or done as its fate says."""
+    from server.models import Job
+
+    jobs = []
+    for sub, fate in zip(subs, fates, strict=True):
+        job = Job(submission_id=sub.id, queue="cpu", created_at=sub.created_at,
+                  state="queued" if fate == "queued" else "done",
+                  attempts=0 if fate == "queued" else 1)
+        if fate != "queued":  # its queue wait and grading time, as the statistics read them
+            job.claimed_at = sub.created_at + timedelta(seconds=rng.expovariate(1 / 20))
+            job.finished_at = job.claimed_at + timedelta(seconds=rng.uniform(8, 40))
+        jobs.append(job)
+    s.add_all(jobs)
+    s.commit()
+
+
+def _seed_outcomes(s: Session, rng: random.Random, subs: list[Submission],
+                   fates: list[str]) -> None:
+    """The graded submissions' reports, stored through the grading service; the errors marked."""
+    from server.services.fleet import kinds
+    from server.services.grades import grading
+
+    for k, (sub, fate) in enumerate(zip(subs, fates, strict=True)):
+        if fate == "graded":
+            grading.store_report(session=s, sub=sub,
+                                 report=report(rng, passed=rng.random() < PASSED_SHARE))
+        elif fate == "error":
+            sub.status, sub.verdict, sub.counts_for_quota = "error", kinds.PLATFORM_ERROR, False
+        if k % 500 == 499:
+            s.commit()
+    s.commit()
 
 
 def replicate(conn: Any, copy: int, base: int, n: int) -> None:
@@ -479,102 +523,141 @@ def browser_session(base: str, email: str) -> dict[str, str]:
         return {"Cookie": "paragrade_session=" + browser.cookies["paragrade_session"]}
 
 
+@dataclass(frozen=True)
+class _Requests:
+    """The requests the phases send, each as `drive` calls it: (client, worker, i)."""
+
+    board: Request  # the leaderboard (API), as a student
+    board_page: Request  # the leaderboard page (HTML), as a logged-in student's browser
+    stats: Request  # the class's statistics (API), as the instructor
+    stats_page: Request  # the class's statistics page (HTML), the instructor's browser
+    staff_list: Request  # the staff's submissions list (API), as the instructor
+    upload: Request  # a distinct upload of the reference, as a student
+    cookie: dict[str, str]  # the student's browser session (the live updates' watchers use it)
+
+
+def _requests(base: str, label: str, world: dict[str, Any], clients: int) -> _Requests:
+    """The phases' requests, once t1 takes any number of uploads and two browsers have logged in."""
+    prof = {"Authorization": f"Bearer {world['prof']}"}
+    assignment = f"/api/courses/{COURSE}/assignments/{SLUG}"
+    r = httpx.patch(base + assignment, json={"quota_count": 10_000}, headers=prof)
+    assert r.status_code == 200, r.text
+    students = [{"Authorization": f"Bearer {tok}"} for tok in world["students"]]
+    n_students, reference = len(students), world["reference"]
+    uploads = itertools.count()
+
+    def student(w: int, i: int) -> dict[str, str]:  # workers spread over the students
+        return students[(i + w * n_students // clients) % n_students]
+
+    def board(c: httpx.Client, w: int, i: int) -> httpx.Response:
+        return c.get(f"{assignment}/leaderboard", headers=student(w, i))
+
+    # The leaderboard page (HTML) as a logged-in student's browser asks for it.
+    cookie = browser_session(base, "s000@uni.edu")
+
+    def board_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
+        return c.get(f"/c/{COURSE}/{SLUG}/leaderboard", headers=cookie)
+
+    # The class's statistics, as the instructor asks for them (API) and reads them (page).
+    staff = browser_session(base, "prof@uni.edu")
+
+    def stats(c: httpx.Client, w: int, i: int) -> httpx.Response:
+        return c.get(f"{assignment}/stats", headers=prof)
+
+    def stats_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
+        return c.get(f"/c/{COURSE}/{SLUG}/stats", headers=staff)
+
+    def staff_list(c: httpx.Client, w: int, i: int) -> httpx.Response:
+        return c.get(f"{assignment}/submissions", headers=prof)
+
+    def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
+        body = reference + f"\n# {label} upload {next(uploads)}\n".encode()  # all distinct
+        return c.post(f"{assignment}/submissions", headers=student(w, i),
+                      files=[("files", ("solution.py", body))])
+
+    return _Requests(board=board, board_page=board_page, stats=stats, stats_page=stats_page,
+                     staff_list=staff_list, upload=upload, cookie=cookie)
+
+
+def _request_rows(base: str, send: _Requests, args: argparse.Namespace, pid: int
+                  ) -> list[dict[str, Any]]:
+    """The latency and throughput phases, after a warm-up: one row each."""
+    n, clients = args.requests, int(args.clients)
+    drive(base, send.board, clients=1, expect=200, count=10, server_pid=pid)  # warm-up
+    drive(base, send.board_page, clients=1, expect=200, count=10, server_pid=pid)
+    rows = [{"endpoint": "leaderboard (API)",
+             **drive(base, send.board, clients=1, expect=200, count=n, server_pid=pid)},
+            {"endpoint": "leaderboard (API)",
+             **drive(base, send.board, clients=clients, expect=200,
+                     count=max(1, n // clients), server_pid=pid)},
+            {"endpoint": "leaderboard page (HTML)",
+             **drive(base, send.board_page, clients=1, expect=200, count=n, server_pid=pid)},
+            {"endpoint": "class statistics (API)",
+             **drive(base, send.stats, clients=1, expect=200, count=max(1, n // 5),
+                     server_pid=pid)},
+            {"endpoint": "class statistics page (HTML)",
+             **drive(base, send.stats_page, clients=1, expect=200, count=max(1, n // 5),
+                     server_pid=pid)},
+            {"endpoint": "the staff's submissions list (API)",
+             **drive(base, send.staff_list, clients=1, expect=200, count=max(1, n // 20),
+                     server_pid=pid)},
+            {"endpoint": "upload",
+             **drive(base, send.upload, clients=1, expect=201, count=n, server_pid=pid)},
+            {"endpoint": "upload",
+             **drive(base, send.upload, clients=clients, expect=201, seconds=args.seconds,
+                     server_pid=pid)}]
+    if args.rate:
+        rows.append({"endpoint": "upload", **drive(
+            base, send.upload, clients=clients, expect=201, seconds=args.seconds,
+            rate=args.rate, server_pid=pid)})
+    return rows
+
+
+def _live_rows(base: str, send: _Requests, args: argparse.Namespace, pid: int
+               ) -> list[dict[str, Any]]:
+    """The idle server without, then with, `args.sse` browsers watching; the leaderboard meanwhile."""
+    n = args.requests
+    live = [{"watchers": 0, "connected": 0, **quiet(pid, args.quiet),
+             **drive(base, send.board, clients=1, expect=200, count=n, server_pid=pid)}]
+    with watchers(base, f"/c/{COURSE}/{SLUG}/leaderboard/events", send.cookie,
+                  args.sse) as seen:
+        row = {"watchers": args.sse, **quiet(pid, args.quiet),
+               **drive(base, send.board, clients=1, expect=200, count=min(n, 10),
+                       server_pid=pid, timeout=10)}
+        live.append({**row, "connected": seen["connected"]})
+    return live
+
+
+def _stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """The server's process group ended: politely first, killed if it lingers."""
+    os.killpg(proc.pid, signal.SIGTERM)  # uvicorn waits for open streams to end: not for ever
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with contextlib.suppress(ProcessLookupError):  # what is left of the group, if anything
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def measure(label: str, source: Path, artifacts: Path, world: dict[str, Any],
             args: argparse.Namespace, workers: int = 1
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every phase against the server of `source`: (request rows, live-update rows)."""
     proc, base = start_server(source, artifacts, args.broker_url, workers)
     try:
-        prof = {"Authorization": f"Bearer {world['prof']}"}
-        assignment = f"/api/courses/{COURSE}/assignments/{SLUG}"
-        r = httpx.patch(base + assignment, json={"quota_count": 10_000}, headers=prof)
-        assert r.status_code == 200, r.text
-        students = [{"Authorization": f"Bearer {tok}"} for tok in world["students"]]
-        n_students, reference = len(students), world["reference"]
-        uploads, clients = itertools.count(), int(args.clients)
-
-        def student(w: int, i: int) -> dict[str, str]:  # workers spread over the students
-            return students[(i + w * n_students // clients) % n_students]
-
-        def board(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            return c.get(f"{assignment}/leaderboard", headers=student(w, i))
-
-        # The leaderboard page (HTML) as a logged-in student's browser asks for it.
-        cookie = browser_session(base, "s000@uni.edu")
-
-        def board_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            return c.get(f"/c/{COURSE}/{SLUG}/leaderboard", headers=cookie)
-
-        # The class's statistics, as the instructor asks for them (API) and reads them (page).
-        staff = browser_session(base, "prof@uni.edu")
-
-        def stats(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            return c.get(f"{assignment}/stats", headers=prof)
-
-        def stats_page(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            return c.get(f"/c/{COURSE}/{SLUG}/stats", headers=staff)
-
-        def staff_list(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            return c.get(f"{assignment}/submissions", headers=prof)
-
-        def upload(c: httpx.Client, w: int, i: int) -> httpx.Response:
-            body = reference + f"\n# {label} upload {next(uploads)}\n".encode()  # all distinct
-            return c.post(f"{assignment}/submissions", headers=student(w, i),
-                          files=[("files", ("solution.py", body))])
-
-        n, pid = args.requests, proc.pid
-        drive(base, board, clients=1, expect=200, count=10, server_pid=pid)  # warm-up
-        drive(base, board_page, clients=1, expect=200, count=10, server_pid=pid)
-        rows = [{"endpoint": "leaderboard (API)",
-                 **drive(base, board, clients=1, expect=200, count=n, server_pid=pid)},
-                {"endpoint": "leaderboard (API)",
-                 **drive(base, board, clients=clients, expect=200,
-                         count=max(1, n // clients), server_pid=pid)},
-                {"endpoint": "leaderboard page (HTML)",
-                 **drive(base, board_page, clients=1, expect=200, count=n, server_pid=pid)},
-                {"endpoint": "class statistics (API)",
-                 **drive(base, stats, clients=1, expect=200, count=max(1, n // 5),
-                         server_pid=pid)},
-                {"endpoint": "class statistics page (HTML)",
-                 **drive(base, stats_page, clients=1, expect=200, count=max(1, n // 5),
-                         server_pid=pid)},
-                {"endpoint": "the staff's submissions list (API)",
-                 **drive(base, staff_list, clients=1, expect=200, count=max(1, n // 20),
-                         server_pid=pid)},
-                {"endpoint": "upload",
-                 **drive(base, upload, clients=1, expect=201, count=n, server_pid=pid)},
-                {"endpoint": "upload",
-                 **drive(base, upload, clients=clients, expect=201, seconds=args.seconds,
-                         server_pid=pid)}]
-        if args.rate:
-            rows.append({"endpoint": "upload", **drive(
-                base, upload, clients=clients, expect=201, seconds=args.seconds,
-                rate=args.rate, server_pid=pid)})
-        live = []
-        if args.sse:
-            live.append({"watchers": 0, "connected": 0, **quiet(pid, args.quiet),
-                         **drive(base, board, clients=1, expect=200, count=n, server_pid=pid)})
-            with watchers(base, f"/c/{COURSE}/{SLUG}/leaderboard/events", cookie,
-                          args.sse) as seen:
-                row = {"watchers": args.sse, **quiet(pid, args.quiet),
-                       **drive(base, board, clients=1, expect=200, count=min(n, 10),
-                               server_pid=pid, timeout=10)}
-                live.append({**row, "connected": seen["connected"]})
+        send = _requests(base, label, world, int(args.clients))
+        rows = _request_rows(base, send, args, proc.pid)
+        live = _live_rows(base, send, args, proc.pid) if args.sse else []
         for row in rows + live:
             row["code"] = label
         return rows, live
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # uvicorn waits for open streams to end: not for ever
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        with contextlib.suppress(ProcessLookupError):  # what is left of the group, if anything
-            os.killpg(proc.pid, signal.SIGKILL)
+        _stop_server(proc)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
+    """The bench's options (see the module's docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--seconds", type=float, default=60, help="upload throughput phase length")
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients")
@@ -594,6 +677,40 @@ def main() -> None:
                     help="server processes of today's code, or a list (1,2): each measured")
     ap.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql",
                     help="PostgreSQL on 127.0.0.1, or a SQLite file of the bench's own")
+    return ap
+
+
+def _publish(args: argparse.Namespace, rows: list[dict[str, Any]], live: list[dict[str, Any]],
+             *, seed_s: float, started: float) -> None:
+    """The setting's line, the requests' table and, with --sse, the live updates' table."""
+    extra = {"students": args.students, "stored_submissions": args.stored,
+             "graded_share": GRADED_SHARE, "passed_share": PASSED_SHARE, "seed_s": seed_s,
+             "database": db_version(), "server": f"uvicorn, {args.workers} process(es)",
+             "broker": args.broker, "cores": len(os.sched_getaffinity(0)),
+             "total_s": time.perf_counter() - started, "live": live}
+    print(f"{args.stored} stored submissions ({int(args.stored * GRADED_SHARE)} graded), "
+          f"{args.students} students; {db_version()}, uvicorn ({args.workers} process(es)), "
+          f"{args.broker} broker, "
+          f"{extra['cores']} cores")
+    publish("server_throughput", rows, {
+        "code": "code", "endpoint": "endpoint", "clients": "clients",
+        "offered_per_s": "offered per second", "requests": "requests",
+        "errors": "errors", "per_s": "per second %.1f", "p50_ms": "p50 (ms) %.1f",
+        "p95_ms": "p95 (ms) %.1f", "p99_ms": "p99 (ms) %.1f",
+        "server_cpu_ms": "server CPU/req (ms) %.1f"}, extra=extra)
+    if live:
+        print()
+        publish("server_live", live, {
+            "code": "code", "watchers": "browsers watching", "connected": "streams open",
+            "server_cpu_pct":
+            "server CPU idle (pct) %.1f", "db_tx_per_s": "database transactions/s idle %.1f",
+            "p50_ms": "leaderboard API p50 (ms) %.1f", "p95_ms": "p95 (ms) %.1f",
+            "errors": "requests failed or timed out (10 s)"})
+
+
+def main() -> None:
+    """Seed the scratch database, measure each server in turn, publish; then clean up."""
+    ap = _parser()
     args = ap.parse_args()
     global URL
     if args.database == "sqlite":
@@ -627,29 +744,7 @@ def main() -> None:
             rows += got
             live += got_live
             print(json.dumps({"code": label, "rows": got, "live": got_live}), file=sys.stderr)
-        extra = {"students": args.students, "stored_submissions": args.stored,
-                 "graded_share": GRADED_SHARE, "passed_share": PASSED_SHARE, "seed_s": seed_s,
-                 "database": db_version(), "server": f"uvicorn, {args.workers} process(es)",
-                 "broker": args.broker, "cores": len(os.sched_getaffinity(0)),
-                 "total_s": time.perf_counter() - started, "live": live}
-        print(f"{args.stored} stored submissions ({int(args.stored * GRADED_SHARE)} graded), "
-              f"{args.students} students; {db_version()}, uvicorn ({args.workers} process(es)), "
-              f"{args.broker} broker, "
-              f"{extra['cores']} cores")
-        publish("server_throughput", rows, {
-            "code": "code", "endpoint": "endpoint", "clients": "clients",
-            "offered_per_s": "offered per second", "requests": "requests",
-            "errors": "errors", "per_s": "per second %.1f", "p50_ms": "p50 (ms) %.1f",
-            "p95_ms": "p95 (ms) %.1f", "p99_ms": "p99 (ms) %.1f",
-            "server_cpu_ms": "server CPU/req (ms) %.1f"}, extra=extra)
-        if live:
-            print()
-            publish("server_live", live, {
-                "code": "code", "watchers": "browsers watching", "connected": "streams open",
-                "server_cpu_pct":
-                "server CPU idle (pct) %.1f", "db_tx_per_s": "database transactions/s idle %.1f",
-                "p50_ms": "leaderboard API p50 (ms) %.1f", "p95_ms": "p95 (ms) %.1f",
-                "errors": "requests failed or timed out (10 s)"})
+        _publish(args, rows, live, seed_s=seed_s, started=started)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if args.before:
