@@ -153,6 +153,37 @@ def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
     _show(sub)
 
 
+def try_(assignment: Annotated[str, typer.Argument(help="course/slug")],
+         files: Annotated[list[Path], typer.Argument(help="solution file(s)")],
+         time_it: Annotated[bool, typer.Option("--time", help="one short timing as well")] = False,
+         wait: Annotated[bool, typer.Option(help="wait for the report")] = True) -> None:
+    """Run a file on the grading hardware without it counting: the public tests only (and with
+    --time one short timing). Never graded, never on the board; it has its own limit."""
+    course, slug = _split(assignment)
+    for f in files:
+        if not f.is_file():
+            _fail(f"{f}: no such file")
+    with _client() as c:
+        run = _check(c.post(f"/api/courses/{course}/assignments/{slug}/practice",
+                            files=[("files", (f.name, f.read_bytes())) for f in files],
+                            data={"timed": "true" if time_it else "false"}))
+        console.print(f"practice run {run['id']} {run['status']} (not graded)")
+        if not wait:
+            return
+        with console.status("queued behind graded work") as status:
+            while run["status"] in ("queued", "running"):
+                time.sleep(1)
+                run = _check(c.get(f"/api/practice/{run['id']}"))
+                status.update(run["status"])
+    if run.get("report"):
+        from runners.grading.render import render
+
+        render(GradeReport.model_validate(run["report"]), console)
+    else:
+        console.print(f"practice run {run['id']}: {run['status']}"
+                      + (f": {run['error']}" if run.get("error") else ""))
+
+
 def _show(sub: dict[str, Any]) -> None:
     if sub.get("report"):
         from runners.grading.render import render
@@ -209,3 +240,4 @@ def leaderboard(assignment: Annotated[str, typer.Argument(help="course/slug")]) 
 def add_commands(app: typer.Typer) -> None:
     for fn in (register, login, logout, submit, status, cancel, leaderboard):
         app.command()(fn)
+    app.command("try")(try_)

@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from paragrade.cli import app
 from runners.protocol import SpeedupFigure, timed_on_a_busy_node
 from tests.server.conftest import REFERENCE
 from tests.server.live import Platform, wait_until
@@ -69,3 +71,19 @@ def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
     busy = timed_on_a_busy_node(SpeedupFigure.model_validate(speedup))
     want = ("ada", None if busy else 1, good)
     assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [want], board
+
+    # A practice run from the CLI, as a student meets it: logged in, `paragrade try` runs the
+    # public tests on the same runner, says it is not graded, and the board does not move.
+    env = {"PARAGRADE_CLIENT_CONFIG": str(p.tmp / "client.json")}
+    cli = CliRunner()
+    logged = cli.invoke(app, ["login", p.base, "--email", "ada@uni.edu",
+                              "--password", "studentpass1"], env=env)
+    assert logged.exit_code == 0, logged.output
+    solution = p.tmp / "solution.py"
+    solution.write_bytes(REFERENCE)
+    tried = cli.invoke(app, ["try", f"c/{T1}", str(solution)], env=env)
+    assert tried.exit_code == 0, tried.output
+    assert "practice: not graded, no points" in tried.output, tried.output
+    assert "Practice: not graded · " in tried.output and "public tests passed" in tried.output
+    assert p.get(ada, f"/api/courses/c/assignments/{T1}/leaderboard") == board
+    assert len(p.get(ada, f"/api/courses/c/assignments/{T1}/practice")) == 1
