@@ -23,6 +23,7 @@ from server.services.grades import extensions as extension_service
 from server.services.grades import grading as grading_service
 from server.services.grades import score_parts, visibility
 from server.services.grades import statistics as stats_service
+from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
@@ -161,7 +162,7 @@ def _not_open(session: SessionDep, settings: ServerSettings, items: list[Assignm
     return {k: why for k, why in said.items() if why is not None}
 
 
-def _assignment(session: SessionDep, user: User, course: str, slug: str
+def page_assignment(session: SessionDep, user: User, course: str, slug: str
                 ) -> tuple[Course, str, Assignment]:
     c, role = course_service.with_role(session=session, slug=course, user=user)
     if role is None:
@@ -169,10 +170,10 @@ def _assignment(session: SessionDep, user: User, course: str, slug: str
     return c, role, assignment_service.get(session=session, course=c, slug=slug)
 
 
-def _assignment_page(request: Request, session: SessionDep, settings: SettingsDep, user: User,
+def render_assignment(request: Request, session: SessionDep, settings: SettingsDep, user: User,
                      course: str, slug: str, *, error: str | None = None,
                      status_code: int = 200) -> HTMLResponse:
-    c, role, a = _assignment(session, user, course, slug)
+    c, role, a = page_assignment(session, user, course, slug)
     manifest = assignment_service.manifest_of(a)
     assert a.current_version is not None
     statement = assignment_service.statement_of(settings.artifacts_dir,
@@ -187,6 +188,9 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
                   extended=extension_service.extended(session=session, assignment=a,
                                                       user_id=user.id),
                   mine=mine, parts=score_parts.of_many(session=session, subs=mine),
+                  practice_runs=practice_service.history(session=session, assignment=a,
+                                                         user=user, limit=20),
+                  practice_limits=practice_service.limits(a),
                   speedups=stats_service.speedups_of(
                       session=session, submission_ids=[x.id for x in mine]),
                   not_open=_not_open(session, settings, [a]).get(a.id),
@@ -197,13 +201,13 @@ def _assignment_page(request: Request, session: SessionDep, settings: SettingsDe
 @router.get("/c/{course}/{slug}")
 def assignment_page(course: str, slug: str, request: Request, session: SessionDep,
                     settings: SettingsDep, user: PageUser) -> HTMLResponse:
-    return _assignment_page(request, session, settings, user, course, slug)
+    return render_assignment(request, session, settings, user, course, slug)
 
 
 @router.post("/c/{course}/{slug}/submit", dependencies=[Csrf])
 def submit(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
            user: PageUser, files: Annotated[list[UploadFile], File()]) -> Response:
-    _, role, a = _assignment(session, user, course, slug)
+    _, role, a = page_assignment(session, user, course, slug)
     uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
     uid = user.id
     try:
@@ -214,7 +218,7 @@ def submit(course: str, slug: str, request: Request, session: SessionDep, settin
     except DomainError as exc:
         if session.get(User, uid) is None:  # linked to another account meanwhile: sign in again
             return RedirectResponse("/login", status_code=303)
-        return _assignment_page(request, session, settings, user, course, slug,
+        return render_assignment(request, session, settings, user, course, slug,
                                 error=exc.message, status_code=exc.status)
     return RedirectResponse(f"/s/{sub.id}", status_code=303)
 
@@ -267,7 +271,7 @@ def submission_events(submission_id: RowId, request: Request,
 @router.get("/c/{course}/{slug}/leaderboard")
 def leaderboard_page(course: str, slug: str, request: Request, session: SessionDep,
                      user: PageUser) -> HTMLResponse:
-    c, role, a = _assignment(session, user, course, slug)
+    c, role, a = page_assignment(session, user, course, slug)
     board = request.app.state.boards.board(session=session, assignment=a)
     row = templates.get_template("_board_row.html")
     rows = board.rows("page", lambda e, you: row.render(e=e, you=you), user.id)
@@ -279,7 +283,7 @@ def leaderboard_page(course: str, slug: str, request: Request, session: SessionD
 def leaderboard_events(course: str, slug: str, request: Request) -> StreamingResponse:
     """The board's version, bumped by every change to the board."""
     return event_stream(
-        request, lambda s, user: _assignment(s, user, course, slug)[2].id,
+        request, lambda s, user: page_assignment(s, user, course, slug)[2].id,
         lambda s, assignment_id: s.scalar(select(Assignment.board_version).where(
             Assignment.id == assignment_id)), every_s=2.0, shared="board")
 

@@ -19,6 +19,7 @@ from server.models import Assignment, GradeReportRow, Job, Submission
 from server.services.intake import practice
 from tests.server.conftest import REFERENCE, RUNNER, World, claim
 from tests.server.reports import sample_report
+from tests.server.test_pages import browser, csrf
 
 A = "/api/courses/th/assignments/t1-multiprocessing"
 
@@ -144,3 +145,30 @@ def test_a_run_the_platform_failed_is_tried_again_then_says_so(world: World) -> 
         assert r.status_code == 204, r.text
     seen = world.get(world.ada, f"/api/practice/{run['id']}").json()
     assert (seen["status"], seen["error"]) == ("error", "the node went away"), seen
+
+
+def test_a_student_tries_a_file_from_the_assignment_page(world: World) -> None:
+    page = "/c/th/t1-multiprocessing"
+    b = browser(world)
+    form = b.get(page).text
+    assert "Try on the runner (not graded)" in form and "with one short timing" in form
+    r = b.post(f"{page}/practice", data={"csrf_token": csrf(form), "timed": "on"},
+               files=[("files", ("solution.py", REFERENCE))])
+    assert r.status_code == 303 and r.headers["location"].startswith("/p/"), r.text
+    at = r.headers["location"]
+    queued = b.get(at).text
+    assert "Practice: not graded." in queued and "queued" in queued and "one short timing" in queued
+    offer = claim(world.client)
+    assert offer is not None and offer["job"]["practice"] == "timed"
+    report = sample_report(median=1.5, lo=1.4, hi=1.6)
+    report["summary"] = "Practice: not graded · 2/2 public tests passed; speedup 1.50×"
+    report["tests"] = [{**report["tests"][0], "name": "public_tests/test_public.py::test_y",
+                        "hidden": False}]
+    _answer(world, offer, report)
+    done = b.get(at).text
+    assert "Practice: not graded · 2/2 public tests passed" in done, done
+    assert "public_tests/test_public.py::test_y" in done and "Speedup 1.50×" in done
+    assert f'<a href="{at}">' in b.get(page).text  # listed under "your practice runs"
+    assert browser(world, "bob@uni.edu").get(at).status_code == 404
+    assert "ada &lt;ada@uni.edu&gt;" in browser(world, "prof@uni.edu", "prof-pass-4821").get(
+        at).text

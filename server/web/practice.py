@@ -1,0 +1,52 @@
+"""Practice runs in the pages: "Try on the runner" beside Submit, and a run's page
+(services/intake/practice.py: the public tests only, never graded)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from server.api import RowId
+from server.db import committing
+from server.deps import SessionDep, SettingsDep
+from server.models import User
+from server.services.intake import practice as practice_service
+from server.services.intake import submissions as submission_service
+from server.services.people import courses as course_service
+from server.services.records.errors import DomainError
+from server.web.pages import page_assignment, render_assignment
+from server.web.plumbing import Csrf, PageUser, render
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.post("/c/{course}/{slug}/practice", dependencies=[Csrf])
+def start(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
+          user: PageUser, files: Annotated[list[UploadFile], File()],
+          timed: Annotated[str, Form()] = "") -> Response:
+    _, role, a = page_assignment(session, user, course, slug)
+    uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
+    uid = user.id
+    try:
+        with committing(session):
+            run, _ = practice_service.start(
+                session=session, user=user, assignment=a, role=role, uploads=uploads,
+                timed=timed == "on", intake=submission_service.Intake.of(settings))
+    except DomainError as exc:
+        if session.get(User, uid) is None:  # linked to another account meanwhile: sign in again
+            return RedirectResponse("/login", status_code=303)
+        return render_assignment(request, session, settings, user, course, slug,
+                                 error=exc.message, status_code=exc.status)
+    return RedirectResponse(f"/p/{run.id}", status_code=303)
+
+
+@router.get("/p/{run_id}")
+def run_page(run_id: RowId, request: Request, session: SessionDep,
+             user: PageUser) -> HTMLResponse:
+    run = practice_service.get_visible(session=session, user=user, run_id=run_id)
+    staff = course_service.is_staff(course_service.role(session=session, user=user,
+                                                        course=run.assignment.course))
+    return render(request, "practice.html", user=user, run=run, a=run.assignment,
+                  report=run.report, staff=staff)
