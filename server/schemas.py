@@ -205,6 +205,12 @@ class AssignmentUpdate(Input):
     speedup_min: float | None = Field(default=None, gt=0, le=1e6, strict=True,
                                       description="Scoring curve: stored grades are re-scored")
     speedup_full: float | None = Field(default=None, gt=0, le=1e6, strict=True)
+    practice_per_hour: int | None = Field(default=None, ge=0, le=1000, strict=True,
+                                          description="A student's practice runs per hour (0: "
+                                          "practice off)")
+    practice_per_day: int | None = Field(default=None, ge=0, le=10_000, strict=True)
+    practice_timing: bool | None = Field(default=None, strict=True, description="Whether a "
+                                         "practice run may ask for the short timing")
 
     _in_utc_range = field_validator("deadline")(staticmethod(_deadline_in_range))
 

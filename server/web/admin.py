@@ -25,6 +25,7 @@ from server.services.fleet import state as fleet_service
 from server.services.grades import extensions as extension_service
 from server.services.grades import finals, visibility
 from server.services.grades import policies as policy_service
+from server.services.intake import practice as practice_service
 from server.services.intake import similarity as similarity_service
 from server.services.intake import submissions as submission_service
 from server.services.lti import passback as lti_passback
@@ -173,6 +174,7 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
     extra.setdefault("final_runs", [(r, finals.progress(session=session, run=r)) for r in runs])
     extra.setdefault("final_grades", final_grades.grades(session=session, assignment_id=a.id))
     extra.setdefault("last_deadline", finals.last_deadline(session=session, assignment=a))
+    extra.setdefault("practice_limits", practice_service.limits(a))
     return render(request, "manage.html", user=user, course=c, role=role, a=a, subs=subs[::-1][:500],
                   scoring=assignment_service.manifest_of(a).scoring,
                   student=who, verdict=verdict, newest=a.versions[-1], **extra)
@@ -213,6 +215,52 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
         return _manage(request, session, user, course, slug, status_code=422,
                        error="deadline: use a date and time with a zone, "
                              "e.g. 2026-12-01T23:59+01:00")
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/practice", dependencies=[Csrf])
+def practice_rules(course: str, slug: str, request: Request, session: SessionDep,
+                   user: PageUser, per_hour: Annotated[int, Form()],
+                   per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = ""
+                   ) -> Response:
+    """A student's practice runs per hour and day, and whether they may be timed."""
+    c, role = course_for(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        body = AssignmentUpdate(practice_per_hour=per_hour, practice_per_day=per_day,
+                                practice_timing=timing == "on")  # the API's rules
+        with committing(session):
+            policy_service.update(session=session, actor=user, assignment=a, role=role,
+                                  changes=body.model_dump(exclude_unset=True))
+    except ValidationError as exc:
+        return _manage(request, session, user, course, slug, error=reasons(exc),
+                       status_code=422)
+    except DomainError as exc:
+        return _manage(request, session, user, course, slug, error=exc.message,
+                       status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/practice-pause", dependencies=[Csrf])
+def practice_pause(course: str, slug: str, request: Request, session: SessionDep,
+                   user: PageUser, until: Annotated[str, Form()] = "") -> Response:
+    """No student's practice run is taken until a time (empty: again now)."""
+    c, role = course_for(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        when = datetime.fromisoformat(until) if until.strip() else None
+        if when is not None and when.tzinfo is None:
+            raise ValueError(until)
+        with committing(session):
+            practice_service.pause(session=session, assignment=a, actor=user, role=role,
+                                   until=when)
+    except ValueError:
+        return _manage(request, session, user, course, slug, status_code=422,
+                       error="pause until: use a date and time with a zone, "
+                             "e.g. 2026-12-01T20:00+01:00")
     except DomainError as exc:
         return _manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)

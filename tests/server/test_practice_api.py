@@ -172,3 +172,25 @@ def test_a_student_tries_a_file_from_the_assignment_page(world: World) -> None:
     assert browser(world, "bob@uni.edu").get(at).status_code == 404
     assert "ada &lt;ada@uni.edu&gt;" in browser(world, "prof@uni.edu", "prof-pass-4821").get(
         at).text
+
+
+def test_the_instructor_sets_the_limits_and_can_turn_practice_off(world: World) -> None:
+    assert world.client.patch(A, json={"practice_per_hour": 2},
+                              headers=world.ada).status_code == 403
+    assert world.client.patch(A, json={"practice_per_hour": -1},
+                              headers=world.prof).status_code == 422
+    assert world.client.patch(A, json={"practice_per_hour": 2, "practice_per_day": 3},
+                              headers=world.prof).status_code == 200
+    codes = [_try(world, world.ada).status_code for _ in range(3)]
+    assert codes == [201, 201, 429], codes
+    m = "/c/th/t1-multiprocessing/manage"
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
+    r = prof.post(f"{m}/practice", data={"csrf_token": csrf(prof.get(m).text), "per_hour": "0",
+                                         "per_day": "3"})
+    assert r.status_code == 303, r.text
+    r = _try(world, world.bob)
+    assert r.status_code == 409 and "turned off" in r.json()["detail"], r.text
+    assert world.get(world.bob, f"{A}/practice-rules").json()["timing"] is False  # unticked
+    r = prof.post(f"{m}/practice-pause", data={"csrf_token": csrf(prof.get(m).text),
+                                               "until": "tomorrow"})
+    assert r.status_code == 422 and "with a zone" in r.text

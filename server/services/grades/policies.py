@@ -16,7 +16,8 @@ from server.services.records.errors import Forbidden, Invalid
 
 def update(*, session: Session, actor: User, assignment: Assignment, role: str | None,
            changes: dict[str, Any]) -> Assignment:
-    """Deadline, late policy, quotas and scoring curve (instructors only); audit-logged."""
+    """Deadline, late policy, quotas, scoring curve and practice limits (instructors only);
+    audit-logged."""
     if role != "instructor":
         raise Forbidden("only the course's instructors change assignments")
     for key, value in changes.items():

@@ -74,6 +74,9 @@ def start(*, session: Session, user: User, assignment: Assignment, role: str | N
         raise Conflict("this assignment's package is not checked yet: practice runs start once "
                        "it takes submissions")
     staff = courses.is_staff(role)
+    if 0 in limits(assignment) and not staff:
+        raise Conflict("practice runs are turned off for this assignment (its instructor set "
+                       "the limit to 0); you can still submit")
     paused = assignment.practice_paused_until
     if paused is not None and aware(paused) > now() and not staff:
         raise Conflict(f"practice runs are paused until {aware(paused):%Y-%m-%d %H:%M} UTC "
