@@ -36,6 +36,7 @@ class StudentStatPublic(BaseModel):
     email: str
     alias: str
     submissions: int
+    practice_runs: int = Field(default=0, description="Practice runs (never graded, in no score)")
     best_score: float | None
     latest_score: float | None
     passed: bool = Field(description="Any submission passed every test")
@@ -140,7 +141,8 @@ def public(st: stats_service.AssignmentStats) -> AssignmentStatsPublic:
                            grading_p95_s=d.run_p95) for d in st.days],
         students=[StudentStatPublic(
             name=s.name, email=s.email, alias=s.alias, submissions=s.submissions,
-            best_score=s.best, latest_score=s.latest, passed=s.passed, full_points=s.full,
+            practice_runs=s.practice_runs, best_score=s.best, latest_score=s.latest,
+            passed=s.passed, full_points=s.full,
             first_submitted_at=s.first_at, first_passed_at=s.first_pass_at)
             for s in st.students])
 
@@ -150,13 +152,14 @@ def as_csv(st: stats_service.AssignmentStats, table: Literal["students", "tests"
     out = csv.writer(buf, quoting=csv.QUOTE_NONNUMERIC)
     if table == "students":
         out.writerow(["name", "email", "alias", "submissions", "best_score", "latest_score",
-                      "passed", "full_points", "first_submitted_at", "first_passed_at"])
+                      "passed", "full_points", "first_submitted_at", "first_passed_at",
+                      "practice_runs"])
         for s in st.students:
             out.writerow([csv_cell(v) for v in (
                 s.name, s.email, s.alias, s.submissions, "" if s.best is None else s.best,
                 "" if s.latest is None else s.latest, "yes" if s.passed else "no",
                 "yes" if s.full else "no", s.first_at.isoformat() if s.first_at else "",
-                s.first_pass_at.isoformat() if s.first_pass_at else "")])
+                s.first_pass_at.isoformat() if s.first_pass_at else "", s.practice_runs)])
     else:
         out.writerow(["test", "hidden", "first_try_passed", "first_try_total", "final_passed",
                       "final_total", "discrimination", "commonest_failure", "its_count"])

@@ -42,10 +42,12 @@ def _graded_state(world: World, engine: Engine) -> tuple[Any, ...]:
     with session_factory(engine)() as s:
         rows = (s.scalar(select(func.count()).select_from(Submission)),
                 s.scalar(select(func.count()).select_from(GradeReportRow)))
+    stats = world.get(world.prof, f"{A}/stats").json()
+    for s in stats["students"]:  # counted apart, in a column of their own (below)
+        s.pop("practice_runs")
     return (rows, world.get(world.ada, f"{A}/leaderboard").json(),
             world.get(world.prof, f"{A}/submissions").json(),
-            world.get(world.prof, f"{A}/grades.csv").text,
-            world.get(world.prof, f"{A}/stats").json())
+            world.get(world.prof, f"{A}/grades.csv").text, stats)
 
 
 def test_a_practice_run_is_the_public_tests_and_reaches_no_grade(world: World,
@@ -73,6 +75,11 @@ def test_a_practice_run_is_the_public_tests_and_reaches_no_grade(world: World,
     assert kept["practice"] and (kept["score"], kept["test_points"]) == (0.0, 0.0), kept
     assert [t["name"] for t in kept["tests"]] == ["public_tests/test_public.py::test_y"]
     assert _graded_state(world, engine) == before
+    practised = {s["alias"]: s["practice_runs"]
+                 for s in world.get(world.prof, f"{A}/stats").json()["students"]}
+    assert practised == {"ada": 1, "bob": 0}, practised
+    csv_text = world.get(world.prof, f"{A}/stats?format=csv&table=students").text
+    assert csv_text.splitlines()[0].endswith('"practice_runs"'), csv_text
     assert [p["id"] for p in world.get(world.ada, f"{A}/practice").json()] == [run["id"]]
     # Another student cannot read it; the staff can, with whose it is.
     assert world.get(world.bob, f"/api/practice/{run['id']}").status_code == 404

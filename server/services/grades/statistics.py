@@ -50,6 +50,7 @@ from server.models import (
     Enrollment,
     GradeReportRow,
     Job,
+    PracticeRun,
     ScalingPointRow,
     Submission,
     TestResultRow,
@@ -109,6 +110,7 @@ class Student:
     first_pass_at: datetime | None
     first_id: int | None = None  # their first graded submission
     last_id: int | None = None  # their latest graded submission
+    practice_runs: int = 0  # practice runs (never graded: apart from every score here)
 
 
 @dataclass(frozen=True)
@@ -233,13 +235,17 @@ def _students(session: Session, a: Assignment) -> tuple[list[Student], float | N
     lasts = [row[-1] for row in rows if row[-1] is not None]
     max_score = session.scalar(select(func.max(r.max_score)).where(
         _among(session, r.submission_id, lasts))) if lasts else None
+    practised = dict(session.execute(
+        select(PracticeRun.user_id, func.count(PracticeRun.id))
+        .where(PracticeRun.assignment_id == a.id).group_by(PracticeRun.user_id)).tuples().all())
     out = []
     for uid, name, email, alias, n, best, last, first_pass, first_at, first_id, last_id in rows:
         full = bool(max_score and best is not None and best >= max_score - 1e-9)
         out.append(Student(uid, name, email, alias or "", int(n or 0), best, last,
                            first_pass is not None, full,
                            aware(first_at) if first_at else None,
-                           aware(first_pass) if first_pass else None, first_id, last_id))
+                           aware(first_pass) if first_pass else None, first_id, last_id,
+                           int(practised.get(uid, 0))))
     return out, max_score
 
 
