@@ -11,16 +11,25 @@ import os
 import statistics
 import subprocess
 import time
+import types
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from runners import package
-from runners.grading import grader
-from runners.measure import calibration, capacity
-from runners.measure.capacity import SHORT_SHARE, CapacityProbe
+from runners.grading import grader, measuring
+from runners.measure import calibration, capacity, whole_runs
+from runners.measure.capacity import SHORT_SHARE, CapacityProbe, Gauge
+from runners.measure.stopping import StopRule
 from runners.protocol import GradeReport, Verdict
+from runners.protocol.report import BUSY_BASELINE_ALONE, node_was_busy
+from runners.runs import configure
+from runners.runs.launch import run_script
+from runners.runs.stage import Stage
+from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
 from tests.conftest import COURSE
 from tests.neighbour import neighbour
@@ -142,3 +151,41 @@ def test_a_check_waits_for_a_free_node() -> None:
         assert capacity.busy_now(CPUS)
         assert not capacity.await_free(CPUS, within_s=2, every_s=0.5)
     assert capacity.await_free(CPUS, within_s=60, every_s=1)
+
+
+SCRIPT_MPI = Path(__file__).parent / "fixtures" / "script-mpi"
+
+
+@two_cores
+def test_a_whole_programs_baseline_reads_the_neighbour_in_its_own_wait(stage: Stage) -> None:
+    """A script entry's serial baseline is a fresh program each run, gone when its wait could be
+    read after it: it is read while it runs. Alone it reads a quiet node's share (0.2–0.6 % here,
+    under BUSY_BASELINE_ALONE); beside the neighbour more (1.7–9 % here: the scheduler favours a
+    freshly woken program, so a baseline's own wait is the weaker witness beside a steady
+    neighbour), and with the probes it says the node was busy."""
+    a = package.load(SCRIPT_MPI)
+    settings = get_settings()
+    executor = create_executor(settings, "bwrap")
+    cfg = {role: configure.make_config(
+        a, executor=executor, stage=stage, code_dir=stage.add_code(role, package.code_of(a, role)),
+        cpus=CPUS, workers=1 if role == "baseline" else 2, gpu_mode="none",
+        serial=role == "baseline", settings=settings) for role in ("baseline", "reference")}
+    argv = ["1500000", "7"]  # about a quarter of a second serially here
+    pinned = replace(cfg["baseline"], limits=replace(cfg["baseline"].limits, cpus=(CPUS[0],)))
+    quiet = [run_script(pinned, argv, read_run_delay=True) for _ in range(3)]
+    assert all(r.returncode == 0 and r.waited_s is not None for r in quiet), quiet
+    alone = min(r.waited_s / r.elapsed_s for r in quiet if r.waited_s is not None)
+    assert alone < BUSY_BASELINE_ALONE, quiet
+    answers = measuring.load_hook(a).answers
+    hook = types.ModuleType("smaller_runs")  # the package's check, on the runs above
+    hook.make_args = lambda rng, workers: [int(argv[0]), int(rng.integers(1000))]  # type: ignore[attr-defined]
+    hook.check = lambda args, result: answers.problem(result, int(args[0]), int(args[1]))  # type: ignore[attr-defined]
+    with neighbour(3), CapacityProbe(CPUS) as probe:
+        gauge = Gauge(probe, len(CPUS), budget_s=1.0)
+        samples = whole_runs.measure_script(
+            hook=hook, workers=2, baseline_cfg=cfg["baseline"], submission_cfg=cfg["reference"],
+            rng=np.random.default_rng(5),
+            stop=StopRule(budget_s=0, min_reps=2, max_reps=2, target_width=1), gauge=gauge)
+    seen = gauge.windows.figure()
+    assert len(samples.baseline) >= 1 and seen.baseline_waiting is not None, seen
+    assert seen.baseline_waiting > alone and node_was_busy(seen), (seen, alone)

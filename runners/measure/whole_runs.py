@@ -30,9 +30,10 @@ STARTUP_RUNS = 3
 
 def _script(cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
     """One whole program run; one that hit a limit is its side's failure (its exit status and
-    files are the check's to judge)."""
+    files are the check's to judge). The serial baseline's runs read their wait for a CPU: it
+    runs alone, so what it waited is other work on the node (the gauge's second witness)."""
     with blamed(side):
-        return run_script(cfg, argv)
+        return run_script(cfg, argv, read_run_delay=side == "baseline")
 
 
 def _checked(hook: ModuleType, cfg: RunConfig, argv: list[str], side: str) -> ScriptResult:
@@ -96,9 +97,13 @@ def without_startup(samples: Samples, baseline: Startup, submission: Startup) ->
                    reference_cpu=less_cpu(samples.reference_cpu, submission.cpu_s))
 
 
-def _drop_last(samples: Samples, gauge: Gauge | None) -> None:
-    """After one A/B pair of whole runs: the gauge's probe says whether the pair counts."""
-    if gauge is not None and not gauge.counts():
+def _drop_last(samples: Samples, gauge: Gauge | None, baseline: ScriptResult | None = None
+               ) -> None:
+    """After one A/B pair of whole runs: the gauge's probe, and the share of its run the
+    `baseline` waited for a CPU, say whether the pair counts."""
+    waiting = (min(1.0, baseline.waited_s / baseline.elapsed_s) if baseline is not None
+               and baseline.waited_s is not None and baseline.elapsed_s > 0 else None)
+    if gauge is not None and not gauge.counts(baseline_waiting=waiting):
         for values in (samples.baseline, samples.submission, samples.baseline_cpu,
                        samples.submission_cpu, samples.baseline_core, samples.reference,
                        samples.reference_cpu):
@@ -134,6 +139,7 @@ def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
     block = 0
     while True:
         argv = [str(a) for a in hook.make_args(rng, workers)]
+        baseline = None
         for side, cfg, into, cpu_into in (sides[::-1] if block % 2 else sides):
             if side == "baseline" and (core := rotation.next()) is not None:
                 cfg = replace(cfg, limits=replace(cfg.limits, cpus=(core,)))
@@ -141,7 +147,9 @@ def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
             result = _checked(hook, cfg, argv, side)
             into.append(result.elapsed_s)
             cpu_into.append(result.cpu_s)
-        _drop_last(samples, gauge)
+            if side == "baseline":
+                baseline = result
+        _drop_last(samples, gauge, baseline)
         block += 1
         if stop.enough(samples, started):
             return samples

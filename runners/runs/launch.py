@@ -8,12 +8,14 @@ import os
 import shutil
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from runners.nodes import gang
 from runners.runs.failures import failure_from_exit
 from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount, Running, SandboxSpec
+from runners.sandbox.schedstat import RunDelaySampler
 
 INSIDE_SUB = "/sub"
 INSIDE_WORK = "/tmp/work"
@@ -119,10 +121,14 @@ class ScriptResult:
     files: dict[str, bytes]
     elapsed_s: float
     cpu_s: float | None = None  # the whole sandbox's, where the backend measures it
+    waited_s: float | None = None  # its threads' wait for a CPU (read_run_delay; None: not read)
 
 
-def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 20) -> ScriptResult:
-    """Run the code as a program (the launcher's way) and collect the files it wrote in out/."""
+def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 20,
+               read_run_delay: bool = False) -> ScriptResult:
+    """Run the code as a program (the launcher's way) and collect the files it wrote in out/.
+    `read_run_delay`: sample its threads' wait for a CPU while it runs (the timed serial
+    baseline's runs: other work on the node, `ScriptResult.waited_s`)."""
     run = Run(cfg)
     try:
         out = run.work / "out"
@@ -131,7 +137,8 @@ def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 2
             os.chown(out, cfg.sandbox_uid, cfg.sandbox_uid)
         t0 = time.perf_counter_ns()
         run.launch([run.python, run.entry, *cfg.entry_args, *args], [])
-        info = run.finish(grace=cfg.limits.wall_s + 5)
+        with RunDelaySampler(run.proc.pids) if read_run_delay else nullcontext() as delays:
+            info = run.finish(grace=cfg.limits.wall_s + 5)
         elapsed = (time.perf_counter_ns() - t0) / 1e9
         if info.timed_out or info.output_exceeded or info.disk_exceeded or info.oom_killed:
             raise failure_from_exit(info, cfg.limits.wall_s)
@@ -143,7 +150,8 @@ def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 2
                 with os.fdopen(fd, "rb") as fh:
                     if os.fstat(fh.fileno()).st_size <= max_file_bytes:
                         files[p.name] = fh.read(max_file_bytes)
-        return ScriptResult(info.returncode, info.output_excerpt, files, elapsed, info.cpu_s)
+        return ScriptResult(info.returncode, info.output_excerpt, files, elapsed, info.cpu_s,
+                            delays.waited_s if delays is not None else None)
     finally:
         run.remove()
 
