@@ -58,7 +58,7 @@ TINY: dict[str, tuple[str, ...]] = {
 """Each bench's smallest run that still goes through every step to its table."""
 
 NEEDS = {"autoscale_burst": pytest.mark.slurm}
-TINY_BUDGET_S = 4.0
+TINY_BUDGET_S = 2.0
 
 
 def test_every_bench_has_a_tiny_run() -> None:

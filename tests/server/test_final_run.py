@@ -39,7 +39,8 @@ def test_the_final_run_settles_the_class_points_after_the_last_deadline(
     p = platform
     code = p.course(f"treasure-hunt/{T1}")
     ada, bob = p.student("ada", code), p.student("bob", code)
-    runner = p.start_runner("cpu-1", "cpu")
+    quick = {"PARAGRADE_TIMING_BUDGET_S": "4"}  # the figures are not this test's business
+    runner = p.start_runner("cpu-1", "cpu", env=quick)
     wait_until("t1 to validate", lambda: p.get(
         p.prof, f"/api/courses/c/assignments/{T1}")["validation"] == "ready", 180)
     subs = {"ada": p.submit(ada, T1, REFERENCE), "bob": p.submit(bob, T1, BASELINE)}
@@ -81,7 +82,7 @@ def test_the_final_run_settles_the_class_points_after_the_last_deadline(
     # The runner dies in its first turn; another takes over and the run still completes.
     wait_until("a turn to start", lambda: _claimed(p), 120, 0.1)
     p.kill(runner)
-    p.start_runner("cpu-2", "cpu")
+    p.start_runner("cpu-2", "cpu", env=quick)
     done = wait_until("the final run to settle", lambda: (
         r := p.get(p.prof, f"{RUNS}/{run['id']}"))["status"] == "done" and r, 600)
     # Every student settled from three clean turns; a turn that found the node busy settled
