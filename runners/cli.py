@@ -131,6 +131,8 @@ def grade(
         "the share of the timing budget a final run's turn takes"))] = 1.0,
     practice: Annotated[Practice | None, typer.Option(hidden=True, help=(
         "a practice run on a compute node: 'tests' (the public ones) or 'timed'"))] = None,
+    profile: Annotated[bool, typer.Option(hidden=True, help=(
+        "a practice run's profile of one untimed call"))] = False,
 ) -> None:
     """Grade a solution: hidden tests in the sandbox, speedup, scaling, points."""
     a = _load(assignment)
@@ -139,13 +141,15 @@ def grade(
         if as_json:
             result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing,
                                   reference_speedup=reference_speedup, timing_only=timing_only,
-                                  timing_share=timing_share, practice=practice)
+                                  timing_share=timing_share, practice=practice,
+                                  profile=profile)
         else:
             with console.status(f"grading {a.ref}") as status:
                 result = grader.grade(a, content, backend=backend, seed=seed, with_timing=timing,
                                       reference_speedup=reference_speedup,
                                       timing_only=timing_only, timing_share=timing_share,
-                                      practice=practice, progress=lambda msg: status.update(msg))
+                                      practice=practice, profile=profile,
+                                      progress=lambda msg: status.update(msg))
     except BackendUnavailable as exc:
         _fail(str(exc))
     if as_json:

@@ -4,6 +4,8 @@ count."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runners import package
@@ -45,3 +47,41 @@ def test_a_timed_practice_run_times_the_top_worker_count_once() -> None:
     _no_points_and_no_hidden_test(r)
     assert r.speedup is not None and [p.workers for p in r.scaling] == [max(a.scaling_workers)]
     assert any("one short timing at the top worker count" in n for n in r.notes), r.notes
+
+
+def test_a_profile_shows_both_pool_workers_busy_and_a_serial_loop_one() -> None:
+    """One untimed call sampled from outside: t1's reference starts two pool workers, each
+    running for most of the call, in the student's own lines; the serial baseline handed in as a
+    solution runs in one process, with no worker and no balance to speak of."""
+    a = package.load(T1)
+    r = grader.grade(a, package.code_of(a, "reference"), practice="tests", profile=True)
+    p = r.profile
+    assert p is not None and p.note is None, p
+    workers = [w for w in p.processes if w.started_in_call]
+    assert len(workers) == 2 and all(w.running >= 0.5 for w in workers), p.processes
+    assert p.top and p.top[0].own and p.top[0].file.endswith("/solution.py"), p.top
+    assert p.balance is not None and p.balance < 1.3, p.balance
+    serial = grader.grade(a, package.code_of(a, "baseline"), practice="tests", profile=True)
+    q = serial.profile
+    assert q is not None and not any(w.started_in_call for w in q.processes), q.processes
+    assert [w.running >= 0.5 for w in q.processes] == [True] and q.balance is None, q
+
+
+@pytest.mark.mpi
+def test_a_profile_shows_the_rank_that_waits_in_the_collective() -> None:
+    """t2 with rank 0 summing three quarters of the range: rank 1 finishes early and waits in
+    the allreduce for at least a third of the call (its line calls MPI); with a reduce to rank 0
+    it is back in the harness, waiting, as long."""
+    a = package.load(COURSE / "t2-mpi")
+    uneven = (Path(__file__).parent / "fixtures/t2-variants/uneven_72.py").read_text()
+    uneven = uneven.replace("72 + 28 *", "75 + 25 *")
+    for call, kind in (("comm.allreduce(local, op=MPI.SUM)", "in_mpi"),
+                       ("comm.reduce(local, op=MPI.SUM, root=0)", "waiting")):
+        src = uneven.replace("comm.reduce(local, op=MPI.SUM, root=0)", call)
+        r = grader.grade(a, {"solution.py": src.encode()}, practice="tests", profile=True)
+        p = r.profile
+        assert r.verdict is Verdict.PASSED and p is not None and len(p.processes) == 2, r.summary
+        busy, idle = sorted(p.processes, key=lambda w: -w.running)
+        assert busy.running >= 0.8, p.processes
+        assert getattr(idle, kind) >= 1 / 3, (kind, p.processes)
+        assert p.balance is not None and p.balance > 1.3, p.balance

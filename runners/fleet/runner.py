@@ -150,12 +150,12 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
             slurm.grade(a, files, settings=settings, time_limit_s=offer.job.time_limit_s, tag=tag,
                         reference_speedup=offer.job.reference_speedup,
                         timing_only=offer.job.timing_only, timing_share=offer.job.timing_share,
-                        practice=offer.job.practice)
+                        practice=offer.job.practice, profile=offer.job.profile)
             if on_slurm else grader.grade(
                 a, files, settings=settings, reference_speedup=offer.job.reference_speedup,
                 reference_test_s=offer.job.reference_test_seconds,
                 timing_only=offer.job.timing_only, timing_share=offer.job.timing_share,
-                practice=offer.job.practice))
+                practice=offer.job.practice, profile=offer.job.profile))
         return outcome_of(report)
     except SoftTimeLimitExceeded:
         return JobOutcome(platform_error="the job ran past its time limit on the runner")

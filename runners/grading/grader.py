@@ -10,7 +10,7 @@ from typing import Literal
 from runners import package
 from runners.grading import environment, testrun
 from runners.grading.measuring import Figures, Timing, figures, measure
-from runners.grading.practice import PRACTICE_SHARE, practice_report
+from runners.grading.practice import PRACTICE_SHARE, practice_report, profiled_call
 from runners.grading.state import Grading, Progress
 from runners.measure import (
     credit,
@@ -43,7 +43,8 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
           settings: RunnerSettings | None = None,
           reference_speedup: float | None = None,
           reference_test_s: dict[str, float] | None = None, timing_only: bool = False,
-          timing_share: float = 1.0, practice: Practice | None = None) -> GradeReport:
+          timing_share: float = 1.0, practice: Practice | None = None,
+          profile: bool = False) -> GradeReport:
     """Grade one submission of `assignment` and return its report (never raises for its code).
 
     The stages: where it can run (`_start`), its tests (`_run_tests`), whether it is timed
@@ -57,14 +58,16 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     no test runs and the report holds only the speedup, measured on `timing_share` of the budget
     (every timed answer is still checked). `practice`: a practice run, never graded
     (runners/grading/practice.py): the public tests only, and with `timed` one short timing at
-    the top worker count; its report says so and carries no points."""
+    the top worker count; its report says so and carries no points; `profile` adds where the
+    time of one untimed call went (runners/measure/profile.py)."""
     if practice is not None:
         timing_only, timing_share = practice == "timed", PRACTICE_SHARE
         with_timing = practice == "timed"
     report = _grade(assignment, files, backend=backend, seed=seed, with_timing=with_timing,
                     progress=progress, settings=settings, reference_speedup=reference_speedup,
                     reference_test_s=reference_test_s, timing_only=timing_only,
-                    timing_share=timing_share, public_only=practice is not None)
+                    timing_share=timing_share, public_only=practice is not None,
+                    profile=profile and practice is not None)
     return practice_report(report) if practice is not None else report
 
 
@@ -72,7 +75,7 @@ def _grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | No
            seed: int | None, with_timing: bool, progress: Progress,
            settings: RunnerSettings | None, reference_speedup: float | None,
            reference_test_s: dict[str, float] | None, timing_only: bool, timing_share: float,
-           public_only: bool) -> GradeReport:
+           public_only: bool, profile: bool = False) -> GradeReport:
     g = _start(assignment, settings or get_settings(), backend=backend, progress=progress,
                seed=seed if seed is not None else secrets.randbits(48))
     if (cannot := _cannot_run_here(g)) is not None:
@@ -85,15 +88,17 @@ def _grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | No
             return refused
         verdict = _run_tests(g, code_dir, timing_only=timing_only and not public_only,
                              reference_test_s=reference_test_s, public_only=public_only)
-        if (untimed := _untimed(g, verdict, with_timing=with_timing)) is not None:
-            return untimed
-        timing = Timing(g, stage, code_dir, stack, reference_speedup=reference_speedup,
-                         timing_only=timing_only, timing_share=timing_share)
-        measured = measure(timing)
-        if isinstance(measured, GradeReport):
-            return measured
-        return _credited(g, figures(timing, *measured, files=files),
-                         reference_speedup=reference_speedup)
+        report = _untimed(g, verdict, with_timing=with_timing)
+        if report is None:
+            timing = Timing(g, stage, code_dir, stack, reference_speedup=reference_speedup,
+                            timing_only=timing_only, timing_share=timing_share)
+            measured = measure(timing)
+            report = measured if isinstance(measured, GradeReport) else _credited(
+                g, figures(timing, *measured, files=files), reference_speedup=reference_speedup)
+        if profile and report.verdict is Verdict.PASSED:
+            report = report.model_copy(update={"profile": profiled_call(g, stage, code_dir,
+                                                                        files)})
+        return report
     except package.PackageError as exc:
         return g.report(Verdict.AUTHOR_ERROR, f"assignment package problem: {exc}", [])
     except (ImportError, SyntaxError) as exc:

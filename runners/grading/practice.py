@@ -10,7 +10,17 @@ intake/practice.py), so it can reach no board, quota, statistic, final run, expo
 
 from __future__ import annotations
 
-from runners.protocol import GradeReport
+from pathlib import Path
+
+import numpy as np
+
+from runners.grading.measuring import load_hook
+from runners.grading.state import Grading
+from runners.measure import profile
+from runners.protocol import GradeReport, Profile
+from runners.runs import configure
+from runners.runs.launch import INSIDE_HARNESS, INSIDE_SUB
+from runners.runs.session import Session
 
 PRACTICE_SHARE = 0.25
 """The part of a grading's timing budget a timed practice run spends (the top worker count)."""
@@ -27,3 +37,38 @@ def practice_report(report: GradeReport) -> GradeReport:
     return report.model_copy(update={
         "practice": True, "summary": f"{HEADLINE} · {report.summary}", "score": 0.0,
         "test_points": 0.0, "performance_points": 0.0, "notes": notes})
+
+
+def profiled_call(g: Grading, stage: object, code_dir: Path, files: dict[str, bytes]) -> Profile:
+    """Where the time of one untimed call went: the student's function on the package's timed
+    input at the top worker count, in a fresh sandbox, after a warm call; every process sampled
+    from outside (runners/measure/profile.py). Its answer is not judged: the public tests did,
+    and nothing here is a grade. Function entries only so far."""
+    a, m = g.assignment, g.m
+    if m.entry.style == "script" or m.entry.function is None or m.array is not None:
+        return Profile(sampler="py-spy", interval_s=1 / profile.RATE, seconds=0.0, processes=[],
+                       top=[], balance=None, note="profiles are made of function entries only "
+                       "so far: this package runs a whole program")
+    g.progress("profiling one call")
+    workers = max(a.scaling_workers)
+    cfg = configure.make_config(a, executor=g.executor, stage=stage,  # type: ignore[arg-type]
+                                code_dir=code_dir, cpus=g.cpus, workers=workers,
+                                gpu_mode=g.gpu_mode, serial=False, settings=g.settings)
+    hook = load_hook(a)
+    rng = np.random.default_rng(g.seed)
+    extra = {m.entry.workers_arg: workers} if m.entry.workers_arg else {}
+    source = {f"{INSIDE_SUB}/{name}": content.decode(errors="replace")
+              for name, content in files.items()}
+    with Session(cfg) as session:
+        inputs = hook.make_input(rng, workers)
+        session.call(m.entry.function, **inputs, **extra)  # warm: imports, caches
+        root = session.root_pid()
+        if root is None:
+            return Profile(sampler="py-spy", interval_s=1 / profile.RATE, seconds=0.0,
+                           processes=[], top=[], balance=None,
+                           note="this runner's sandbox backend does not show its processes")
+        before = session.pids() or set()
+        with profile.sampling(root) as rec:
+            _, seconds = session.call(m.entry.function, **inputs, **extra)
+    return profile.summarize(rec, code_dir=INSIDE_SUB, source=source, seconds=seconds,
+                             harness=INSIDE_HARNESS, before=before)

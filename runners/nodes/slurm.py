@@ -136,7 +136,8 @@ def _run(argv: list[str], name: str, timeout_s: float) -> str:
 def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: RunnerSettings,
           time_limit_s: int, tag: str = "", with_timing: bool = True,
           reference_speedup: float | None = None, timing_only: bool = False,
-          timing_share: float = 1.0, practice: Practice | None = None) -> GradeReport:
+          timing_share: float = 1.0, practice: Practice | None = None,
+          profile: bool = False) -> GradeReport:
     """Grade on a compute node, as grader.grade would here (anchored to `reference_speedup`; a
     final run's turn: `timing_only` on `timing_share` of the budget); SlurmError when SLURM or
     the engine there failed."""
@@ -159,7 +160,8 @@ def grade(assignment: package.Assignment, files: dict[str, bytes], *, settings: 
                         else ["--reference-speedup", f"{reference_speedup!r}"]),
                       *(["--timing-only", "--timing-share", f"{timing_share!r}"]
                         if timing_only else []),
-                      *(["--practice", practice] if practice is not None else [])])
+                      *(["--practice", practice] if practice is not None else []),
+                      *(["--profile"] if profile else [])])
         out = _run(argv, name, time_limit_s + 120)
         try:
             return GradeReport.model_validate_json(out)

@@ -306,6 +306,46 @@ class Environment(Frozen):
         "timing (of which 'timed calls' is what the clock measured), start-up runs, report")
 
 
+class ProfiledProcess(Frozen):
+    """One process of a profiled call (a pool's worker, an MPI rank), as its busiest thread
+    spent the call."""
+
+    label: str
+    started_in_call: bool = Field(description="Started during the call (a pool's worker), not "
+                                  "before it (the harness, an MPI rank)")
+    samples: int
+    running: float = Field(description="Share of its samples running Python code")
+    waiting: float = Field(description="Share blocked: a lock, a queue, a pipe, sleep, select")
+    in_mpi: float = Field(description="Share on a line of the student's code calling MPI (in "
+                          "the collective or the message)")
+    timeline: list[tuple[float, float, str]] = Field(
+        description="(start s, end s, 'run' | 'wait' | 'mpi') from the process's first "
+        "sample in the call (a worker started during it begins later)")
+
+
+class ProfiledFunction(Frozen):
+    name: str
+    file: str
+    line: int
+    share: float = Field(description="Share of all processes' running samples spent here")
+    own: bool = Field(description="In the student's own files")
+
+
+class Profile(Frozen):
+    """Where the time of one untimed call went, every process sampled from outside the sandbox
+    (runners/measure/profile.py); never a timed call."""
+
+    sampler: str
+    interval_s: float
+    seconds: float = Field(description="The profiled call's wall time")
+    processes: list[ProfiledProcess]
+    top: list[ProfiledFunction]
+    balance: float | None = Field(description="The busiest worker's running share over the "
+                                  "workers' mean (the processes the call started, else every "
+                                  "process; 1: even; None: one process)")
+    note: str | None = None
+
+
 class GradeReport(Frozen):
     """Everything a grading produced; stored by the server, shown to the student."""
 
@@ -330,6 +370,8 @@ class GradeReport(Frozen):
     serial_fraction: float | None = Field(description="Karp–Flatt at the largest worker count")
     amdahl_serial_fraction: float | None = Field(description="Least-squares Amdahl fit")
     credit: Credit | None = Field(default=None, description="None when no speedup was measured")
+    profile: Profile | None = Field(default=None, description="A practice run's profile of one "
+                                    "untimed call (None: not asked for)")
     notes: list[str] = Field(description="Labels such as 'simulated: no speedup points'")
     output_excerpt: str = Field(description="Capped stdout/stderr of the submission's runs")
     seed: int = Field(description="Seed the grader drew this run's inputs from")

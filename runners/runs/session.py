@@ -247,6 +247,22 @@ class Session:
         """The sandbox's processes as the host numbers them (None: this backend cannot tell)."""
         return self._run.proc.pids() if self._run.running is not None else set()
 
+    def root_pid(self) -> int | None:
+        """The sandbox's first process as the host numbers it (every other one is under it;
+        None: this backend cannot tell)."""
+        pids = self.pids()
+        if not pids:
+            return None
+        parents = {}
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    parents[pid] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        roots = [pid for pid, parent in parents.items() if parent not in pids]
+        return min(roots) if roots else None
+
     @property
     def frozen(self) -> bool:
         return self._run.running is not None and self._run.running.clock.paused
