@@ -156,9 +156,11 @@ def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
 def try_(assignment: Annotated[str, typer.Argument(help="course/slug")],
          files: Annotated[list[Path], typer.Argument(help="solution file(s)")],
          time_it: Annotated[bool, typer.Option("--time", help="one short timing as well")] = False,
+         profile: Annotated[bool, typer.Option(help="where the time of one call went")] = False,
          wait: Annotated[bool, typer.Option(help="wait for the report")] = True) -> None:
-    """Run a file on the grading hardware without it counting: the public tests only (and with
-    --time one short timing). Never graded, never on the board; it has its own limit."""
+    """Run a file on the grading hardware without it counting: the public tests only (with
+    --time one short timing, with --profile where the time of one call went). Never graded,
+    never on the board; it has its own limit."""
     course, slug = _split(assignment)
     for f in files:
         if not f.is_file():
@@ -166,7 +168,8 @@ def try_(assignment: Annotated[str, typer.Argument(help="course/slug")],
     with _client() as c:
         run = _check(c.post(f"/api/courses/{course}/assignments/{slug}/practice",
                             files=[("files", (f.name, f.read_bytes())) for f in files],
-                            data={"timed": "true" if time_it else "false"}))
+                            data={"timed": "true" if time_it else "false",
+                                  "profile": "true" if profile else "false"}))
         console.print(f"practice run {run['id']} {run['status']} (not graded)")
         if not wait:
             return

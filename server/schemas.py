@@ -211,6 +211,8 @@ class AssignmentUpdate(Input):
     practice_per_day: int | None = Field(default=None, ge=0, le=10_000, strict=True)
     practice_timing: bool | None = Field(default=None, strict=True, description="Whether a "
                                          "practice run may ask for the short timing")
+    practice_profiles: bool | None = Field(default=None, strict=True, description="Whether a "
+                                           "practice run may ask for a profile")
 
     _in_utc_range = field_validator("deadline")(staticmethod(_deadline_in_range))
 

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from runners.protocol import GradeReport, TestOutcome, Verdict
+from runners.protocol import GradeReport, Profile, TestOutcome, Verdict
 
 STYLE = {Verdict.PASSED: "bold green", Verdict.FAILED: "bold red",
          Verdict.PLATFORM_ERROR: "bold yellow", Verdict.AUTHOR_ERROR: "bold yellow"}
@@ -92,6 +92,8 @@ def render(report: GradeReport, console: Console) -> None:
                        f"{w.one_worker_median_s * 1000:.1f} ms",
                        f"{w.submission_median_s * 1000:.1f} ms")
         parts.append(wk)
+    if report.profile is not None:
+        parts.extend(_profile(report.profile))
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     env = report.environment
@@ -101,3 +103,52 @@ def render(report: GradeReport, console: Console) -> None:
         + ", ".join(f"{k} {v}" for k, v in sorted(env.versions.items()))
         + f"; seed {report.seed}; {report.wall_time_s:.1f} s", style="dim"))
     console.print(Panel(Group(*parts), title="paragrade", expand=False))  # type: ignore[arg-type]
+
+
+BAR = {"run": "█", "mpi": "M", "wait": "·"}
+BAR_WIDTH = 24
+
+
+def _bar(timeline: list[tuple[float, float, str]], span: float) -> str:
+    """A process's timeline as text: each character a 1/BAR_WIDTH of the call, its state the one
+    that held most of that stretch."""
+    out = []
+    for i in range(BAR_WIDTH):
+        lo, hi = span * i / BAR_WIDTH, span * (i + 1) / BAR_WIDTH
+        held: dict[str, float] = {}
+        for start, end, state in timeline:
+            overlap = min(end, hi) - max(start, lo)
+            if overlap > 0:
+                held[state] = held.get(state, 0.0) + overlap
+        out.append(BAR[max(held, key=held.__getitem__)] if held else " ")
+    return "".join(out)
+
+
+def _profile(p: Profile) -> list[object]:
+    """Where the time of the profiled call went, as text (the page draws it)."""
+    parts: list[object] = [Text(f"Where the time went: one untimed call, {p.seconds:.2f} s "
+                                f"(█ running, M in MPI, · waiting)", style="bold")]
+    if p.note:
+        parts.append(Text(p.note, style="yellow"))
+    span = max([p.seconds, *(seg[1] for w in p.processes for seg in w.timeline)])
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("process", "started", "run", "wait", "MPI", "timeline"):
+        table.add_column(col, justify="left" if col in ("process", "started", "timeline")
+                         else "right", no_wrap=True)
+    for w in p.processes:
+        table.add_row(w.label, "in call" if w.started_in_call else "before",
+                      f"{w.running:.0%}", f"{w.waiting:.0%}", f"{w.in_mpi:.0%}",
+                      _bar(w.timeline, span))
+    if p.processes:
+        parts.append(table)
+    if p.balance is not None:
+        parts.append(Text(f"load balance: the busiest worker ran {p.balance:.2f}× the mean"))
+    top = Table(box=None, header_style="bold", pad_edge=False)
+    top.add_column("where the running samples were")
+    top.add_column("share", justify="right")
+    for f in p.top:
+        where = f"{f.file.rsplit('/', 1)[-1]}:{f.line}"
+        top.add_row(f"{f.name} ({'your ' if f.own else ''}{where})", f"{f.share:.0%}")
+    if p.top:
+        parts.append(top)
+    return parts

@@ -31,6 +31,7 @@ class PracticePublic(Public):
     status: str = Field(description="queued, running, done or error (the platform's)")
     verdict: str | None
     timed: bool
+    profiled: bool
     filenames: list[str]
     created_at: UtcDatetime
     finished_at: UtcDatetime | None
@@ -44,6 +45,7 @@ class PracticeRules(Public):
     per_hour: int
     per_day: int
     timing: bool = Field(description="Whether a practice run may ask for the short timing")
+    profiles: bool = Field(description="Whether a practice run may ask for a profile")
     paused_until: UtcDatetime | None
 
 
@@ -57,7 +59,7 @@ def public(run: PracticeRun, *, with_report: bool, staff: bool = False) -> Pract
     return PracticePublic(
         id=run.id, assignment=f"{a.course.slug}/{a.slug}",
         student=run.user.email if staff else None, status=run.status, verdict=run.verdict,
-        timed=run.timed, filenames=run.filenames, created_at=run.created_at,
+        timed=run.timed, profiled=run.profiled, filenames=run.filenames, created_at=run.created_at,
         finished_at=run.finished_at, error=run.error,
         report=run.report if with_report else None)
 
@@ -65,7 +67,7 @@ def public(run: PracticeRun, *, with_report: bool, staff: bool = False) -> Pract
 def rules(a: Any) -> PracticeRules:
     per_hour, per_day = practice_service.limits(a)
     return PracticeRules(per_hour=per_hour, per_day=per_day, timing=a.practice_timing,
-                         paused_until=a.practice_paused_until)
+                         profiles=a.practice_profiles, paused_until=a.practice_paused_until)
 
 
 @router.post(A + "/practice", response_model=PracticePublic,
@@ -74,8 +76,9 @@ def rules(a: Any) -> PracticeRules:
                         429: {"model": ErrorPublic}})
 def start(slug: str, files: Annotated[list[UploadFile], File(description="solution file(s)")],
           access: CourseDep, session: SessionDep, settings: SettingsDep,
-          timed: Annotated[bool, Form(description="one short timing as well")] = False
-          ) -> PracticePublic:
+          timed: Annotated[bool, Form(description="one short timing as well")] = False,
+          profile: Annotated[bool, Form(description="a profile of one untimed call as well")]
+          = False) -> PracticePublic:
     """Run a file on the grading hardware without it counting: the public tests only (never
     the hidden ones), and with `timed` one short timing. 429 past the practice limit, saying
     when the next run is allowed; never a grade, the board, the graded quota or an export."""
@@ -84,6 +87,7 @@ def start(slug: str, files: Annotated[list[UploadFile], File(description="soluti
     with committing(session):
         run, _ = practice_service.start(session=session, user=access.user, assignment=a,
                                         role=access.role, uploads=uploads, timed=timed,
+                                        profiled=profile,
                                         intake=submission_service.Intake.of(settings))
     return public(run, with_report=False)
 

@@ -62,11 +62,12 @@ class Assignment(Base):
     # package says ([feedback] hidden_tests).
     hidden_tests_shown: Mapped[str | None] = mapped_column(String(16), default=None)
     # Practice runs (services/intake/practice.py): each student's runs per hour and per day
-    # (None: the defaults), whether they may ask for the short timing, and a pause (before a
-    # deadline, say) until when none is taken.
+    # (None: the defaults), whether they may ask for the short timing and for a profile, and a
+    # pause (before a deadline, say) until when none is taken.
     practice_per_hour: Mapped[int | None] = mapped_column(Integer, default=None)
     practice_per_day: Mapped[int | None] = mapped_column(Integer, default=None)
     practice_timing: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    practice_profiles: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     practice_paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                                    default=None)
 

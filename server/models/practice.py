@@ -32,6 +32,8 @@ class PracticeRun(Base):
     filenames: Mapped[list[str]] = mapped_column(JSON)
     timed: Mapped[bool] = mapped_column(Boolean, default=False)
     """Whether it asked for the short timing as well as the public tests."""
+    profiled: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Whether it asked for a profile of one untimed call."""
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     verdict: Mapped[str | None] = mapped_column(String(32), default=None)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)

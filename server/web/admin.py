@@ -224,14 +224,15 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
 @router.post("/c/{course}/{slug}/manage/practice", dependencies=[Csrf])
 def practice_rules(course: str, slug: str, request: Request, session: SessionDep,
                    user: PageUser, per_hour: Annotated[int, Form()],
-                   per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = ""
-                   ) -> Response:
+                   per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = "",
+                   profiles: Annotated[str, Form()] = "") -> Response:
     """A student's practice runs per hour and day, and whether they may be timed."""
     c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         body = AssignmentUpdate(practice_per_hour=per_hour, practice_per_day=per_day,
-                                practice_timing=timing == "on")  # the API's rules
+                                practice_timing=timing == "on",
+                                practice_profiles=profiles == "on")  # the API's rules
         with committing(session):
             policy_service.update(session=session, actor=user, assignment=a, role=role,
                                   changes=body.model_dump(exclude_unset=True))

@@ -155,3 +155,35 @@ def bars_svg(bins: Sequence[tuple[float, float, int]], *, aria: str, x_label: st
         out.append(f'<text x="{x(v) + 3:.1f}" y="{TOP + 11}" class="tick">{escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+STATE_CLASS = {"run": "prof-run", "wait": "prof-wait", "mpi": "prof-mpi"}
+
+
+def timeline_svg(processes: Sequence[dict[str, Any]], seconds: float) -> str:
+    """A profile's timeline: one row per process, running, waiting and in-MPI stretches along
+    the call (runners/measure/profile.py). The labels are the platform's own ("process N");
+    numbers come from the report, so nothing needs more than escaping."""
+    width, row, left = 640, 22, 90
+    span = max(seconds, max((seg[1] for p in processes for seg in p.get("timeline", [])),
+                            default=0.0), 1e-3)
+    height = row * len(processes) + 34
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+           'class="plot timeline" aria-label="where each process spent the call: running, '
+           'waiting or in MPI">']
+    scale = (width - left - 10) / span
+    for i, p in enumerate(processes):
+        y = 6 + i * row
+        out.append(f'<text x="{left - 6}" y="{y + 13}" class="tick" text-anchor="end">'
+                   f'{escape(str(p.get("label", "")))}</text>')
+        for start, end, state in p.get("timeline", []):
+            out.append(f'<rect x="{left + start * scale:.1f}" y="{y}" '
+                       f'width="{max((end - start) * scale, 0.5):.1f}" height="{row - 6}" '
+                       f'class="{STATE_CLASS.get(state, "prof-wait")}"><title>{escape(state)} '
+                       f'{start:.2f}–{end:.2f} s</title></rect>')
+    y = 6 + len(processes) * row + 14
+    out.append(f'<text x="{left}" y="{y}" class="tick">0 s</text>')
+    out.append(f'<text x="{width - 10}" y="{y}" class="tick" text-anchor="end">'
+               f'{span:.2f} s</text>')
+    out.append("</svg>")
+    return "".join(out)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup
 
 from server.api import RowId
 from server.db import committing
@@ -17,6 +18,7 @@ from server.services.intake import submissions as submission_service
 from server.services.people import courses as course_service
 from server.services.records.errors import DomainError
 from server.web.pages import page_assignment, render_assignment
+from server.web.plots import timeline_svg
 from server.web.plumbing import Csrf, PageUser, render
 
 router = APIRouter(include_in_schema=False)
@@ -25,7 +27,7 @@ router = APIRouter(include_in_schema=False)
 @router.post("/c/{course}/{slug}/practice", dependencies=[Csrf])
 def start(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
           user: PageUser, files: Annotated[list[UploadFile], File()],
-          timed: Annotated[str, Form()] = "") -> Response:
+          timed: Annotated[str, Form()] = "", profile: Annotated[str, Form()] = "") -> Response:
     _, role, a = page_assignment(session, user, course, slug)
     uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
     uid = user.id
@@ -33,7 +35,8 @@ def start(course: str, slug: str, request: Request, session: SessionDep, setting
         with committing(session):
             run, _ = practice_service.start(
                 session=session, user=user, assignment=a, role=role, uploads=uploads,
-                timed=timed == "on", intake=submission_service.Intake.of(settings))
+                timed=timed == "on", profiled=profile == "on",
+                intake=submission_service.Intake.of(settings))
     except DomainError as exc:
         if session.get(User, uid) is None:  # linked to another account meanwhile: sign in again
             return RedirectResponse("/login", status_code=303)
@@ -48,5 +51,8 @@ def run_page(run_id: RowId, request: Request, session: SessionDep,
     run = practice_service.get_visible(session=session, user=user, run_id=run_id)
     staff = course_service.is_staff(course_service.role(session=session, user=user,
                                                         course=run.assignment.course))
+    prof = (run.report or {}).get("profile") or {}
+    timeline = (Markup(timeline_svg(prof.get("processes", []), prof.get("seconds", 0.0)))
+                if prof.get("processes") else "")
     return render(request, "practice.html", user=user, run=run, a=run.assignment,
-                  report=run.report, staff=staff)
+                  report=run.report, staff=staff, timeline=timeline)

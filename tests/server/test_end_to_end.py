@@ -81,9 +81,12 @@ def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
     assert logged.exit_code == 0, logged.output
     solution = p.tmp / "solution.py"
     solution.write_bytes(REFERENCE)
-    tried = cli.invoke(app, ["try", f"c/{T1}", str(solution)], env=env)
+    tried = cli.invoke(app, ["try", f"c/{T1}", str(solution), "--profile"], env=env)
     assert tried.exit_code == 0, tried.output
     assert "practice: not graded, no points" in tried.output, tried.output
     assert "Practice: not graded · " in tried.output and "public tests passed" in tried.output
+    # Where the time of one call went: the pool's two workers, in the student's own lines.
+    assert "Where the time went" in tried.output and "your solution.py" in tried.output
+    assert tried.output.count("in call") == 2, tried.output
     assert p.get(ada, f"/api/courses/c/assignments/{T1}/leaderboard") == board
     assert len(p.get(ada, f"/api/courses/c/assignments/{T1}/practice")) == 1

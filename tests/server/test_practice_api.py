@@ -135,7 +135,7 @@ def test_staff_pause_practice_and_turn_its_timing_off(world: World, engine: Engi
     assert _try(world, world.ada).status_code == 201
     rules = world.get(world.ada, f"{A}/practice-rules").json()
     assert rules == {"per_hour": practice.PER_HOUR, "per_day": practice.PER_DAY,
-                     "timing": False, "paused_until": None}, rules
+                     "timing": False, "profiles": True, "paused_until": None}, rules
 
 
 def test_a_run_the_platform_failed_is_tried_again_then_says_so(world: World) -> None:
@@ -159,15 +159,25 @@ def test_a_student_tries_a_file_from_the_assignment_page(world: World) -> None:
     b = browser(world)
     form = b.get(page).text
     assert "Try on the runner (not graded)" in form and "with one short timing" in form
-    r = b.post(f"{page}/practice", data={"csrf_token": csrf(form), "timed": "on"},
+    assert "with a profile" in form
+    r = b.post(f"{page}/practice", data={"csrf_token": csrf(form), "timed": "on",
+                                         "profile": "on"},
                files=[("files", ("solution.py", REFERENCE))])
     assert r.status_code == 303 and r.headers["location"].startswith("/p/"), r.text
     at = r.headers["location"]
     queued = b.get(at).text
     assert "Practice: not graded." in queued and "queued" in queued and "one short timing" in queued
     offer = claim(world.client)
-    assert offer is not None and offer["job"]["practice"] == "timed"
+    assert offer is not None and offer["job"]["practice"] == "timed" and offer["job"]["profile"]
     report = sample_report(median=1.5, lo=1.4, hi=1.6)
+    report["profile"] = {
+        "sampler": "py-spy", "interval_s": 0.01, "seconds": 0.4, "balance": 1.0, "note": None,
+        "processes": [{"label": f"process {i}", "started_in_call": i > 1, "samples": 40,
+                       "running": 0.9, "waiting": 0.1, "in_mpi": 0.0,
+                       "timeline": [[0.0, 0.36, "run"], [0.36, 0.4, "wait"]]}
+                      for i in (1, 2)],
+        "top": [{"name": "partial_sum", "file": "/sub/solution.py", "line": 13, "share": 0.8,
+                 "own": True}]}
     report["summary"] = "Practice: not graded · 2/2 public tests passed; speedup 1.50×"
     report["tests"] = [{**report["tests"][0], "name": "public_tests/test_public.py::test_y",
                         "hidden": False}]
@@ -175,6 +185,8 @@ def test_a_student_tries_a_file_from_the_assignment_page(world: World) -> None:
     done = b.get(at).text
     assert "Practice: not graded · 2/2 public tests passed" in done, done
     assert "public_tests/test_public.py::test_y" in done and "Speedup 1.50×" in done
+    assert "Where the time went" in done and done.count('class="prof-run"') == 2, done
+    assert "partial_sum (your solution.py, line 13)" in done
     assert f'<a href="{at}">' in b.get(page).text  # listed under "your practice runs"
     assert browser(world, "bob@uni.edu").get(at).status_code == 404
     assert "ada &lt;ada@uni.edu&gt;" in browser(world, "prof@uni.edu", "prof-pass-4821").get(

@@ -1,5 +1,5 @@
 """practice runs: a student's file on the grading hardware, public tests only, never graded;
-each assignment's practice limits, timing switch and pause
+each assignment's practice limits, timing and profile switches and pause
 
 Revision ID: 0024
 Revises: 0023
@@ -25,6 +25,7 @@ def upgrade() -> None:
         sa.Column('archive_sha256', sa.String(length=64), nullable=False),
         sa.Column('filenames', sa.JSON(), nullable=False),
         sa.Column('timed', sa.Boolean(), nullable=False),
+        sa.Column('profiled', sa.Boolean(), nullable=False),
         sa.Column('status', sa.String(length=16), nullable=False),
         sa.Column('verdict', sa.String(length=32), nullable=True),
         sa.Column('report', sa.JSON(), nullable=True),
@@ -52,6 +53,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column('practice_per_day', sa.Integer(), nullable=True))
         batch.add_column(sa.Column('practice_timing', sa.Boolean(), server_default=sa.true(),
                                    nullable=False))
+        batch.add_column(sa.Column('practice_profiles', sa.Boolean(), server_default=sa.true(),
+                                   nullable=False))
         batch.add_column(sa.Column('practice_paused_until', sa.DateTime(timezone=True),
                                    nullable=True))
 
@@ -59,6 +62,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table('assignments') as batch:
         batch.drop_column('practice_paused_until')
+        batch.drop_column('practice_profiles')
         batch.drop_column('practice_timing')
         batch.drop_column('practice_per_day')
         batch.drop_column('practice_per_hour')

@@ -301,7 +301,7 @@ def _offer_practice(session: Session, job: Job) -> Offer:
         submission_sha256=run.archive_sha256, queue=job.queue,  # type: ignore[arg-type]
         time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
         reference_test_seconds=reference_test_seconds(version),
-        practice="timed" if run.timed else "tests")}
+        practice="timed" if run.timed else "tests", profile=run.profiled)}
 
 
 def _record_practice(session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> None:

@@ -63,7 +63,8 @@ def _next_allowed(session: Session, user: User, assignment: Assignment) -> datet
 
 
 def start(*, session: Session, user: User, assignment: Assignment, role: str | None,
-          uploads: list[tuple[str, bytes]], timed: bool, intake: Intake) -> tuple[PracticeRun, Job]:
+          uploads: list[tuple[str, bytes]], timed: bool, intake: Intake,
+          profiled: bool = False) -> tuple[PracticeRun, Job]:
     """Check, store and queue a practice run in the caller's transaction (refused: nothing
     stored)."""
     if role is None:
@@ -84,6 +85,9 @@ def start(*, session: Session, user: User, assignment: Assignment, role: str | N
     if timed and not assignment.practice_timing:
         raise Forbidden("this assignment's practice runs are not timed (its instructor turned "
                         "the timing off): ask for the public tests alone")
+    if profiled and not assignment.practice_profiles:
+        raise Forbidden("this assignment's practice runs are not profiled (its instructor turned "
+                        "profiles off)")
     manifest = manifest_of(assignment)
     files = check_files(uploads, manifest=manifest, max_bytes=intake.max_bytes,
                         max_unzipped=intake.max_unzipped)
@@ -98,7 +102,8 @@ def start(*, session: Session, user: User, assignment: Assignment, role: str | N
     sha = artifacts.store(session=session, root=intake.artifacts_root, data=bundle(files),
                           kind="submission")
     run = PracticeRun(user_id=user.id, assignment_id=assignment.id, version_id=version.id,
-                      archive_sha256=sha, filenames=sorted(files), timed=timed)
+                      archive_sha256=sha, filenames=sorted(files), timed=timed,
+                      profiled=profiled)
     session.add(run)
     session.flush()
     queue = routing.queue_for(session=session, manifest=manifest.model_dump(),
