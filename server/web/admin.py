@@ -150,7 +150,7 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
     return RedirectResponse(f"/c/{course}?imported={version.assignment.slug}", status_code=303)
 
 
-def _manage(request: Request, session: SessionDep, user: User, course: str, slug: str,
+def render_manage(request: Request, session: SessionDep, user: User, course: str, slug: str,
             **extra: Any) -> HTMLResponse:
     c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
@@ -183,7 +183,7 @@ def _manage(request: Request, session: SessionDep, user: User, course: str, slug
 @router.get("/c/{course}/{slug}/manage")
 def manage(course: str, slug: str, request: Request, session: SessionDep,
            user: PageUser) -> HTMLResponse:
-    return _manage(request, session, user, course, slug)
+    return render_manage(request, session, user, course, slug)
 
 
 @router.post("/c/{course}/{slug}/manage/policy", dependencies=[Csrf])
@@ -209,61 +209,14 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
                                   role="instructor",
                                   changes=body.model_dump(exclude_unset=True))
     except ValidationError as exc:
-        return _manage(request, session, user, course, slug, error=reasons(exc),
+        return render_manage(request, session, user, course, slug, error=reasons(exc),
                        status_code=422)
     except ValueError:
-        return _manage(request, session, user, course, slug, status_code=422,
+        return render_manage(request, session, user, course, slug, status_code=422,
                        error="deadline: use a date and time with a zone, "
                              "e.g. 2026-12-01T23:59+01:00")
     except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
-                       status_code=exc.status)
-    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
-
-
-@router.post("/c/{course}/{slug}/manage/practice", dependencies=[Csrf])
-def practice_rules(course: str, slug: str, request: Request, session: SessionDep,
-                   user: PageUser, per_hour: Annotated[int, Form()],
-                   per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = "",
-                   profiles: Annotated[str, Form()] = "") -> Response:
-    """A student's practice runs per hour and day, and whether they may be timed."""
-    c, role = course_for(session, user, course, staff=True)
-    a = assignment_service.get(session=session, course=c, slug=slug)
-    try:
-        body = AssignmentUpdate(practice_per_hour=per_hour, practice_per_day=per_day,
-                                practice_timing=timing == "on",
-                                practice_profiles=profiles == "on")  # the API's rules
-        with committing(session):
-            policy_service.update(session=session, actor=user, assignment=a, role=role,
-                                  changes=body.model_dump(exclude_unset=True))
-    except ValidationError as exc:
-        return _manage(request, session, user, course, slug, error=reasons(exc),
-                       status_code=422)
-    except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
-                       status_code=exc.status)
-    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
-
-
-@router.post("/c/{course}/{slug}/manage/practice-pause", dependencies=[Csrf])
-def practice_pause(course: str, slug: str, request: Request, session: SessionDep,
-                   user: PageUser, until: Annotated[str, Form()] = "") -> Response:
-    """No student's practice run is taken until a time (empty: again now)."""
-    c, role = course_for(session, user, course, staff=True)
-    a = assignment_service.get(session=session, course=c, slug=slug)
-    try:
-        when = datetime.fromisoformat(until) if until.strip() else None
-        if when is not None and when.tzinfo is None:
-            raise ValueError(until)
-        with committing(session):
-            practice_service.pause(session=session, assignment=a, actor=user, role=role,
-                                   until=when)
-    except ValueError:
-        return _manage(request, session, user, course, slug, status_code=422,
-                       error="pause until: use a date and time with a zone, "
-                             "e.g. 2026-12-01T20:00+01:00")
-    except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
+        return render_manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
@@ -279,7 +232,7 @@ def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, 
             visibility.set_mode(session=session, assignment=a, actor=user, role=role,
                                 shown=shown or None)
     except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
+        return render_manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
@@ -304,7 +257,7 @@ def final_run(course: str, slug: str, request: Request, session: SessionDep, use
             finals.start(session=session, assignment=a, actor=user, role=role, rounds=rounds,
                          busy_wait_s=settings.final_busy_wait_s)
     except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
+        return render_manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?final=1", status_code=303)
 
@@ -333,7 +286,7 @@ def final_run_cancel(course: str, slug: str, run_id: RowId, request: Request, se
             run = finals.get(session=session, assignment=a, run_id=run_id)
             finals.cancel(session=session, run=run, actor=user, role=role)
     except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
+        return render_manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
@@ -351,14 +304,14 @@ def grant_extension(course: str, slug: str, request: Request, session: SessionDe
             extension_service.grant(session=session, actor=user, assignment=a, role=role,
                                     email=email, deadline=body.deadline, reason=body.reason)
     except ValidationError as exc:
-        return _manage(request, session, user, course, slug, error=reasons(exc),
+        return render_manage(request, session, user, course, slug, error=reasons(exc),
                        status_code=422)
     except ValueError:
-        return _manage(request, session, user, course, slug, status_code=422,
+        return render_manage(request, session, user, course, slug, status_code=422,
                        error="extension: use a date and time with a zone, "
                              "e.g. 2026-12-03T23:59+01:00")
     except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
+        return render_manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
@@ -373,7 +326,7 @@ def revoke_extension(course: str, slug: str, request: Request, session: SessionD
             extension_service.revoke(session=session, actor=user, assignment=a, role=role,
                                      email=email)
     except DomainError as exc:
-        return _manage(request, session, user, course, slug, error=exc.message,
+        return render_manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
