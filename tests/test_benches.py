@@ -44,6 +44,7 @@ TINY: dict[str, tuple[str, ...]] = {
     "grading_overhead": ("1",),
     "lti_launches": ("5",),
     "placement": ("1", "treasure-hunt/t1-multiprocessing"),
+    "practice": ("1", "--packages", "treasure-hunt/t1-multiprocessing", "--queued", "3"),
     "queue_throughput": ("--burst", "4", "--latency-jobs", "2"),
     "readiness": ("--packages", "treasure-hunt/t1-multiprocessing", "--next-term"),
     "runaway": ("treasure-hunt/t1-multiprocessing", "--kinds", "loop"),

@@ -52,6 +52,17 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     page.wait_for_selector(".verdict-failed", timeout=120_000)
     assert "wrong answer" in page.inner_text("table.tests")
 
+    # A practice run with a profile: "Try on the runner" beside Submit; it never counts.
+    page.click("text=Treasure hunt 1")
+    page.set_input_files("input[type=file]", str(good))
+    page.check("input[name=profile]")
+    page.click("text=Try on the runner (not graded)")
+    page.wait_for_url("**/p/*")
+    page.wait_for_selector("#profile svg.timeline", timeout=120_000)  # the page refreshes itself
+    assert "Practice: not graded" in page.inner_text("main")
+    assert "your solution.py" in page.inner_text("#profile")
+    page.screenshot(path=SHOTS / "practice.png", full_page=True)
+
     page.click("text=Treasure hunt 1")
     page.click("text=Leaderboard")
     you = page.locator("tr.you")

@@ -34,9 +34,9 @@ from server.models import (
     now,
 )
 from server.services.grades import grade_changes
-from server.services.intake import submissions
 from server.services.packages import assignments
 from server.services.people import courses, users
+from server.services.records import artifacts
 from server.services.records.errors import Conflict, Forbidden, Invalid, NotFound
 from server.services.records.manual_points import points
 
@@ -193,7 +193,7 @@ def _set_item(session: Session, grade: ManualGrade, item: RubricItem, on: bool,
 
 def sources(*, submission: Submission, artifacts_root: Path) -> dict[str, list[str]]:
     """The submission's files as lines of text (undecodable bytes replaced)."""
-    data = submissions.files_of(submission=submission, artifacts_root=artifacts_root)
+    data = artifacts.read(root=artifacts_root, sha256=submission.archive_sha256)
     files = assignments.safe_members(data, max_total=MAX_SOURCE_BYTES)
     return {name: body.decode("utf-8", "replace").splitlines()
             for name, body in sorted(files.items())}

@@ -60,7 +60,7 @@ function checkedUpload() {
       ok = ok && !problem;
       list.append(li);
     }
-    form.querySelector("button").disabled = !ok;
+    form.querySelectorAll("button").forEach((b) => { b.disabled = !ok; });  // Submit and Try
   };
   input.addEventListener("change", check);
   ["dragenter", "dragover"].forEach((e) => drop.addEventListener(e, (ev) => {
