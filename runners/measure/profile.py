@@ -114,6 +114,8 @@ def _text(value: Any) -> str:
 
 def _state(frame: dict[str, Any], source: dict[str, list[str]], harness: str) -> str:
     name, path, line = frame.get("name"), frame.get("file"), frame.get("line")
+    if isinstance(name, str) and name.startswith("process ") and not line:
+        return "wait"  # py-spy's own frame for a process with no Python frame (starting, ending)
     if isinstance(path, str) and path.startswith(harness):
         return "wait"  # the platform's harness between calls: waiting for its next request
     if isinstance(path, str) and path in source:

@@ -28,7 +28,7 @@ from runners.runs.failures import (
 from runners.runs.launch import INSIDE_CTL, INSIDE_RESULT, Run
 from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount
-from runners.sandbox.schedstat import run_delays, waited_between
+from runners.sandbox.schedstat import root_of, run_delays, waited_between
 
 
 class Session:
@@ -250,18 +250,7 @@ class Session:
     def root_pid(self) -> int | None:
         """The sandbox's first process as the host numbers it (every other one is under it;
         None: this backend cannot tell)."""
-        pids = self.pids()
-        if not pids:
-            return None
-        parents = {}
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    parents[pid] = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-        roots = [pid for pid, parent in parents.items() if parent not in pids]
-        return min(roots) if roots else None
+        return root_of(self.pids() or set())
 
     @property
     def frozen(self) -> bool:

@@ -65,3 +65,16 @@ def waited_between(before: dict[int, int], after: dict[int, int]) -> float | Non
     if not common:
         return None
     return sum(max(0, after[t] - before[t]) for t in common) / 1e9
+
+
+def root_of(pids: set[int]) -> int | None:
+    """The first process of a sandbox's `pids`, every other one under it (None: none found)."""
+    parents = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                parents[pid] = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    roots = [pid for pid, parent in parents.items() if parent not in pids]
+    return min(roots) if roots else None
