@@ -62,7 +62,9 @@ def render(report: GradeReport, console: Console) -> None:
             "how a shared node drifts between gradings)"))
     if report.credit:
         c = report.credit
-        parts.append(Text(f"Credit ({c.policy}): {CREDIT_LABEL[c.status]}: {c.reason}",
+        what = f"{c.policy}; practice: what a graded run would earn, no points here" \
+            if report.practice else c.policy
+        parts.append(Text(f"Credit ({what}): {CREDIT_LABEL[c.status]}: {c.reason}",
                           style=CREDIT_STYLE[c.status]))
     if report.scaling:
         sc = Table(title="strong scaling", box=None, header_style="bold")
