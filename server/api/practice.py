@@ -3,7 +3,6 @@ timing) only, never graded (services/intake/practice.py)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, UploadFile, status
@@ -13,7 +12,7 @@ from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, CurrentUser, SessionDep, SettingsDep
 from server.models import PracticeRun
-from server.schemas import ErrorPublic, Input, Public, UtcDatetime
+from server.schemas import ErrorPublic, PauseIn, Public, UtcDatetime
 from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.packages import assignments as assignment_service
@@ -47,11 +46,6 @@ class PracticeRules(Public):
     timing: bool = Field(description="Whether a practice run may ask for the short timing")
     profiles: bool = Field(description="Whether a practice run may ask for a profile")
     paused_until: UtcDatetime | None
-
-
-class PauseIn(Input):
-    until: datetime | None = Field(description="No student's practice run is taken until then "
-                                   "(null: again now)")
 
 
 def public(run: PracticeRun, *, with_report: bool, staff: bool = False) -> PracticePublic:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 from server.api import RowId
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
-from server.models import Course, User
+from server.models import Assignment, Course, User
 from server.schemas import (
     AssignmentUpdate,
     CourseCreate,
@@ -221,20 +222,30 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
 
-@router.post("/c/{course}/{slug}/manage/hidden-tests", dependencies=[Csrf])
-def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
-                 shown: Annotated[str, Form()] = "") -> Response:
-    """When students read a hidden test's whole message ("": as the package says)."""
+def manage_action(request: Request, session: SessionDep, user: User, course: str, slug: str,
+                  action: Callable[[str | None, Assignment], None]) -> Response:
+    """A manage-page form's work, `action(role, assignment)`, in one transaction: back to the
+    page saying "Saved.", or with the refusal (a validation's reasons, a service's message)."""
     c, role = course_for(session, user, course, staff=True)
     a = assignment_service.get(session=session, course=c, slug=slug)
     try:
         with committing(session):
-            visibility.set_mode(session=session, assignment=a, actor=user, role=role,
-                                shown=shown or None)
+            action(role, a)
+    except ValidationError as exc:
+        return render_manage(request, session, user, course, slug, error=reasons(exc),
+                             status_code=422)
     except DomainError as exc:
         return render_manage(request, session, user, course, slug, error=exc.message,
-                       status_code=exc.status)
+                             status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/hidden-tests", dependencies=[Csrf])
+def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+                 shown: Annotated[str, Form()] = "") -> Response:
+    """When students read a hidden test's whole message ("": as the package says)."""
+    return manage_action(request, session, user, course, slug, lambda role, a: visibility.set_mode(
+        session=session, assignment=a, actor=user, role=role, shown=shown or None))
 
 
 @router.post("/c/{course}/{slug}/manage/regrade-all", dependencies=[Csrf])

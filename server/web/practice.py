@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
@@ -14,18 +13,17 @@ from pydantic import ValidationError
 from server.api import RowId
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
-from server.models import User
-from server.schemas import AssignmentUpdate
+from server.models import Assignment, User
+from server.schemas import AssignmentUpdate, PauseIn
 from server.services.grades import policies as policy_service
 from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
-from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
-from server.services.records.errors import DomainError
-from server.web.admin import course_for, render_manage
+from server.services.records.errors import DomainError, Invalid
+from server.web.admin import manage_action
 from server.web.pages import page_assignment, render_assignment
 from server.web.plots import timeline_svg
-from server.web.plumbing import Csrf, PageUser, reasons, render
+from server.web.plumbing import Csrf, PageUser, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -69,43 +67,26 @@ def practice_rules(course: str, slug: str, request: Request, session: SessionDep
                    user: PageUser, per_hour: Annotated[int, Form()],
                    per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = "",
                    profiles: Annotated[str, Form()] = "") -> Response:
-    """A student's practice runs per hour and day, and whether they may be timed."""
-    c, role = course_for(session, user, course, staff=True)
-    a = assignment_service.get(session=session, course=c, slug=slug)
-    try:
+    """A student's practice runs per hour and day, and whether they may be timed or profiled."""
+    def act(role: str | None, a: Assignment) -> None:
         body = AssignmentUpdate(practice_per_hour=per_hour, practice_per_day=per_day,
                                 practice_timing=timing == "on",
                                 practice_profiles=profiles == "on")  # the API's rules
-        with committing(session):
-            policy_service.update(session=session, actor=user, assignment=a, role=role,
-                                  changes=body.model_dump(exclude_unset=True))
-    except ValidationError as exc:
-        return render_manage(request, session, user, course, slug, error=reasons(exc),
-                       status_code=422)
-    except DomainError as exc:
-        return render_manage(request, session, user, course, slug, error=exc.message,
-                       status_code=exc.status)
-    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+        policy_service.update(session=session, actor=user, assignment=a, role=role,
+                              changes=body.model_dump(exclude_unset=True))
+    return manage_action(request, session, user, course, slug, act)
 
 
 @router.post("/c/{course}/{slug}/manage/practice-pause", dependencies=[Csrf])
 def practice_pause(course: str, slug: str, request: Request, session: SessionDep,
                    user: PageUser, until: Annotated[str, Form()] = "") -> Response:
     """No student's practice run is taken until a time (empty: again now)."""
-    c, role = course_for(session, user, course, staff=True)
-    a = assignment_service.get(session=session, course=c, slug=slug)
-    try:
-        when = datetime.fromisoformat(until) if until.strip() else None
-        if when is not None and when.tzinfo is None:
-            raise ValueError(until)
-        with committing(session):
-            practice_service.pause(session=session, assignment=a, actor=user, role=role,
-                                   until=when)
-    except ValueError:
-        return render_manage(request, session, user, course, slug, status_code=422,
-                       error="pause until: use a date and time with a zone, "
-                             "e.g. 2026-12-01T20:00+01:00")
-    except DomainError as exc:
-        return render_manage(request, session, user, course, slug, error=exc.message,
-                       status_code=exc.status)
-    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+    def act(role: str | None, a: Assignment) -> None:
+        try:
+            body = PauseIn(until=until.strip() or None)  # type: ignore[arg-type]  # the API's rules
+        except ValidationError as exc:
+            raise Invalid("pause until: use a date and time with a zone, e.g. "
+                          "2026-12-01T20:00+01:00") from exc
+        practice_service.pause(session=session, assignment=a, actor=user, role=role,
+                               until=body.until)
+    return manage_action(request, session, user, course, slug, act)
