@@ -3,6 +3,7 @@ a CSRF token in every form, Jinja2's autoescaping for everything a user or a sub
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
@@ -207,20 +208,34 @@ def assignment_page(course: str, slug: str, request: Request, session: SessionDe
 @router.post("/c/{course}/{slug}/submit", dependencies=[Csrf])
 def submit(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
            user: PageUser, files: Annotated[list[UploadFile], File()]) -> Response:
+    def act(role: str | None, a: Assignment, uploads: list[tuple[str, bytes]],
+            intake: submission_service.Intake) -> str:
+        sub, _ = submission_service.create(session=session, user=user, assignment=a, role=role,
+                                           uploads=uploads, intake=intake)
+        return f"/s/{sub.id}"
+    return upload_action(request, session, settings, user, course, slug, files, act)
+
+
+def upload_action(request: Request, session: SessionDep, settings: SettingsDep, user: User,
+                  course: str, slug: str, files: list[UploadFile],
+                  action: Callable[[str | None, Assignment, list[tuple[str, bytes]],
+                                    submission_service.Intake], str]) -> Response:
+    """An upload from the assignment's page (a submission, a practice run): `action(role,
+    assignment, uploads, intake)` in one transaction, then to the page it names; refused, back
+    to the assignment's page saying why (to the login where the account was just linked to
+    another one)."""
     _, role, a = page_assignment(session, user, course, slug)
     uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
     uid = user.id
     try:
         with committing(session):
-            sub, _ = submission_service.create(
-                session=session, user=user, assignment=a, role=role, uploads=uploads,
-                intake=submission_service.Intake.of(settings))
+            to = action(role, a, uploads, submission_service.Intake.of(settings))
     except DomainError as exc:
         if session.get(User, uid) is None:  # linked to another account meanwhile: sign in again
             return RedirectResponse("/login", status_code=303)
         return render_assignment(request, session, settings, user, course, slug,
-                                error=exc.message, status_code=exc.status)
-    return RedirectResponse(f"/s/{sub.id}", status_code=303)
+                                 error=exc.message, status_code=exc.status)
+    return RedirectResponse(to, status_code=303)
 
 
 def _visible(session: SessionDep, user: User, submission_id: int) -> Submission:

@@ -6,22 +6,21 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from pydantic import ValidationError
 
 from server.api import RowId
-from server.db import committing
 from server.deps import SessionDep, SettingsDep
-from server.models import Assignment, User
+from server.models import Assignment
 from server.schemas import AssignmentUpdate, PauseIn
 from server.services.grades import policies as policy_service
 from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.people import courses as course_service
-from server.services.records.errors import DomainError, Invalid
+from server.services.records.errors import Invalid
 from server.web.admin import manage_action
-from server.web.pages import page_assignment, render_assignment
+from server.web.pages import upload_action
 from server.web.plots import timeline_svg
 from server.web.plumbing import Csrf, PageUser, render
 
@@ -32,21 +31,13 @@ router = APIRouter(include_in_schema=False)
 def start(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
           user: PageUser, files: Annotated[list[UploadFile], File()],
           timed: Annotated[str, Form()] = "", profile: Annotated[str, Form()] = "") -> Response:
-    _, role, a = page_assignment(session, user, course, slug)
-    uploads = [(f.filename or "upload", f.file.read(settings.max_upload_bytes + 1)) for f in files]
-    uid = user.id
-    try:
-        with committing(session):
-            run, _ = practice_service.start(
-                session=session, user=user, assignment=a, role=role, uploads=uploads,
-                timed=timed == "on", profiled=profile == "on",
-                intake=submission_service.Intake.of(settings))
-    except DomainError as exc:
-        if session.get(User, uid) is None:  # linked to another account meanwhile: sign in again
-            return RedirectResponse("/login", status_code=303)
-        return render_assignment(request, session, settings, user, course, slug,
-                                 error=exc.message, status_code=exc.status)
-    return RedirectResponse(f"/p/{run.id}", status_code=303)
+    def act(role: str | None, a: Assignment, uploads: list[tuple[str, bytes]],
+            intake: submission_service.Intake) -> str:
+        run, _ = practice_service.start(session=session, user=user, assignment=a, role=role,
+                                        uploads=uploads, timed=timed == "on",
+                                        profiled=profile == "on", intake=intake)
+        return f"/p/{run.id}"
+    return upload_action(request, session, settings, user, course, slug, files, act)
 
 
 @router.get("/p/{run_id}")
