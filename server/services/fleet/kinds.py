@@ -79,21 +79,35 @@ def queued_again(session: Session, job: Job) -> None:
     jobs.publish(session, job)
 
 
+def retried(session: Session, job: Job, max_attempts: int) -> bool:
+    """A job that came back without a result (the platform's failure): queued again while it
+    has attempts left (True); else the caller records the failure."""
+    if job.attempts >= max_attempts:
+        return False
+    queued_again(session, job)
+    return True
+
+
 # grade: a student's submission, graded live ------------------------------------------------
 
 
 def grade_job(session: Session, submission: Submission, job: Job) -> GradeJob:
     """What a runner is told of a grading job: the submission, its package, what to expect."""
-    a = submission.assignment
-    manifest = Manifest.model_validate(submission.version.manifest)
-    return GradeJob(submission_id=submission.id, assignment=f"{a.course.slug}/{a.slug}",
-                    assignment_version=submission.version.version,
-                    bundle_sha256=submission.version.bundle_sha256,
-                    submission_sha256=submission.archive_sha256, queue=manifest.resources.queue,
+    return _code_job(job, submission.version, submission.id, submission.archive_sha256,
+                     reference.speedup(session=session, version=submission.version))
+
+
+def _code_job(job: Job, version: AssignmentVersion, code_id: int, archive_sha256: str,
+              reference_speedup: float | None) -> GradeJob:
+    """A job that runs a student's code (`code_id`: the submission's, a practice run's)."""
+    a = version.assignment
+    manifest = Manifest.model_validate(version.manifest)
+    return GradeJob(submission_id=code_id, assignment=f"{a.course.slug}/{a.slug}",
+                    assignment_version=version.version, bundle_sha256=version.bundle_sha256,
+                    submission_sha256=archive_sha256, queue=manifest.resources.queue,
                     time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
-                    reference_speedup=reference.speedup(session=session,
-                                                        version=submission.version),
-                    reference_test_seconds=reference_test_seconds(submission.version))
+                    reference_speedup=reference_speedup,
+                    reference_test_seconds=reference_test_seconds(version))
 
 
 def reference_test_seconds(version: AssignmentVersion) -> dict[str, float]:
@@ -124,8 +138,7 @@ def _record_grade(session: Session, job: Job, outcome: JobOutcome, max_attempts:
     sub = _submission(session, job)
     if outcome.report is None:
         sub.counts_for_quota = False  # never charged to the student
-        if job.attempts < max_attempts:
-            queued_again(session, job)
+        if retried(session, job, max_attempts):
             sub.status = "queued"
         else:
             done(job)
@@ -165,8 +178,7 @@ def _offer_final(session: Session, job: Job) -> Offer:
 def _record_final(session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> None:
     """A turn's figure, or, failed on the platform's side, queued again until its last attempt
     (then the turn is left out of the student's median)."""
-    if outcome.report is None and job.attempts < max_attempts:
-        queued_again(session, job)
+    if outcome.report is None and retried(session, job, max_attempts):
         finals.requeued(session=session, job=job)
         return
     done(job)
@@ -204,8 +216,7 @@ def _record_validation(session: Session, job: Job, outcome: JobOutcome,
                        max_attempts: int) -> None:
     version = _version(session, job)
     if outcome.checks is None:
-        if job.attempts < max_attempts:
-            queued_again(session, job)
+        if retried(session, job, max_attempts):
             return
         version.status = "error"
         version.checks = [{"name": "platform", "ok": False, "skipped": None,
@@ -259,8 +270,7 @@ def _record_similarity(session: Session, job: Job, outcome: JobOutcome,
                        max_attempts: int) -> None:
     run = _run(session, job)
     if outcome.similarity is None:
-        if job.attempts < max_attempts:
-            queued_again(session, job)
+        if retried(session, job, max_attempts):
             run.status = "queued"
             return
         run.status, run.error = "error", grading.storable(outcome.platform_error or "no result")
@@ -293,15 +303,9 @@ def _practice(session: Session, job: Job) -> PracticeRun:
 def _offer_practice(session: Session, job: Job) -> Offer:
     run = _practice(session, job)
     run.status, run.started_at = "running", now()
-    a, version = run.assignment, run.version
-    manifest = Manifest.model_validate(version.manifest)
-    return {"job": GradeJob(
-        submission_id=run.id, assignment=f"{a.course.slug}/{a.slug}",
-        assignment_version=version.version, bundle_sha256=version.bundle_sha256,
-        submission_sha256=run.archive_sha256, queue=job.queue,  # type: ignore[arg-type]
-        time_limit_s=job.time_limit_s, entry_file=manifest.entry.file,
-        reference_test_seconds=reference_test_seconds(version),
-        practice="timed" if run.timed else "tests", profile=run.profiled)}
+    return {"job": _code_job(job, run.version, run.id, run.archive_sha256, None).model_copy(
+        update={"queue": job.queue, "practice": "timed" if run.timed else "tests",
+                "profile": run.profiled})}
 
 
 def _record_practice(session: Session, job: Job, outcome: JobOutcome, max_attempts: int) -> None:
@@ -310,8 +314,7 @@ def _record_practice(session: Session, job: Job, outcome: JobOutcome, max_attemp
     run = _practice(session, job)
     run.attempts = job.attempts
     if outcome.report is None:
-        if job.attempts < max_attempts:
-            queued_again(session, job)
+        if retried(session, job, max_attempts):
             run.status = "queued"
             return
         run.status, run.error = "error", grading.storable(outcome.platform_error or "no report")
