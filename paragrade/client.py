@@ -134,12 +134,9 @@ def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
            wait: Annotated[bool, typer.Option(help="wait for the grade")] = True) -> None:
     """Upload a solution and (unless --no-wait) follow it until it is graded."""
     course, slug = _split(assignment)
-    for f in files:
-        if not f.is_file():
-            _fail(f"{f}: no such file")
     with _client() as c:
         sub = _check(c.post(f"/api/courses/{course}/assignments/{slug}/submissions",
-                            files=[("files", (f.name, f.read_bytes())) for f in files]))
+                            files=_uploads(files)))
         console.print(f"submission {sub['id']} {sub['status']}")
         if not wait:
             return
@@ -162,12 +159,9 @@ def try_(assignment: Annotated[str, typer.Argument(help="course/slug")],
     --time one short timing, with --profile where the time of one call went). Never graded,
     never on the board; it has its own limit."""
     course, slug = _split(assignment)
-    for f in files:
-        if not f.is_file():
-            _fail(f"{f}: no such file")
     with _client() as c:
         run = _check(c.post(f"/api/courses/{course}/assignments/{slug}/practice",
-                            files=[("files", (f.name, f.read_bytes())) for f in files],
+                            files=_uploads(files),
                             data={"timed": "true" if time_it else "false",
                                   "profile": "true" if profile else "false"}))
         console.print(f"practice run {run['id']} {run['status']} (not graded)")
@@ -178,21 +172,31 @@ def try_(assignment: Annotated[str, typer.Argument(help="course/slug")],
                 time.sleep(1)
                 run = _check(c.get(f"/api/practice/{run['id']}"))
                 status.update(run["status"])
-    if run.get("report"):
-        from runners.grading.render import render
-
-        render(GradeReport.model_validate(run["report"]), console)
-    else:
+    if not _rendered(run):
         console.print(f"practice run {run['id']}: {run['status']}"
                       + (f": {run['error']}" if run.get("error") else ""))
 
 
-def _show(sub: dict[str, Any]) -> None:
-    if sub.get("report"):
-        from runners.grading.render import render
+def _uploads(files: list[Path]) -> list[tuple[str, tuple[str, bytes]]]:
+    """The files as a multipart upload; a missing one named."""
+    for f in files:
+        if not f.is_file():
+            _fail(f"{f}: no such file")
+    return [("files", (f.name, f.read_bytes())) for f in files]
 
-        render(GradeReport.model_validate(sub["report"]), console)
-    else:
+
+def _rendered(answer: dict[str, Any]) -> bool:
+    """Print the answer's report, if it has one (a submission's, a practice run's)."""
+    if not answer.get("report"):
+        return False
+    from runners.grading.render import render
+
+    render(GradeReport.model_validate(answer["report"]), console)
+    return True
+
+
+def _show(sub: dict[str, Any]) -> None:
+    if not _rendered(sub):
         where = f" on the {sub['queue']} queue" if sub.get("queue") else ""
         why = f" ({sub['waiting_for']})" if sub.get("waiting_for") else ""
         console.print(f"submission {sub['id']}: {sub['status']}{where}"
