@@ -48,6 +48,7 @@ from server.services.records.errors import DomainError
 from server.settings import ServerSettings, get_settings, with_local_secrets
 from server.web import admin, live, pages, plumbing, stats
 from server.web import by_hand as by_hand_pages
+from server.web import manage as manage_pages
 from server.web import practice as practice_pages
 from server.web import reviews as reviews_pages
 
@@ -208,6 +209,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(by_hand_pages.router)
     app.include_router(stats.router)
     app.include_router(practice_pages.router)
+    app.include_router(manage_pages.router)
     app.mount("/static", StaticFiles(directory=plumbing.HERE / "static"), name="static")
     app.state.guide = (settings.guide_dir / "index.html").is_file()
     if app.state.guide:  # the guide is static pages, served as they were built

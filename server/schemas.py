@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -130,11 +129,6 @@ class VersionPublic(Public):
     version: str
     validation: str = Field(description="validating | ready | invalid | error")
     checks: list[dict[str, Any]] | None
-
-
-class PauseIn(Input):
-    until: AwareDatetime | None = Field(description="No student's practice run is taken until "
-                                        "then, with a time zone (null: again now)")
 
 
 class ShownIn(Input):

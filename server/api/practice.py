@@ -12,7 +12,8 @@ from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, CurrentUser, SessionDep, SettingsDep
 from server.models import PracticeRun
-from server.schemas import ErrorPublic, PauseIn, Public, UtcDatetime
+from server.schemas import ErrorPublic, Public, UtcDatetime
+from server.schemas_practice import PauseIn
 from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.packages import assignments as assignment_service

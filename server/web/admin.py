@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -13,7 +12,7 @@ from pydantic import ValidationError
 from server.api import RowId
 from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
-from server.models import Assignment, Course, User
+from server.models import Course, User
 from server.schemas import (
     AssignmentUpdate,
     CourseCreate,
@@ -24,7 +23,7 @@ from server.schemas_lti import LtiPlatformCreate
 from server.services.fleet import readiness as readiness_service
 from server.services.fleet import state as fleet_service
 from server.services.grades import extensions as extension_service
-from server.services.grades import finals, visibility
+from server.services.grades import finals
 from server.services.grades import policies as policy_service
 from server.services.intake import practice as practice_service
 from server.services.intake import similarity as similarity_service
@@ -220,32 +219,6 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
         return render_manage(request, session, user, course, slug, error=exc.message,
                        status_code=exc.status)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
-
-
-def manage_action(request: Request, session: SessionDep, user: User, course: str, slug: str,
-                  action: Callable[[str | None, Assignment], None]) -> Response:
-    """A manage-page form's work, `action(role, assignment)`, in one transaction: back to the
-    page saying "Saved.", or with the refusal (a validation's reasons, a service's message)."""
-    c, role = course_for(session, user, course, staff=True)
-    a = assignment_service.get(session=session, course=c, slug=slug)
-    try:
-        with committing(session):
-            action(role, a)
-    except ValidationError as exc:
-        return render_manage(request, session, user, course, slug, error=reasons(exc),
-                             status_code=422)
-    except DomainError as exc:
-        return render_manage(request, session, user, course, slug, error=exc.message,
-                             status_code=exc.status)
-    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
-
-
-@router.post("/c/{course}/{slug}/manage/hidden-tests", dependencies=[Csrf])
-def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
-                 shown: Annotated[str, Form()] = "") -> Response:
-    """When students read a hidden test's whole message ("": as the package says)."""
-    return manage_action(request, session, user, course, slug, lambda role, a: visibility.set_mode(
-        session=session, assignment=a, actor=user, role=role, shown=shown or None))
 
 
 @router.post("/c/{course}/{slug}/manage/regrade-all", dependencies=[Csrf])

@@ -8,18 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
-from pydantic import ValidationError
 
 from server.api import RowId
 from server.deps import SessionDep, SettingsDep
 from server.models import Assignment
-from server.schemas import AssignmentUpdate, PauseIn
-from server.services.grades import policies as policy_service
 from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.people import courses as course_service
-from server.services.records.errors import Invalid
-from server.web.admin import manage_action
 from server.web.pages import upload_action
 from server.web.plots import timeline_svg
 from server.web.plumbing import Csrf, PageUser, render
@@ -51,33 +46,3 @@ def run_page(run_id: RowId, request: Request, session: SessionDep,
                 if prof.get("processes") else "")
     return render(request, "practice.html", user=user, run=run, a=run.assignment,
                   report=run.report, staff=staff, timeline=timeline)
-
-
-@router.post("/c/{course}/{slug}/manage/practice", dependencies=[Csrf])
-def practice_rules(course: str, slug: str, request: Request, session: SessionDep,
-                   user: PageUser, per_hour: Annotated[int, Form()],
-                   per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = "",
-                   profiles: Annotated[str, Form()] = "") -> Response:
-    """A student's practice runs per hour and day, and whether they may be timed or profiled."""
-    def act(role: str | None, a: Assignment) -> None:
-        body = AssignmentUpdate(practice_per_hour=per_hour, practice_per_day=per_day,
-                                practice_timing=timing == "on",
-                                practice_profiles=profiles == "on")  # the API's rules
-        policy_service.update(session=session, actor=user, assignment=a, role=role,
-                              changes=body.model_dump(exclude_unset=True))
-    return manage_action(request, session, user, course, slug, act)
-
-
-@router.post("/c/{course}/{slug}/manage/practice-pause", dependencies=[Csrf])
-def practice_pause(course: str, slug: str, request: Request, session: SessionDep,
-                   user: PageUser, until: Annotated[str, Form()] = "") -> Response:
-    """No student's practice run is taken until a time (empty: again now)."""
-    def act(role: str | None, a: Assignment) -> None:
-        try:
-            body = PauseIn(until=until.strip() or None)  # type: ignore[arg-type]  # the API's rules
-        except ValidationError as exc:
-            raise Invalid("pause until: use a date and time with a zone, e.g. "
-                          "2026-12-01T20:00+01:00") from exc
-        practice_service.pause(session=session, assignment=a, actor=user, role=role,
-                               until=body.until)
-    return manage_action(request, session, user, course, slug, act)

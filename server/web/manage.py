@@ -1,0 +1,83 @@
+"""The manage page's settings forms that are not the assignment's policy (admin.py): when
+hidden tests' messages are shown, and the practice runs' limits and pause. Each form's work runs
+in `manage_action`: one transaction, back to the page saying "Saved." or why not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+from pydantic import ValidationError
+
+from server.db import committing
+from server.deps import SessionDep
+from server.models import Assignment, User
+from server.schemas import AssignmentUpdate
+from server.schemas_practice import PauseIn
+from server.services.grades import policies as policy_service
+from server.services.grades import visibility
+from server.services.intake import practice as practice_service
+from server.services.packages import assignments as assignment_service
+from server.services.records.errors import DomainError, Invalid
+from server.web.admin import course_for, render_manage
+from server.web.plumbing import Csrf, PageUser, reasons
+
+router = APIRouter(include_in_schema=False)
+
+
+def manage_action(request: Request, session: SessionDep, user: User, course: str, slug: str,
+                  action: Callable[[str | None, Assignment], None]) -> Response:
+    """A manage-page form's work, `action(role, assignment)`, in one transaction: back to the
+    page saying "Saved.", or with the refusal (a validation's reasons, a service's message)."""
+    c, role = course_for(session, user, course, staff=True)
+    a = assignment_service.get(session=session, course=c, slug=slug)
+    try:
+        with committing(session):
+            action(role, a)
+    except ValidationError as exc:
+        return render_manage(request, session, user, course, slug, error=reasons(exc),
+                             status_code=422)
+    except DomainError as exc:
+        return render_manage(request, session, user, course, slug, error=exc.message,
+                             status_code=exc.status)
+    return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
+
+
+@router.post("/c/{course}/{slug}/manage/hidden-tests", dependencies=[Csrf])
+def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+                 shown: Annotated[str, Form()] = "") -> Response:
+    """When students read a hidden test's whole message ("": as the package says)."""
+    return manage_action(request, session, user, course, slug, lambda role, a: visibility.set_mode(
+        session=session, assignment=a, actor=user, role=role, shown=shown or None))
+
+
+@router.post("/c/{course}/{slug}/manage/practice", dependencies=[Csrf])
+def practice_rules(course: str, slug: str, request: Request, session: SessionDep,
+                   user: PageUser, per_hour: Annotated[int, Form()],
+                   per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = "",
+                   profiles: Annotated[str, Form()] = "") -> Response:
+    """A student's practice runs per hour and day, and whether they may be timed or profiled."""
+    def act(role: str | None, a: Assignment) -> None:
+        body = AssignmentUpdate(practice_per_hour=per_hour, practice_per_day=per_day,
+                                practice_timing=timing == "on",
+                                practice_profiles=profiles == "on")  # the API's rules
+        policy_service.update(session=session, actor=user, assignment=a, role=role,
+                              changes=body.model_dump(exclude_unset=True))
+    return manage_action(request, session, user, course, slug, act)
+
+
+@router.post("/c/{course}/{slug}/manage/practice-pause", dependencies=[Csrf])
+def practice_pause(course: str, slug: str, request: Request, session: SessionDep,
+                   user: PageUser, until: Annotated[str, Form()] = "") -> Response:
+    """No student's practice run is taken until a time (empty: again now)."""
+    def act(role: str | None, a: Assignment) -> None:
+        try:
+            body = PauseIn(until=until.strip() or None)  # type: ignore[arg-type]  # the API's rules
+        except ValidationError as exc:
+            raise Invalid("pause until: use a date and time with a zone, e.g. "
+                          "2026-12-01T20:00+01:00") from exc
+        practice_service.pause(session=session, assignment=a, actor=user, role=role,
+                               until=body.until)
+    return manage_action(request, session, user, course, slug, act)
