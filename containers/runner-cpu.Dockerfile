@@ -12,7 +12,7 @@ RUN /src/containers/install.sh app-deps
 LABEL org.opencontainers.image.title="paragrade runner (cpu, mpi)" \
       io.paragrade.role="runner" \
       io.paragrade.queues="cpu,mpi" \
-      io.paragrade.protocol="9" \
+      io.paragrade.protocol="10" \
       io.paragrade.runtime="/opt/paragrade/runtime" \
       io.paragrade.mpi="mpich (PyPI wheel)"
 COPY runners/runtime-requirements.txt runners/runtime-requirements-ray.txt runners/runtime-lock.txt /src/runners/

@@ -62,7 +62,7 @@ FROM debian:bookworm-slim
 LABEL org.opencontainers.image.title="paragrade runner (gpu)" \
       io.paragrade.role="runner" \
       io.paragrade.queues="gpu" \
-      io.paragrade.protocol="9" \
+      io.paragrade.protocol="10" \
       io.paragrade.runtime="/opt/paragrade/runtime" \
       io.paragrade.mpi="openmpi (CUDA-aware)"
 COPY --from=mpi /opt/openmpi /opt/openmpi

@@ -9,7 +9,7 @@ COPY pyproject.toml /src/pyproject.toml
 RUN /src/containers/install.sh app-deps
 LABEL org.opencontainers.image.title="paragrade server" \
       io.paragrade.role="server" \
-      io.paragrade.protocol="9"
+      io.paragrade.protocol="10"
 RUN useradd --system --uid 10001 paragrade && mkdir -p /var/lib/paragrade/artifacts \
     && chown -R paragrade /var/lib/paragrade
 COPY . /src

@@ -11,6 +11,7 @@ intake/practice.py), so it can reach no board, quota, statistic, final run, expo
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,16 +44,16 @@ def practice_report(report: GradeReport) -> GradeReport:
 
 def profiled_call(g: Grading, stage: object, code_dir: Path, files: dict[str, bytes]) -> Profile:
     """Where the time of one untimed call went: the student's function on the package's timed
-    input at the top worker count, in a fresh sandbox, after a warm call; every process sampled
-    from outside (runners/measure/profile.py). Its answer is not judged: the public tests did,
-    and nothing here is a grade. A script entry's program is profiled as one whole run (its
-    first 0.4 s go to the sampler's attaching); batch scripts and job arrays not yet."""
+    input at the top worker count, in a fresh sandbox, after a warm call; every process of
+    every node's sandbox sampled from outside (runners/measure/profile.py). Its answer is not
+    judged: the tests did, and nothing here is a grade. A script entry's program (a batch
+    script's too) is profiled as one whole run (its first 0.4 s go to the sampler's
+    attaching); job arrays not yet. `cost_s`: the runner's wall seconds for all of it."""
     a, m = g.assignment, g.m
-    if m.array is not None or m.launcher.kind == "sbatch" or (
-            m.entry.style != "script" and m.entry.function is None):
-        return Profile(sampler="py-spy", interval_s=1 / profile.RATE, seconds=0.0, processes=[],
-                       top=[], balance=None, note="profiles are made of function and script "
-                       "entries so far: not of a batch script or a job array")
+    t0 = time.monotonic()
+    if m.array is not None or (m.entry.style != "script" and m.entry.function is None):
+        return _empty("profiles are made of function and script entries (batch scripts "
+                      "among them) so far: not of a job array")
     g.progress("profiling one call")
     workers = max(a.scaling_workers)
     cfg = configure.make_config(a, executor=g.executor, stage=stage,  # type: ignore[arg-type]
@@ -60,44 +61,77 @@ def profiled_call(g: Grading, stage: object, code_dir: Path, files: dict[str, by
                                 gpu_mode=g.gpu_mode, serial=False, settings=g.settings)
     hook = load_hook(a)
     rng = np.random.default_rng(g.seed)
+    source = {f"{INSIDE_SUB}/{name}": content.decode(errors="replace")
+              for name, content in files.items()}
     if m.entry.style == "script":
-        return _profiled_run(cfg, [str(v) for v in hook.make_args(rng, workers)], files)
+        got = _profiled_run(cfg, [str(v) for v in hook.make_args(rng, workers)], source,
+                            g.gpu_mode)
+        return got.model_copy(update={"cost_s": round(time.monotonic() - t0, 2)})
     function = m.entry.function
     assert function is not None
     extra = {m.entry.workers_arg: workers} if m.entry.workers_arg else {}
-    source = {f"{INSIDE_SUB}/{name}": content.decode(errors="replace")
-              for name, content in files.items()}
+    make_input = hook.make_input
+    if g.gpu_mode == "simulated":  # a GPU's timed input would run for minutes in the simulator
+        make_input = getattr(hook, "make_simulated_input", None)
+        if not callable(make_input):
+            return _empty("no profile on the CUDA simulator: this package's timing hook gives "
+                          "no input small enough for it (make_simulated_input)")
     with Session(cfg) as session:
-        inputs = hook.make_input(rng, workers)
-        session.call(function, **inputs, **extra)  # warm: imports, caches
-        root = session.root_pid()
-        if root is None:
-            return Profile(sampler="py-spy", interval_s=1 / profile.RATE, seconds=0.0,
-                           processes=[], top=[], balance=None,
-                           note="this runner's sandbox backend does not show its processes")
+        inputs = make_input(rng, workers)
+        _, warm_s = session.call(function, **inputs, **extra)  # warm: imports, caches
+        roots, unseen = _seen(session.roots())
+        if not roots:
+            return _empty(NOT_SHOWN)
         before = session.pids() or set()
-        with profile.sampling(root) as rec:
+        with profile.sampling_all(roots, rate=profile.rate_for(warm_s)) as recs:
             _, seconds = session.call(function, **inputs, **extra)
-    return profile.summarize(rec, code_dir=INSIDE_SUB, source=source, seconds=seconds,
-                             harness=INSIDE_HARNESS, before=before)
+    got = profile.summarize(recs, code_dir=INSIDE_SUB, source=source, seconds=seconds,
+                            harness=INSIDE_HARNESS, before=before, gpu_mode=g.gpu_mode)
+    return _noted(got, unseen).model_copy(update={"cost_s": round(time.monotonic() - t0, 2)})
 
 
-def _profiled_run(cfg: object, argv: list[str], files: dict[str, bytes]) -> Profile:
-    """A script entry's program, run once whole with every process of its sandbox sampled."""
+NOT_SHOWN = "this runner's sandbox backend does not show its processes"
+
+
+def _empty(note: str) -> Profile:
+    return Profile(sampler="py-spy", interval_s=1 / profile.RATE, seconds=0.0, processes=[],
+                   top=[], balance=None, note=note)
+
+
+def _seen(roots: list[tuple[str | None, int | None]]
+          ) -> tuple[list[tuple[str | None, int]], list[str]]:
+    """The nodes' sandboxes this host can sample, and the names of those it cannot."""
+    return ([(node, pid) for node, pid in roots if pid is not None],
+            [node or "this node" for node, pid in roots if pid is None])
+
+
+def _noted(p: Profile, unseen: list[str]) -> Profile:
+    if not unseen:
+        return p
+    note = (f"not sampled: the sandbox on {', '.join(unseen)} (another host's: its node agent "
+            "does not sample yet)")
+    return p.model_copy(update={"note": "; ".join(n for n in (p.note, note) if n)})
+
+
+def _profiled_run(cfg: object, argv: list[str], source: dict[str, str],
+                  gpu_mode: str) -> Profile:
+    """A script entry's program, run once whole with every process of every node's sandbox
+    sampled."""
     recordings: list[profile.Recording] = []
+    unseen: list[str] = []
 
     @contextlib.contextmanager
-    def watch(root: int) -> Iterator[None]:
-        with profile.sampling(root) as rec:
-            recordings.append(rec)
+    def watch(roots: list[tuple[str | None, int | None]]) -> Iterator[None]:
+        seen, missing = _seen(roots)
+        unseen.extend(missing)
+        with profile.sampling_all(seen) as recs:
+            recordings.extend(recs)
             yield
 
     result = run_script(cfg, argv, watch=watch)  # type: ignore[arg-type]
-    source = {f"{INSIDE_SUB}/{name}": content.decode(errors="replace")
-              for name, content in files.items()}
     if not recordings:
-        return Profile(sampler="py-spy", interval_s=1 / profile.RATE, seconds=0.0,
-                       processes=[], top=[], balance=None,
-                       note="this runner's sandbox backend does not show its processes")
-    return profile.summarize(recordings[0], code_dir=INSIDE_SUB, source=source,
-                             seconds=result.elapsed_s, harness=INSIDE_HARNESS, before=set())
+        return _empty(NOT_SHOWN)
+    got = profile.summarize(recordings, code_dir=INSIDE_SUB, source=source,
+                            seconds=result.elapsed_s, harness=INSIDE_HARNESS, before=set(),
+                            gpu_mode=gpu_mode)
+    return _noted(got, unseen)

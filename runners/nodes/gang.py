@@ -175,6 +175,11 @@ class GangRunning(Running):
             total += s
         return total
 
+    def roots(self) -> list[tuple[str | None, int | None]]:
+        """Every node's sandbox (a node agent's, on another host, cannot be seen from here)."""
+        return [(node.name, r.roots()[0][1]) for node, r in zip(self.nodes, self.runs,
+                                                                strict=True)]
+
     def freeze(self, frozen: bool) -> bool:
         done: list[Running] = []
         for r in self.runs:

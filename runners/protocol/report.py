@@ -321,6 +321,11 @@ class ProfiledProcess(Frozen):
     timeline: list[tuple[float, float, str]] = Field(
         description="(start s, end s, 'run' | 'wait' | 'mpi') from the process's first "
         "sample in the call (a worker started during it begins later)")
+    node: str | None = Field(default=None, description="The node it ran on (runs over "
+                             "several nodes; None on one)")
+    thread: str | None = Field(default=None, description="One thread of it (a process whose "
+                               "threads shared the work: a row each); None: the process as its "
+                               "busiest thread spent the call")
 
 
 class ProfiledFunction(Frozen):
@@ -329,6 +334,32 @@ class ProfiledFunction(Frozen):
     line: int
     share: float = Field(description="Share of all processes' running samples spent here")
     own: bool = Field(description="In the student's own files")
+
+
+class FlameStack(Frozen):
+    """One call stack of a profile's flame graph (outermost first, the platform's harness left
+    out) and how many samples ended on it."""
+
+    frames: list[str]
+    samples: int
+    own: list[bool] = Field(description="Per frame: in the student's own files")
+
+
+class GpuKernel(Frozen):
+    name: str = Field(description="The kernel as the line that launched it names it")
+    share: float = Field(description="Share of the call's host time in its launches")
+
+
+class GpuTime(Frozen):
+    """Where a GPU call's time went, as the host's samples show it: in kernels, in copies
+    between host and device, on the host."""
+
+    kernels: float
+    copies: float
+    host: float
+    per_kernel: list[GpuKernel]
+    simulated: bool = Field(description="The numba CUDA simulator on a CPU, not a GPU")
+    note: str
 
 
 class Profile(Frozen):
@@ -344,6 +375,13 @@ class Profile(Frozen):
                                   "workers' mean (the processes the call started, else every "
                                   "process; 1: even; None: one process)")
     note: str | None = None
+    flame: list[FlameStack] = Field(
+        default_factory=list, description="The call's stacks for a flame graph (the most "
+        "sampled first, at most FLAME_STACKS)")
+    gpu: GpuTime | None = Field(default=None, description="A GPU call's kernels, copies and "
+                                "host time (None: not a GPU task)")
+    cost_s: float | None = Field(default=None, description="Runner seconds the profile took "
+                                 "(after a graded grading: what opting in costs)")
 
 
 class GradeReport(Frozen):

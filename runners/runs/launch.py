@@ -16,7 +16,7 @@ from runners.nodes import gang
 from runners.runs.failures import failure_from_exit
 from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount, Running, SandboxSpec
-from runners.sandbox.schedstat import RunDelaySampler, root_of
+from runners.sandbox.schedstat import RunDelaySampler
 
 INSIDE_SUB = "/sub"
 INSIDE_WORK = "/tmp/work"
@@ -125,24 +125,27 @@ class ScriptResult:
     waited_s: float | None = None  # its threads' wait for a CPU (read_run_delay; None: not read)
 
 
-def _first_process(run: Run, within_s: float = 2.0) -> int | None:
-    """The sandbox's first process, once its cgroup lists it (a moment after the launch)."""
+def _roots(run: Run, within_s: float = 2.0) -> list[tuple[str | None, int | None]]:
+    """Each node's sandbox as its first process, once its cgroup lists it (a moment after the
+    launch); None for a node this host cannot see."""
     deadline = time.monotonic() + within_s
     while True:
-        root = root_of(run.proc.pids() or set())
-        if root is not None or time.monotonic() > deadline or not run.proc.alive():
-            return root
+        roots = run.proc.roots()
+        if (all(pid is not None for _, pid in roots) or time.monotonic() > deadline
+                or not run.proc.alive()):
+            return roots
         time.sleep(0.01)
 
 
 def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 20,
                read_run_delay: bool = False,
-               watch: Callable[[int], AbstractContextManager[object]] | None = None
+               watch: Callable[[list[tuple[str | None, int | None]]],
+                               AbstractContextManager[object]] | None = None
                ) -> ScriptResult:
     """Run the code as a program (the launcher's way) and collect the files it wrote in out/.
     `read_run_delay`: sample its threads' wait for a CPU while it runs (the timed serial
     baseline's runs: other work on the node, `ScriptResult.waited_s`). `watch`: a context the
-    run is waited for in, given its sandbox's first process (a practice run's profile)."""
+    run is waited for in, given each node's sandbox as its first process (a profile)."""
     run = Run(cfg)
     try:
         out = run.work / "out"
@@ -151,9 +154,9 @@ def run_script(cfg: RunConfig, args: list[str], *, max_file_bytes: int = 64 << 2
             os.chown(out, cfg.sandbox_uid, cfg.sandbox_uid)
         t0 = time.perf_counter_ns()
         run.launch([run.python, run.entry, *cfg.entry_args, *args], [])
-        root = _first_process(run) if watch is not None else None
+        roots = _roots(run) if watch is not None else []
         with (RunDelaySampler(run.proc.pids) if read_run_delay else nullcontext()) as delays, \
-                (watch(root) if watch is not None and root is not None else nullcontext()):
+                (watch(roots) if watch is not None else nullcontext()):
             info = run.finish(grace=cfg.limits.wall_s + 5)
         elapsed = (time.perf_counter_ns() - t0) / 1e9
         if info.timed_out or info.output_exceeded or info.disk_exceeded or info.oom_killed:

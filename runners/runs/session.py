@@ -28,7 +28,7 @@ from runners.runs.failures import (
 from runners.runs.launch import INSIDE_CTL, INSIDE_RESULT, Run
 from runners.runs.runconfig import RunConfig
 from runners.sandbox import ExitInfo, Mount
-from runners.sandbox.schedstat import root_of, run_delays, waited_between
+from runners.sandbox.schedstat import run_delays, waited_between
 
 
 class Session:
@@ -247,10 +247,9 @@ class Session:
         """The sandbox's processes as the host numbers them (None: this backend cannot tell)."""
         return self._run.proc.pids() if self._run.running is not None else set()
 
-    def root_pid(self) -> int | None:
-        """The sandbox's first process as the host numbers it (every other one is under it;
-        None: this backend cannot tell)."""
-        return root_of(self.pids() or set())
+    def roots(self) -> list[tuple[str | None, int | None]]:
+        """Each node's sandbox as its first process (runners/sandbox/base.py `Running.roots`)."""
+        return self._run.proc.roots() if self._run.running is not None else []
 
     @property
     def frozen(self) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from runners.sandbox import cgroups
+from runners.sandbox.schedstat import root_of
 
 EXCERPT_BYTES = 32 * 1024
 
@@ -250,6 +251,13 @@ class Running(abc.ABC):
     def pids(self) -> set[int] | None:
         """The run's processes as this host numbers them; None where this backend cannot tell."""
         return None
+
+    def roots(self) -> list[tuple[str | None, int | None]]:
+        """Each node's sandbox as its first process (every other one under it), by the node's
+        name (None on one node): what a profile samples. The process is None where this host
+        cannot see it (not started yet; another host's node)."""
+        pids = self.pids()
+        return [(None, root_of(pids) if pids else None)]
 
 
 class Executor(abc.ABC):
