@@ -449,6 +449,23 @@ def test_the_seeds_batch_script_runs_its_ranks_on_two_nodes(two_nodes: tuple) ->
         assert not r.tests  # nothing of it ran
 
 
+def test_a_profile_on_two_nodes_samples_each_nodes_ranks(two_nodes: tuple) -> None:
+    """The seed's batch script as a practice run with a profile: each node's sandbox sampled
+    from its own side, one rank a row on n1 and one on n2, each summing in the student's
+    `<genexpr>` (not "in MPI": the sum is the reduce's argument, on its line); mpiexec's
+    launcher, which runs none of the student's code, is no row."""
+    _, settings = two_nodes
+    a = package.load(SEED_FORM)
+    r = grader.grade(a, package.code_of(a, "reference"), settings=settings, practice="tests",
+                     profile=True)
+    p = r.profile
+    assert r.verdict == Verdict.PASSED and p is not None and p.note is None, (r.summary, p)
+    assert [(w.node, w.label) for w in p.processes] == [
+        ("n1", "n1 · process 1"), ("n2", "n2 · process 1")], p.processes
+    assert all(w.running >= 0.3 for w in p.processes), p.processes
+    assert p.top[0].own and p.top[0].name == "<genexpr>", p.top[:3]
+
+
 UNEVEN = b"""import os, sys, time
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000

@@ -97,3 +97,33 @@ def test_a_whole_program_is_profiled_as_one_run() -> None:
     assert r.verdict is Verdict.PASSED and p is not None and p.note is None, (r.summary, p)
     assert len(p.processes) == 2 and all(w.running >= 0.5 for w in p.processes), p.processes
     assert p.top and p.top[0].own and not any(f.name.startswith("process ") for f in p.top)
+
+
+def test_a_thread_pools_threads_are_a_row_each_and_wait_on_their_reads() -> None:
+    """threads-io's reference: 16 threads, each read waiting 10 ms on the record service. Each
+    thread that ran the student's code is a row of its own, started in the call, mostly
+    waiting; no load balance is given for workers that wait."""
+    a = package.load(COURSE.parent / "parallel-python" / "threads-io")
+    r = grader.grade(a, package.code_of(a, "reference"), practice="tests", profile=True)
+    p = r.profile
+    assert r.verdict is Verdict.PASSED and p is not None and p.note is None, (r.summary, p)
+    threads = [w for w in p.processes if w.thread and w.started_in_call]
+    assert len(threads) >= 4 and all(w.label.startswith("process 1 · thread ") for w in threads)
+    assert sum(w.waiting for w in threads) / len(threads) >= 0.6, p.processes
+    assert p.balance is None, p.balance
+    assert any("fetch (solution.py)" in s.frames for s in p.flame), p.flame[:3]
+
+
+
+def test_a_gpu_profile_on_the_simulator_names_the_kernel_and_says_it_is_the_simulator() -> None:
+    """t3 on a CPU runner: the profile runs the hook's small simulator input, its host time
+    split into the kernel the student's line launched, copies and host, and says plainly that
+    it profiled the numba CUDA simulator, not a GPU."""
+    a = package.load(COURSE / "t3-cuda")
+    r = grader.grade(a, package.code_of(a, "reference"), practice="tests", profile=True)
+    p = r.profile
+    assert r.verdict is Verdict.PASSED and p is not None and p.gpu is not None, (r.summary, p)
+    assert p.gpu.simulated and "simulator" in p.gpu.note and "not a GPU" in p.gpu.note
+    assert [k.name for k in p.gpu.per_kernel] == ["block_sums"], p.gpu
+    assert p.gpu.kernels >= 0.5 and abs(p.gpu.kernels + p.gpu.copies + p.gpu.host - 1) < 0.01
+    assert len(p.processes) == 1 and p.cost_s is not None and p.cost_s > p.seconds

@@ -217,8 +217,9 @@ class _Reader:
             return "wait"  # the platform's harness between calls: waiting for its next request
         text = self.line(leaf)
         if isinstance(path, str) and path in self.source:
-            if MPI_CALL.search(text):
-                return "mpi"
+            if MPI_CALL.search(text) and not (isinstance(name, str) and name.startswith("<")
+                                              and name != "<module>"):
+                return "mpi"  # not a `<genexpr>` summing on the line, inside the call's args
             if OWN_BLOCKING.search(text):
                 return "wait"  # `q.get()`, `lock.acquire()`, `time.sleep(…)` on their own line
         elif text and LIBRARY_BLOCKING.search(text):
@@ -343,16 +344,19 @@ def _real_rate(rec: Recording) -> float:
 
 
 def _rows(threads: list[_Thread], *, split_threads: bool) -> list[_Thread]:
-    """Each process as one row, its thread that ran the student's code (the main one first),
+    """Each process that ran the student's code as one row, its thread that did (the main one first),
     else its busiest; a row per thread where 2 to THREAD_ROWS of its threads ran the student's
     code (a thread pool's workers). A GPU simulator's threads are CUDA threads: never split."""
     by_proc: dict[tuple[str | None, int], list[_Thread]] = {}
     for t in threads:
         by_proc.setdefault((t.node, t.pid), []).append(t)
     rows: list[_Thread] = []
+    anyone = any(t.own for t in threads)
     for key in sorted(by_proc, key=lambda k: (k[0] or "", k[1])):
         ts = sorted(by_proc[key], key=lambda t: (not t.main, t.tid))
         own = [t for t in ts if t.own]
+        if anyone and not own:
+            continue  # a launcher's (mpiexec's wrapper): it never ran the student's code
         if split_threads and 2 <= len(own) <= THREAD_ROWS:
             rows.extend(own)
         else:
