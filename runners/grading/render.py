@@ -153,4 +153,18 @@ def _profile(p: Profile) -> list[object]:
         top.add_row(f"{f.name} ({'your ' if f.own else ''}{where})", f"{f.share:.0%}")
     if p.top:
         parts.append(top)
+    if p.gpu is not None:
+        g = p.gpu
+        kernels = ", ".join(f"{k.name} {k.share:.0%}" for k in g.per_kernel)
+        parts.append(Text(f"GPU: kernels {g.kernels:.0%}{f' ({kernels})' if kernels else ''}, "
+                          f"copies {g.copies:.0%}, host {g.host:.0%}"))
+        parts.append(Text(g.note, style="yellow" if g.simulated else ""))
+    if p.flame:
+        parts.append(Text("most sampled stacks (the page draws them as a flame graph):",
+                          style="bold"))
+        total = sum(s.samples for s in p.flame) or 1
+        for stack in p.flame[:3]:
+            parts.append(Text(f"  {stack.samples / total:.0%}  " + " › ".join(stack.frames[-4:])))
+    if p.cost_s is not None:
+        parts.append(Text(f"the profile took {p.cost_s:.1f} s of the runner's time", style="dim"))
     return parts

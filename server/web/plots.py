@@ -187,3 +187,57 @@ def timeline_svg(processes: Sequence[dict[str, Any]], seconds: float) -> str:
                f'{span:.2f} s</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+FLAME_ROW, FLAME_WIDTH, FLAME_DEPTH = 17, 640, 24
+
+
+def flame_svg(stacks: Sequence[dict[str, Any]]) -> str:
+    """A profile's flame graph: the call's stacks merged into a tree, outermost frame at the
+    bottom, each frame as wide as the samples under it (runners/measure/profile.py). Frame
+    names came from the student's processes: they are only escaped text."""
+    root: dict[str, Any] = {"children": {}, "samples": 0}
+    for stack in stacks:
+        k = int(stack.get("samples", 0))
+        node = root
+        node["samples"] += k
+        own = list(stack.get("own", []))
+        for i, name in enumerate(list(stack.get("frames", []))[:FLAME_DEPTH]):
+            node = node["children"].setdefault(str(name), {
+                "children": {}, "samples": 0, "own": bool(own[i]) if i < len(own) else False})
+            node["samples"] += k
+    total = root["samples"] or 1
+    depth = _depth(root)
+    height = FLAME_ROW * depth + 4
+    scale = FLAME_WIDTH / total
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {FLAME_WIDTH} {height}" '
+           'role="img" class="plot flame" aria-label="flame graph: the call\'s stacks, each '
+           'frame as wide as its share of the samples">']
+
+    def draw(node: dict[str, Any], x: float, level: int) -> None:
+        for name, child in sorted(node["children"].items(), key=lambda kv: -kv[1]["samples"]):
+            w = child["samples"] * scale
+            if w >= 1:
+                y = height - FLAME_ROW * (level + 1)
+                share = child["samples"] / total
+                cls = "flame-own" if child["own"] else "flame-lib"
+                out.append(f'<g><title>{escape(name)}: {share:.0%} of the samples</title>'
+                           f'<rect x="{x:.1f}" y="{y}" width="{w - 0.5:.1f}" '
+                           f'height="{FLAME_ROW - 1}" class="{cls}"/>')
+                fits = int(w / 6.5)
+                if fits >= 3:
+                    text = name if len(name) <= fits else name[: fits - 1] + "…"
+                    out.append(f'<text x="{x + 3:.1f}" y="{y + 12}" class="tick">'
+                               f'{escape(text)}</text>')
+                out.append("</g>")
+                draw(child, x, level + 1)
+            x += w
+
+    draw(root, 0.0, 0)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _depth(node: dict[str, Any]) -> int:
+    return 1 + max((_depth(c) for c in node["children"].values()), default=0) \
+        if node["children"] else 0

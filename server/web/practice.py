@@ -16,7 +16,7 @@ from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.people import courses as course_service
 from server.web.pages import upload_action
-from server.web.plots import timeline_svg
+from server.web.plots import flame_svg, timeline_svg
 from server.web.plumbing import Csrf, PageUser, render
 
 router = APIRouter(include_in_schema=False)
@@ -44,5 +44,6 @@ def run_page(run_id: RowId, request: Request, session: SessionDep,
     prof = (run.report or {}).get("profile") or {}
     timeline = (Markup(timeline_svg(prof.get("processes", []), prof.get("seconds", 0.0)))
                 if prof.get("processes") else "")
+    flame = Markup(flame_svg(prof["flame"])) if prof.get("flame") else ""
     return render(request, "practice.html", user=user, run=run, a=run.assignment,
-                  report=run.report, staff=staff, timeline=timeline)
+                  report=run.report, staff=staff, timeline=timeline, flame=flame)

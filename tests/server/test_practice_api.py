@@ -177,7 +177,16 @@ def test_a_student_tries_a_file_from_the_assignment_page(world: World) -> None:
                        "timeline": [[0.0, 0.36, "run"], [0.36, 0.4, "wait"]]}
                       for i in (1, 2)],
         "top": [{"name": "partial_sum", "file": "/sub/solution.py", "line": 13, "share": 0.8,
-                 "own": True}]}
+                 "own": True}],
+        # Frame names are the student's processes' own text: a name that is markup stays text.
+        "flame": [{"frames": ["parallel_sum (solution.py)", "partial_sum (solution.py)"],
+                   "own": [True, True], "samples": 30},
+                  {"frames": ["parallel_sum (solution.py)", "<script>x()</script> (pool.py)"],
+                   "own": [True, False], "samples": 10}],
+        "gpu": {"kernels": 0.7, "copies": 0.1, "host": 0.2, "simulated": True,
+                "per_kernel": [{"name": "block_sums", "share": 0.7}],
+                "note": "profiled the numba CUDA simulator on this runner's CPU, not a GPU"},
+        "cost_s": 1.25}
     report["summary"] = "Practice: not graded · 2/2 public tests passed; speedup 1.50×"
     report["tests"] = [{**report["tests"][0], "name": "public_tests/test_public.py::test_y",
                         "hidden": False}]
@@ -187,6 +196,9 @@ def test_a_student_tries_a_file_from_the_assignment_page(world: World) -> None:
     assert "public_tests/test_public.py::test_y" in done and "Speedup 1.50×" in done
     assert "Where the time went" in done and done.count('class="prof-run"') == 2, done
     assert "partial_sum (your solution.py, line 13)" in done
+    assert done.count('class="flame-own"/>') == 2 and done.count('class="flame-lib"/>') == 1
+    assert "<script>x()" not in done and "&lt;script&gt;x()" in done
+    assert "block_sums 70 %" in done and "not a GPU" in done and "took 1.2 s" in done
     assert f'<a href="{at}">' in b.get(page).text  # listed under "your practice runs"
     assert browser(world, "bob@uni.edu").get(at).status_code == 404
     assert "ada &lt;ada@uni.edu&gt;" in browser(world, "prof@uni.edu", "prof-pass-4821").get(
