@@ -131,8 +131,8 @@ def grade(
         "the share of the timing budget a final run's turn takes"))] = 1.0,
     practice: Annotated[Practice | None, typer.Option(hidden=True, help=(
         "a practice run on a compute node: 'tests' (the public ones) or 'timed'"))] = None,
-    profile: Annotated[bool, typer.Option(hidden=True, help=(
-        "a practice run's profile of one untimed call"))] = False,
+    profile: Annotated[bool, typer.Option(help=(
+        "also profile one untimed call (after the timing): where the time went"))] = False,
 ) -> None:
     """Grade a solution: hidden tests in the sandbox, speedup, scaling, points."""
     a = _load(assignment)

@@ -213,6 +213,8 @@ class AssignmentUpdate(Input):
                                          "practice run may ask for the short timing")
     practice_profiles: bool | None = Field(default=None, strict=True, description="Whether a "
                                            "practice run may ask for a profile")
+    graded_profiles: bool | None = Field(default=None, strict=True, description="A profile "
+                                         "after each graded grading's timing (runner time)")
 
     _in_utc_range = field_validator("deadline")(staticmethod(_deadline_in_range))
 

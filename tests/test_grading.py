@@ -53,7 +53,7 @@ def test_reference_grades_passed_with_json_keys(tmp_path: Path) -> None:
     def graded() -> dict[str, Any]:
         # A reference figure given, the anchor off (the default): the plain ratio, unanchored.
         out = cli("grade", "treasure-hunt/t1-multiprocessing", str(ref), "--json",
-                  "--reference-speedup", "1.5")
+                  "--reference-speedup", "1.5", "--profile")
         assert out.returncode == 0, out.stderr
         return cast(dict[str, Any], json.loads(out.stdout))
 
@@ -78,7 +78,12 @@ def test_reference_grades_passed_with_json_keys(tmp_path: Path) -> None:
     assert data["wall_time_s"] < 120
     # Where the time went: the phases add up to the grading's wall time.
     phases = env["phases"]
-    assert {"set-up", "tests", "timing", "timed calls", "report"} == set(phases)
+    assert {"set-up", "tests", "timing", "timed calls", "report", "profile"} == set(phases)
+    # A graded grading profiled after its timing (an assignment that opted in): its two pool
+    # workers, and what it cost, a phase of its own.
+    prof = data["profile"]
+    assert len([w for w in prof["processes"] if w["started_in_call"]]) == 2, prof["processes"]
+    assert 0 < prof["cost_s"] == phases["profile"] < data["wall_time_s"] and prof["flame"]
     assert 0 < data["timed_time_s"] == phases["timed calls"] < phases["timing"]
     whole = sum(v for k, v in phases.items() if k != "timed calls")
     assert abs(whole - data["wall_time_s"]) < 0.05

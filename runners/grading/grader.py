@@ -21,6 +21,7 @@ from runners.protocol import (
     Credit,
     GradeReport,
     Practice,
+    Profile,
     SpeedupFigure,
     TestOutcome,
     Verdict,
@@ -58,8 +59,9 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
     no test runs and the report holds only the speedup, measured on `timing_share` of the budget
     (every timed answer is still checked). `practice`: a practice run, never graded
     (runners/grading/practice.py): the public tests only, and with `timed` one short timing at
-    the top worker count; its report says so and carries no points; `profile` adds where the
-    time of one untimed call went (runners/measure/profile.py)."""
+    the top worker count; its report says so and carries no points. `profile` adds where the
+    time of one untimed call went (runners/measure/profile.py): a practice run's, or a graded
+    grading's after its timing (never a final run's turn); its cost is in the profile."""
     if practice is not None:
         timing_only, timing_share = practice == "timed", PRACTICE_SHARE
         with_timing = practice == "timed"
@@ -67,7 +69,7 @@ def grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | Non
                     progress=progress, settings=settings, reference_speedup=reference_speedup,
                     reference_test_s=reference_test_s, timing_only=timing_only,
                     timing_share=timing_share, public_only=practice is not None,
-                    profile=profile and practice is not None)
+                    profile=profile and (practice is not None or not timing_only))
     return practice_report(report) if practice is not None else report
 
 
@@ -96,8 +98,7 @@ def _grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | No
             report = measured if isinstance(measured, GradeReport) else _credited(
                 g, figures(timing, *measured, files=files), reference_speedup=reference_speedup)
         if profile and report.verdict is Verdict.PASSED:
-            report = report.model_copy(update={"profile": profiled_call(g, stage, code_dir,
-                                                                        files)})
+            report = _with_profile(report, profiled_call(g, stage, code_dir, files))
         return report
     except package.PackageError as exc:
         return g.report(Verdict.AUTHOR_ERROR, f"assignment package problem: {exc}", [])
@@ -106,6 +107,15 @@ def _grade(assignment: Assignment, files: dict[str, bytes], *, backend: str | No
     finally:
         stack.close()
         stage.cleanup()
+
+
+def _with_profile(report: GradeReport, p: Profile) -> GradeReport:
+    """`report` with its profile, whose runner time is a phase of the grading's wall time."""
+    cost = p.cost_s or 0.0
+    env = report.environment.model_copy(update={"phases": {**report.environment.phases,
+                                                           "profile": round(cost, 4)}})
+    return report.model_copy(update={"profile": p, "environment": env,
+                                     "wall_time_s": round(report.wall_time_s + cost, 4)})
 
 
 def _start(assignment: Assignment, settings: RunnerSettings, *, backend: str | None,

@@ -55,8 +55,10 @@ THREAD_ROWS = 32
 """A process whose threads ran the student's code (2 to this many) gets a row per thread."""
 BALANCE_MIN_RUNNING = 0.1
 """Below this mean running share the workers wait (on I/O): no load balance is given."""
-FLAME_STACKS = 200
-FLAME_DEPTH = 40
+FLAME_STACKS = 120
+FLAME_DEPTH = 32
+FLAME_NAME_MAX = 60
+"""A flame graph's stacks, frames a stack, and characters a frame (at most ~230 KB a report)."""
 
 WAITING_FUNCTIONS = frozenset({
     "sleep", "wait", "acquire", "get", "recv", "recv_bytes", "_recv", "_recv_bytes", "poll",
@@ -266,7 +268,7 @@ class _Reader:
 def _label(frame: dict[str, Any], code_dir: str) -> str:
     path = str(frame.get("file", ""))
     where = path[len(code_dir):] if path.startswith(code_dir) else path.rsplit("/", 1)[-1]
-    return _text(f"{frame.get('name', '?')} ({where})")
+    return f"{frame.get('name', '?')} ({where})"[:FLAME_NAME_MAX]
 
 
 def summarize(recs: Recording | list[Recording], *, code_dir: str, source: dict[str, str],

@@ -50,9 +50,10 @@ class GradeJob(Frozen):
         default=None, description="A practice run, never graded: `tests` runs the public tests "
         "only (never the hidden ones), `timed` adds one short timing at the top worker count "
         "(runners/grading/practice.py)")
-    profile: bool = Field(default=False, description="A practice run's profile too: where the "
-                          "time of one untimed call went, every process sampled from outside "
-                          "(runners/measure/profile.py)")
+    profile: bool = Field(default=False, description="A profile too: where the time of one "
+                          "untimed call went, every process sampled from outside "
+                          "(runners/measure/profile.py); a graded job's after its timing, where "
+                          "the assignment opted in")
 
 
 class ValidateJob(Frozen):

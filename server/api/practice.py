@@ -46,6 +46,8 @@ class PracticeRules(Public):
     per_day: int
     timing: bool = Field(description="Whether a practice run may ask for the short timing")
     profiles: bool = Field(description="Whether a practice run may ask for a profile")
+    graded_profiles: bool = Field(description="Whether each graded grading is profiled too, "
+                                  "after its timing")
     paused_until: UtcDatetime | None
 
 
@@ -62,7 +64,8 @@ def public(run: PracticeRun, *, with_report: bool, staff: bool = False) -> Pract
 def rules(a: Any) -> PracticeRules:
     per_hour, per_day = practice_service.limits(a)
     return PracticeRules(per_hour=per_hour, per_day=per_day, timing=a.practice_timing,
-                         profiles=a.practice_profiles, paused_until=a.practice_paused_until)
+                         profiles=a.practice_profiles, graded_profiles=a.graded_profiles,
+                         paused_until=a.practice_paused_until)
 
 
 @router.post(A + "/practice", response_model=PracticePublic,

@@ -70,6 +70,9 @@ class Assignment(Base):
     practice_profiles: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     practice_paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                                    default=None)
+    # One profiled call after each graded grading's timing (runners/grading/practice.py
+    # `profiled_call`): off unless the instructor opts in, as it costs runner time.
+    graded_profiles: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     course: Mapped[Course] = relationship()
     current_version: Mapped[AssignmentVersion | None] = relationship(

@@ -175,6 +175,7 @@ def render_manage(request: Request, session: SessionDep, user: User, course: str
     extra.setdefault("final_grades", final_grades.grades(session=session, assignment_id=a.id))
     extra.setdefault("last_deadline", finals.last_deadline(session=session, assignment=a))
     extra.setdefault("practice_limits", practice_service.limits(a))
+    extra.setdefault("profile_cost", practice_service.graded_profile_cost(session=session, assignment=a))
     return render(request, "manage.html", user=user, course=c, role=role, a=a, subs=subs[::-1][:500],
                   scoring=assignment_service.manifest_of(a).scoring,
                   student=who, verdict=verdict, newest=a.versions[-1], **extra)

@@ -57,12 +57,15 @@ def hidden_tests(course: str, slug: str, request: Request, session: SessionDep, 
 def practice_rules(course: str, slug: str, request: Request, session: SessionDep,
                    user: PageUser, per_hour: Annotated[int, Form()],
                    per_day: Annotated[int, Form()], timing: Annotated[str, Form()] = "",
-                   profiles: Annotated[str, Form()] = "") -> Response:
-    """A student's practice runs per hour and day, and whether they may be timed or profiled."""
+                   profiles: Annotated[str, Form()] = "",
+                   graded_profiles: Annotated[str, Form()] = "") -> Response:
+    """A student's practice runs per hour and day, whether they may be timed or profiled, and
+    whether graded gradings are profiled too."""
     def act(role: str | None, a: Assignment) -> None:
         body = AssignmentUpdate(practice_per_hour=per_hour, practice_per_day=per_day,
                                 practice_timing=timing == "on",
-                                practice_profiles=profiles == "on")  # the API's rules
+                                practice_profiles=profiles == "on",
+                                graded_profiles=graded_profiles == "on")  # the API's rules
         policy_service.update(session=session, actor=user, assignment=a, role=role,
                               changes=body.model_dump(exclude_unset=True))
     return manage_action(request, session, user, course, slug, act)

@@ -32,7 +32,7 @@ from server.services.people import users as user_service
 from server.services.records import final_grades
 from server.services.records.errors import DomainError, Forbidden
 from server.settings import ServerSettings
-from server.web.plots import scaling_svg, weak_svg
+from server.web.plots import profile_pictures, scaling_svg, weak_svg
 from server.web.plumbing import (
     Csrf,
     PageUser,
@@ -258,7 +258,8 @@ def submission_page(submission_id: RowId, request: Request, session: SessionDep,
     role = course_service.role(session=session, user=user, course=a.course)
     report = visibility.for_reader(session=session, sub=sub, report=row.report if row else None,
                                    staff=course_service.is_staff(role))
-    return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
+    pictures = {k: Markup(v) for k, v in profile_pictures(report).items()}
+    return render(request, "submission.html", user=user, sub=sub, a=a, report=report, **pictures,
                   staff=course_service.is_staff(role), instructor=role == "instructor",
                   review=row.review if row else None,
                   retime=retiming.promise(sub=sub, row=row, after_s=settings.retime_after_s),

@@ -241,3 +241,12 @@ def flame_svg(stacks: Sequence[dict[str, Any]]) -> str:
 def _depth(node: dict[str, Any]) -> int:
     return 1 + max((_depth(c) for c in node["children"].values()), default=0) \
         if node["children"] else 0
+
+
+def profile_pictures(report: dict[str, Any] | None) -> dict[str, str]:
+    """A report's profile as the pages draw it: its timeline and its flame graph ('' where
+    there is none)."""
+    prof = (report or {}).get("profile") or {}
+    return {"timeline": timeline_svg(prof["processes"], prof.get("seconds", 0.0))
+            if prof.get("processes") else "",
+            "flame": flame_svg(prof["flame"]) if prof.get("flame") else ""}

@@ -16,7 +16,7 @@ from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.people import courses as course_service
 from server.web.pages import upload_action
-from server.web.plots import flame_svg, timeline_svg
+from server.web.plots import profile_pictures
 from server.web.plumbing import Csrf, PageUser, render
 
 router = APIRouter(include_in_schema=False)
@@ -41,9 +41,6 @@ def run_page(run_id: RowId, request: Request, session: SessionDep,
     run = practice_service.get_visible(session=session, user=user, run_id=run_id)
     staff = course_service.is_staff(course_service.role(session=session, user=user,
                                                         course=run.assignment.course))
-    prof = (run.report or {}).get("profile") or {}
-    timeline = (Markup(timeline_svg(prof.get("processes", []), prof.get("seconds", 0.0)))
-                if prof.get("processes") else "")
-    flame = Markup(flame_svg(prof["flame"])) if prof.get("flame") else ""
+    pictures = {k: Markup(v) for k, v in profile_pictures(run.report).items()}
     return render(request, "practice.html", user=user, run=run, a=run.assignment,
-                  report=run.report, staff=staff, timeline=timeline, flame=flame)
+                  report=run.report, staff=staff, **pictures)

@@ -135,7 +135,8 @@ def test_staff_pause_practice_and_turn_its_timing_off(world: World, engine: Engi
     assert _try(world, world.ada).status_code == 201
     rules = world.get(world.ada, f"{A}/practice-rules").json()
     assert rules == {"per_hour": practice.PER_HOUR, "per_day": practice.PER_DAY,
-                     "timing": False, "profiles": True, "paused_until": None}, rules
+                     "timing": False, "profiles": True, "graded_profiles": False,
+                     "paused_until": None}, rules
 
 
 def test_a_run_the_platform_failed_is_tried_again_then_says_so(world: World) -> None:
@@ -225,3 +226,40 @@ def test_the_instructor_sets_the_limits_and_can_turn_practice_off(world: World) 
     r = prof.post(f"{m}/practice-pause", data={"csrf_token": csrf(prof.get(m).text),
                                                "until": "tomorrow"})
     assert r.status_code == 422 and "with a zone" in r.text
+
+
+def test_an_instructor_opts_graded_gradings_into_a_profile_and_reads_its_cost(
+        world: World) -> None:
+    """Off by default; once the instructor opts in, a graded job asks its runner for a profile
+    after the timing, the student's submission page draws it, and the manage page says what
+    the last ones cost."""
+    first = world.submit(world.ada, REFERENCE).json()["id"]
+    offer = claim(world.client)
+    assert offer is not None and offer["job"]["submission_id"] == first
+    assert offer["job"]["profile"] is False and offer["job"]["practice"] is None
+    _answer(world, offer, sample_report(median=1.5, lo=1.4, hi=1.6))
+    r = world.client.patch(A, json={"graded_profiles": True}, headers=world.ada)
+    assert r.status_code == 403, r.text
+    r = world.client.patch(A, json={"graded_profiles": True}, headers=world.prof)
+    assert r.status_code == 200, r.text
+    assert world.get(world.ada, f"{A}/practice-rules").json()["graded_profiles"] is True
+    sub = world.submit(world.ada, REFERENCE).json()["id"]
+    offer = claim(world.client)
+    assert offer is not None and offer["job"]["submission_id"] == sub and offer["job"]["profile"]
+    report = sample_report(median=1.6, lo=1.5, hi=1.7)
+    report["profile"] = {
+        "sampler": "py-spy", "interval_s": 0.01, "seconds": 0.4, "balance": 1.0, "note": None,
+        "processes": [{"label": "process 1", "started_in_call": True, "samples": 40,
+                       "running": 0.9, "waiting": 0.1, "in_mpi": 0.0,
+                       "timeline": [[0.0, 0.4, "run"]]}],
+        "top": [], "flame": [{"frames": ["parallel_sum (solution.py)"], "own": [True],
+                              "samples": 40}], "cost_s": 2.5}
+    _answer(world, offer, report)
+    b = browser(world)
+    page = b.get(f"/s/{sub}").text
+    assert "Where the time went" in page and 'class="flame-own"/>' in page, page
+    assert "took 2.5 s of the runner" in page
+    assert "Where the time went" not in b.get(f"/s/{first}").text
+    manage = browser(world, "prof@uni.edu", "prof-pass-4821").get(
+        "/c/th/t1-multiprocessing/manage").text
+    assert 'name="graded_profiles" checked' in manage and "the last ones took 2.5 s each" in manage

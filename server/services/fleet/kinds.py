@@ -94,7 +94,8 @@ def retried(session: Session, job: Job, max_attempts: int) -> bool:
 def grade_job(session: Session, submission: Submission, job: Job) -> GradeJob:
     """What a runner is told of a grading job: the submission, its package, what to expect."""
     return _code_job(job, submission.version, submission.id, submission.archive_sha256,
-                     reference.speedup(session=session, version=submission.version))
+                     reference.speedup(session=session, version=submission.version)).model_copy(
+        update={"profile": submission.assignment.graded_profiles})
 
 
 def _code_job(job: Job, version: AssignmentVersion, code_id: int, archive_sha256: str,

@@ -21,7 +21,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.protocol import LOWEST_PRIORITY
-from server.models import Assignment, AuditLog, Job, PracticeRun, User, aware, now
+from server.models import (
+    Assignment,
+    AuditLog,
+    GradeReportRow,
+    Job,
+    PracticeRun,
+    Submission,
+    User,
+    aware,
+    now,
+)
 from server.services.fleet import routing
 from server.services.intake.submissions import Intake, check_files
 from server.services.packages.assignments import bundle, manifest_of
@@ -33,6 +43,8 @@ PER_HOUR = 6
 """A student's practice runs per hour of an assignment, unless its instructor set another."""
 PER_DAY = 30
 """And per day."""
+COST_OF_LAST = 20
+"""A graded profile's cost is the median of the assignment's last this many gradings'."""
 PRACTICE_PRIORITY = LOWEST_PRIORITY
 """Behind every graded job (the claim orders practice after the rest of its priority)."""
 
@@ -146,3 +158,16 @@ def pause(*, session: Session, assignment: Assignment, actor: User, role: str | 
                          target=f"{assignment.course.slug}/{assignment.slug}",
                          detail={"until": until.isoformat() if until else None}))
     session.flush()
+
+
+def graded_profile_cost(*, session: Session, assignment: Assignment) -> float | None:
+    """The median runner seconds of the last graded gradings' profiles (`graded_profiles`: what
+    opting in costs), None where none was profiled."""
+    reports = session.scalars(
+        select(GradeReportRow.report).join(Submission, Submission.id == GradeReportRow.submission_id)
+        .where(Submission.assignment_id == assignment.id).order_by(GradeReportRow.id.desc())
+        .limit(COST_OF_LAST))
+    costs = sorted(float(c) for r in reports if isinstance(r, dict)
+                   and isinstance(p := r.get("profile"), dict)
+                   and isinstance(c := p.get("cost_s"), int | float))
+    return costs[len(costs) // 2] if costs else None
