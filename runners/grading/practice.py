@@ -11,6 +11,7 @@ intake/practice.py), so it can reach no board, quota, statistic, final run, expo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +60,8 @@ def profiled_call(g: Grading, stage: object, code_dir: Path, files: dict[str, by
     cfg = configure.make_config(a, executor=g.executor, stage=stage,  # type: ignore[arg-type]
                                 code_dir=code_dir, cpus=g.cpus, workers=workers,
                                 gpu_mode=g.gpu_mode, serial=False, settings=g.settings)
+    if g.gpu_mode == "real":  # kernels end where they are launched: their time is on the host
+        cfg = dataclasses.replace(cfg, extra_env={**cfg.extra_env, "CUDA_LAUNCH_BLOCKING": "1"})
     hook = load_hook(a)
     rng = np.random.default_rng(g.seed)
     source = {f"{INSIDE_SUB}/{name}": content.decode(errors="replace")

@@ -407,8 +407,8 @@ def _gpu_time(rows: list[_Thread], *, simulated: bool) -> GpuTime:
     n = sum(parts.values()) or 1
     kernels = {k.split(":", 1)[1]: v for k, v in parts.items() if k.startswith("kernel:")}
     note = (SIMULATED_GPU_NOTE if simulated else
-            "from the host's samples: a kernel launch returns at once, so a kernel's own time "
-            "shows where the host waits for it (a copy back, a synchronize)")
+            "from the host's samples, this untimed call's kernels launched blocking "
+            "(CUDA_LAUNCH_BLOCKING=1): a kernel's time is where the host waits in its launch")
     return GpuTime(kernels=round(sum(kernels.values()) / n, 3), copies=round(parts["copy"] / n, 3),
                    host=round(parts["host"] / n, 3),
                    per_kernel=[GpuKernel(name=k, share=round(v / n, 3))

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -117,5 +118,46 @@ def test_every_shipped_reference_is_graded_and_ranked(tmp_path: Path) -> None:
                    for slug, s in results.items()}
         print("\n".join(f"{k}: {v}" for k, v in summary.items()))
         assert all(v[0] == "passed" for v in summary.values()), summary
+        _practised_on_every_kind(p, ada, results)
     finally:
         p.close()
+
+
+PRACTISED = {"t1-multiprocessing": "cpu", "t2-mpi": "mpi", "t2-cluster": "mpinodes",
+             "t3-cuda": "gpusim"}
+
+
+def _practised_on_every_kind(p: Platform, ada: dict[str, str], graded: dict[str, Any]) -> None:
+    """A practice run with a profile of each runner kind's reference, through the server: the
+    report says practice, each kind's profile shows its workers (two nodes' ranks apart, the
+    simulator's GPU time said so), and no board or grade moved."""
+    base = "/api/courses/treasure-hunt/assignments"
+    boards = {s: p.get(ada, f"{base}/{s}/leaderboard") for s in PRACTISED}
+    runs = {}
+    for slug in PRACTISED:
+        a = package.load(SHIPPED / "treasure-hunt" / slug)
+        files = [("files", (f.name, f.read_bytes())) for f in sorted(a.folder("reference").iterdir())
+                 if f.is_file()]
+        r = p.http.post(f"{base}/{slug}/practice", files=files, data={"profile": "true"},
+                        headers=ada)
+        assert r.status_code == 201, r.text
+        runs[slug] = r.json()["id"]
+    for slug, run_id in runs.items():
+        run = wait_until(f"{slug}'s practice run", lambda i=run_id: (
+            lambda r: r if r["status"] in ("done", "error") else None)(
+            p.get(ada, f"/api/practice/{i}")), 600, 1)
+        report = run["report"]
+        assert run["status"] == "done" and report["practice"], (slug, run)
+        assert report["summary"].startswith("Practice: not graded"), report["summary"]
+        prof = report["profile"]
+        assert prof and prof["processes"] and prof["note"] is None, (slug, prof)
+        if slug == "t2-cluster":
+            assert {w["node"] for w in prof["processes"]} == {"n1", "n2"}, prof["processes"]
+        if slug == "t3-cuda":
+            assert prof["gpu"]["simulated"] and prof["gpu"]["per_kernel"], prof["gpu"]
+        print(f"{slug} ({PRACTISED[slug]}): {[w['label'] for w in prof['processes']]}, "
+              f"profile {prof['cost_s']} s")
+    for slug, board in boards.items():
+        assert p.get(ada, f"{base}/{slug}/leaderboard") == board, slug
+        sub = p.get(ada, f"/api/submissions/{graded[slug]['id']}")
+        assert sub["score"] == graded[slug]["score"], slug

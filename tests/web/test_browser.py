@@ -61,6 +61,7 @@ def test_a_student_submits_and_watches_it_graded_and_ranked(  # type: ignore[no-
     page.wait_for_selector("#profile svg.timeline", timeout=120_000)  # the page refreshes itself
     assert "Practice: not graded" in page.inner_text("main")
     assert "your solution.py" in page.inner_text("#profile")
+    assert page.locator("#profile svg.flame rect.flame-own").count() >= 1  # the flame graph
     page.screenshot(path=SHOTS / "practice.png", full_page=True)
 
     page.click("text=Treasure hunt 1")
