@@ -36,6 +36,7 @@ from server.api import (
     similarity,
     statistics,
     submissions,
+    teams,
 )
 from server.boundary import ControlCharacters
 from server.dispatch import publishing_sessions
@@ -195,7 +196,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
-                   runner, health, lti, statistics, finals, manual, practice):
+                   runner, health, lti, statistics, finals, manual, practice, teams):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:

@@ -170,7 +170,7 @@ class AssignmentPublic(Public):
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")  # how every ISO 8601 time starts
 
 
-def _a_date_not_a_number(value: object) -> object:
+def a_date_not_a_number(value: object) -> object:
     """A time is ISO 8601 text or null: pydantic would read a JSON number, or a string of digits
     ("0", "-1", "1700000000"), as seconds since 1970."""
     if value is None or isinstance(value, datetime):
@@ -181,7 +181,7 @@ def _a_date_not_a_number(value: object) -> object:
     return value
 
 
-def _deadline_in_range(value: datetime | None) -> datetime | None:
+def deadline_in_range(value: datetime | None) -> datetime | None:
     # Stored in UTC: 9999-12-31T23:59-12:00 would be in the year 10000 (OverflowError).
     if value is not None and value.tzinfo is not None:
         try:
@@ -191,37 +191,9 @@ def _deadline_in_range(value: datetime | None) -> datetime | None:
     return value
 
 
-class AssignmentUpdate(Input):
-    """Strict types: `true` is not a count, a number is not a deadline; a field it does not know
-    is named in a 422 rather than ignored (a typo would otherwise change nothing, silently)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    deadline: Annotated[datetime | None, BeforeValidator(_a_date_not_a_number)] = None
-    late_policy: Literal["accept", "penalty", "reject"] | None = None
-    late_penalty: float | None = Field(default=None, ge=0, le=1, strict=True)
-    quota_count: int | None = Field(default=None, ge=1, le=10_000, strict=True)
-    quota_window_s: int | None = Field(default=None, ge=60, le=30 * 86400, strict=True)
-    speedup_min: float | None = Field(default=None, gt=0, le=1e6, strict=True,
-                                      description="Scoring curve: stored grades are re-scored")
-    speedup_full: float | None = Field(default=None, gt=0, le=1e6, strict=True)
-    practice_per_hour: int | None = Field(default=None, ge=0, le=1000, strict=True,
-                                          description="A student's practice runs per hour (0: "
-                                          "practice off)")
-    practice_per_day: int | None = Field(default=None, ge=0, le=10_000, strict=True)
-    practice_timing: bool | None = Field(default=None, strict=True, description="Whether a "
-                                         "practice run may ask for the short timing")
-    practice_profiles: bool | None = Field(default=None, strict=True, description="Whether a "
-                                           "practice run may ask for a profile")
-    graded_profiles: bool | None = Field(default=None, strict=True, description="A profile "
-                                         "after each graded grading's timing (runner time)")
-
-    _in_utc_range = field_validator("deadline")(staticmethod(_deadline_in_range))
-
-
 class ExtensionCreate(Input):
-    deadline: Annotated[datetime, BeforeValidator(_a_date_not_a_number),
-                        AfterValidator(_deadline_in_range)] = Field(
+    deadline: Annotated[datetime, BeforeValidator(a_date_not_a_number),
+                        AfterValidator(deadline_in_range)] = Field(
         description="The student's own deadline, with a time zone; after the assignment's")
     reason: str = Field(default="", max_length=500)
 

@@ -20,7 +20,6 @@ from server.deps import (
 from server.models import Assignment, User
 from server.schemas import (
     AssignmentPublic,
-    AssignmentUpdate,
     CourseBoardEntryPublic,
     CourseBoardPublic,
     CourseCellPublic,
@@ -34,6 +33,7 @@ from server.schemas import (
     ShownIn,
     VersionPublic,
 )
+from server.schemas_assignment import AssignmentUpdate
 from server.services.fleet import readiness as readiness_service
 from server.services.grades import extensions as extension_service
 from server.services.grades import leaderboard as leaderboard_service

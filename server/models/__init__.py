@@ -31,6 +31,7 @@ from server.models.submissions import (
     Submission,
     TestResultRow,
 )
+from server.models.teams import Team, TeamMember
 
 __all__ = [
     "ApiToken", "AppliedItem", "Artifact", "Assignment", "AssignmentVersion", "AuditLog",
@@ -38,5 +39,5 @@ __all__ = [
     "GradeReportRow", "Job", "LoginFailure", "LtiGradePost", "LtiIdentity", "LtiLaunchData",
     "LtiPlatform", "ManualComment", "ManualGrade", "PracticeRun", "QueueScale", "ReferenceFigure",
     "RegradeRequest", "RosterEntry", "RubricItem", "Runner", "RunnerCredential", "ScalingPointRow",
-    "SimilarityRun", "Submission", "TestResultRow", "User", "aware", "now",
+    "SimilarityRun", "Submission", "Team", "TeamMember", "TestResultRow", "User", "aware", "now",
 ]

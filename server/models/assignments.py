@@ -73,6 +73,13 @@ class Assignment(Base):
     # One profiled call after each graded grading's timing (runners/grading/practice.py
     # `profiled_call`): off unless the instructor opts in, as it costs runner time.
     graded_profiles: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Team work (services/people/teams.py): teams of team_min to team_max students (team_max
+    # None: individual work), formed by the students with a join code where teams_by_students,
+    # else by the staff; membership frozen from team_lock_at.
+    team_max: Mapped[int | None] = mapped_column(Integer, default=None)
+    team_min: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    teams_by_students: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    team_lock_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
 
     course: Mapped[Course] = relationship()
     current_version: Mapped[AssignmentVersion | None] = relationship(

@@ -24,8 +24,12 @@ class Submission(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    """Who uploaded it."""
     assignment_id: Mapped[int] = mapped_column(
         ForeignKey("assignments.id", ondelete="CASCADE"), index=True)
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), default=None, index=True)
+    """The team it was handed in for (models/teams.py), shared by its members of that moment;
+    None: the uploader's own."""
     version_id: Mapped[int] = mapped_column(ForeignKey("assignment_versions.id"))
     archive_sha256: Mapped[str] = mapped_column(ForeignKey("artifacts.sha256"))
     filenames: Mapped[list[str]] = mapped_column(JSON)

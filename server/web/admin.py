@@ -14,11 +14,11 @@ from server.db import committing
 from server.deps import DispatcherDep, SessionDep, SettingsDep
 from server.models import Course, User
 from server.schemas import (
-    AssignmentUpdate,
     CourseCreate,
     ExtensionCreate,
     SimilarityCreate,
 )
+from server.schemas_assignment import AssignmentUpdate
 from server.schemas_lti import LtiPlatformCreate
 from server.services.fleet import readiness as readiness_service
 from server.services.fleet import state as fleet_service

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from server.db import committing
 from server.deps import SessionDep
 from server.models import Assignment, User
-from server.schemas import AssignmentUpdate
+from server.schemas_assignment import AssignmentUpdate
 from server.schemas_practice import PauseIn
 from server.services.grades import policies as policy_service
 from server.services.grades import visibility

@@ -258,8 +258,9 @@ def submission_page(submission_id: RowId, request: Request, session: SessionDep,
     role = course_service.role(session=session, user=user, course=a.course)
     report = visibility.for_reader(session=session, sub=sub, report=row.report if row else None,
                                    staff=course_service.is_staff(role))
-    pictures = {k: Markup(v) for k, v in profile_pictures(report).items()}
-    return render(request, "submission.html", user=user, sub=sub, a=a, report=report, **pictures,
+    pictures = profile_pictures(report)
+    return render(request, "submission.html", user=user, sub=sub, a=a, report=report,
+                  timeline=Markup(pictures["timeline"]), flame=Markup(pictures["flame"]),
                   staff=course_service.is_staff(role), instructor=role == "instructor",
                   review=row.review if row else None,
                   retime=retiming.promise(sub=sub, row=row, after_s=settings.retime_after_s),

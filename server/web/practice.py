@@ -41,6 +41,7 @@ def run_page(run_id: RowId, request: Request, session: SessionDep,
     run = practice_service.get_visible(session=session, user=user, run_id=run_id)
     staff = course_service.is_staff(course_service.role(session=session, user=user,
                                                         course=run.assignment.course))
-    pictures = {k: Markup(v) for k, v in profile_pictures(run.report).items()}
+    pictures = profile_pictures(run.report)
     return render(request, "practice.html", user=user, run=run, a=run.assignment,
-                  report=run.report, staff=staff, **pictures)
+                  report=run.report, staff=staff,
+                  timeline=Markup(pictures["timeline"]), flame=Markup(pictures["flame"]))

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from runners import package
+from runners.protocol import SpeedupFigure, timed_on_a_busy_node
 from server.cli import import_shipped_courses
 from server.db import make_engine, session_factory
 from server.models import Assignment, AssignmentVersion, Course, Job
@@ -103,17 +104,22 @@ def test_every_shipped_reference_is_graded_and_ranked(tmp_path: Path) -> None:
             assert p.get(p.prof, url)["validation"] == "ready", a.ref
         sent = {}
         for course, a in todo:
-            code = (a.folder("reference") / a.manifest.entry.file).read_bytes()
-            sent[(course, a.manifest.slug)] = p.submit(ada, a.manifest.slug, code, course)
+            sent[(course, a.manifest.slug)] = p.submit(ada, a.manifest.slug,
+                                                       package.code_of(a, "reference"), course)
         results = {}
         for (course, slug), sid in sent.items():
             results[slug] = wait_until(f"{course}/{slug}'s grade", lambda sid=sid: (
                 lambda s: s if s["status"] not in ("queued", "running") else None)(
                 p.get(ada, f"/api/submissions/{sid}")), 900, 1)
             board = p.get(ada, f"/api/courses/{course}/assignments/{slug}/leaderboard")
-            # (in the course she joined too, her alias is the one she registered with)
+            # (in the course she joined too, her alias is the one she registered with; a figure
+            # timed on a busy node waits, unranked, as the report's own interference says)
+            speedup = (results[slug]["report"] or {}).get("speedup")
+            busy = speedup is not None and timed_on_a_busy_node(
+                SpeedupFigure.model_validate(speedup))
             assert [(e["alias"], e["rank"], e["submission_id"]) for e in board] == [
-                ("ada", 1, sid)], (slug, (results[slug]["report"] or {}).get("summary"))
+                ("ada", None if busy else 1, sid)], (slug, (results[slug]["report"] or {}).get(
+                    "summary"))
         summary = {slug: (s["verdict"], s["score"], (s["report"]["speedup"] or {}).get("median"))
                    for slug, s in results.items()}
         print("\n".join(f"{k}: {v}" for k, v in summary.items()))
@@ -136,8 +142,7 @@ def _practised_on_every_kind(p: Platform, ada: dict[str, str], graded: dict[str,
     runs = {}
     for slug in PRACTISED:
         a = package.load(SHIPPED / "treasure-hunt" / slug)
-        files = [("files", (f.name, f.read_bytes())) for f in sorted(a.folder("reference").iterdir())
-                 if f.is_file()]
+        files = [("files", item) for item in package.code_of(a, "reference").items()]
         r = p.http.post(f"{base}/{slug}/practice", files=files, data={"profile": "true"},
                         headers=ada)
         assert r.status_code == 201, r.text

@@ -15,7 +15,6 @@ from runners.protocol import GradeReport
 from server.models import (
     Assignment,
     AuditLog,
-    Enrollment,
     Extension,
     GradeReportRow,
     Submission,
@@ -23,6 +22,7 @@ from server.models import (
     aware,
 )
 from server.services.grades import grade_changes, grading
+from server.services.people import courses
 from server.services.records.errors import Forbidden, Invalid, NotFound
 
 
@@ -56,15 +56,6 @@ def of_assignment(*, session: Session, assignment: Assignment) -> list[Extension
                                 .join(User, User.id == Extension.user_id).order_by(User.email)))
 
 
-def _student(session: Session, assignment: Assignment, email: str) -> User:
-    user = session.scalar(select(User).join(Enrollment, Enrollment.user_id == User.id).where(
-        User.email == email.strip().lower(), Enrollment.course_id == assignment.course_id,
-        Enrollment.role == "student"))
-    if user is None:
-        raise NotFound(f"no student {email.strip()!r} in {assignment.course.slug}")
-    return user
-
-
 def grant(*, session: Session, actor: User, assignment: Assignment, role: str | None,
           email: str, deadline: datetime, reason: str = "") -> Extension:
     """Give one student their own deadline (replacing an earlier extension); audit-logged."""
@@ -81,7 +72,7 @@ def grant(*, session: Session, actor: User, assignment: Assignment, role: str | 
     if deadline <= aware(assignment.deadline):
         raise Invalid(f"an extension must end after the assignment's deadline "
                       f"({aware(assignment.deadline).isoformat()})")
-    student = _student(session, assignment, email)
+    student = courses.student(session=session, course=assignment.course, email=email)
     ext = session.scalar(select(Extension).where(Extension.assignment_id == assignment.id,
                                                  Extension.user_id == student.id))
     if ext is None:
@@ -102,7 +93,7 @@ def revoke(*, session: Session, actor: User, assignment: Assignment, role: str |
     """Take a student's extension back: the assignment's deadline holds for them again."""
     if role != "instructor":
         raise Forbidden("only the course's instructors revoke extensions")
-    student = _student(session, assignment, email)
+    student = courses.student(session=session, course=assignment.course, email=email)
     ext = session.scalar(select(Extension).where(Extension.assignment_id == assignment.id,
                                                  Extension.user_id == student.id))
     if ext is None:

@@ -17,7 +17,7 @@ from server.services.fleet import readiness, routing
 from server.services.fleet import state as fleet
 from server.services.grades import extensions, grading
 from server.services.packages.assignments import bundle, manifest_of, safe_members
-from server.services.people import courses, users
+from server.services.people import courses, teams, users
 from server.services.records import artifacts, jobs
 from server.services.records.errors import (
     Conflict,
@@ -130,9 +130,14 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     if not users.hold(session=session, user_id=user.id):
         raise Conflict("this account was just linked to another one: sign in with that account "
                        "and upload again")
+    # Team work: the team's quota, under the team's lock (after the student's).
+    team = teams.for_upload(session=session, user=user, assignment=assignment,
+                            staff=courses.is_staff(role))
     window_start = now() - timedelta(seconds=assignment.quota_window_s)
+    owner = (Submission.team_id == team.id if team is not None else
+             (Submission.user_id == user.id) & Submission.team_id.is_(None))
     used = session.scalar(select(func.count()).select_from(Submission).where(
-        Submission.user_id == user.id, Submission.assignment_id == assignment.id,
+        owner, Submission.assignment_id == assignment.id,
         Submission.counts_for_quota.is_(True), Submission.created_at >= window_start)) or 0
     if not courses.is_staff(role) and used >= assignment.quota_count:
         n = assignment.quota_count
@@ -142,6 +147,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
                           kind="submission")
     assert assignment.current_version_id is not None
     sub = Submission(user_id=user.id, assignment_id=assignment.id,
+                     team_id=team.id if team is not None else None,
                      version_id=assignment.current_version_id, archive_sha256=sha,
                      filenames=sorted(files), late=late)
     session.add(sub)
@@ -155,21 +161,22 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
 
 
 def get_visible(*, session: Session, user: User, submission_id: int) -> Submission:
-    """A submission its owner or the course's staff (instructors, TAs) may read; others get
-    404."""
+    """A submission its owner (its team's members of the moment it was made) or the course's
+    staff (instructors, TAs) may read; others get 404."""
     if not 0 < submission_id <= MAX_ROW_ID:  # no such row, and the database would refuse the id
         raise NotFound("no such submission")
     sub = session.get(Submission, submission_id)
     if sub is None:
         raise NotFound("no such submission")
-    if sub.user_id != user.id and not courses.is_staff(
+    if not teams.shares(session=session, user_id=user.id, submission_id=sub.id) and not courses.is_staff(
             courses.role(session=session, user=user, course=sub.assignment.course)):
         raise NotFound("no such submission")  # not 403: do not confirm it exists
     return sub
 
 
 def mine(*, session: Session, user: User, assignment: Assignment | None = None) -> list[Submission]:
-    q = select(Submission).where(Submission.user_id == user.id)
+    """The submissions `user` shares (their own, their teams'), newest first."""
+    q = select(Submission).where(teams.shared(user.id))
     if assignment is not None:
         q = q.where(Submission.assignment_id == assignment.id)
     return list(session.scalars(q.order_by(Submission.id.desc()).limit(200)))

@@ -365,3 +365,13 @@ def alias_taken(*, session: Session, course: Course, alias: str, user: User | No
     that looks like it: a leaderboard never shows two look-alike names."""
     return _taken(alias_owners(session=session, course=course), alias,
                   user.email if user is not None else None)
+
+
+def student(*, session: Session, course: Course, email: str) -> User:
+    """The course's student with this email (404: no such student in it)."""
+    user = session.scalar(select(User).join(Enrollment, Enrollment.user_id == User.id).where(
+        User.email == email.strip().lower(), Enrollment.course_id == course.id,
+        Enrollment.role == "student"))
+    if user is None:
+        raise NotFound(f"no student {email.strip()!r} in {course.slug}")
+    return user

@@ -1,0 +1,87 @@
+"""Teams: students who hand in one solution per assignment together (services/people/teams.py)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from server.db import committing
+from server.deps import CourseDep, CourseStaffDep, SessionDep
+from server.models import Team
+from server.schemas import ErrorPublic
+from server.schemas_teams import MemberPublic, TeamCreate, TeamJoin, TeamPlace, TeamPublic
+from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
+from server.services.people import teams as team_service
+from server.services.records.errors import NotFound
+
+router = APIRouter(prefix="/api", tags=["teams"],
+                   responses={401: {"model": ErrorPublic}, 403: {"model": ErrorPublic},
+                              404: {"model": ErrorPublic}, 409: {"model": ErrorPublic},
+                              422: {"model": ErrorPublic}})
+A = "/courses/{course}/assignments/{slug}"
+
+
+def public(team: Team) -> TeamPublic:
+    a = team.assignment
+    return TeamPublic(
+        id=team.id, name=team.name, join_code=team.join_code,
+        members=[MemberPublic(name=m.user.name, email=m.user.email, joined_at=m.joined_at)
+                 for m in team_service.members(team)],
+        size=(a.team_min, a.team_max or 1), locked=team_service.locked(a))
+
+
+@router.get(A + "/team", response_model=TeamPublic)
+def mine(slug: str, access: CourseDep, session: SessionDep) -> TeamPublic:
+    """Your team of the assignment (404: you are on your own)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    team = team_service.team_of(session=session, user_id=access.user.id, assignment_id=a.id)
+    if team is None:
+        raise NotFound("you are not in a team of this assignment")
+    return public(team)
+
+
+@router.post(A + "/team", response_model=TeamPublic, status_code=status.HTTP_201_CREATED)
+def create(slug: str, body: TeamCreate, access: CourseDep, session: SessionDep) -> TeamPublic:
+    """Create a team with you in it; classmates join with its join code."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    with committing(session):
+        team = team_service.create(session=session, user=access.user, assignment=a,
+                                   role=access.role, name=body.name)
+    return public(team)
+
+
+@router.post(A + "/team/join", response_model=TeamPublic)
+def join(slug: str, body: TeamJoin, access: CourseDep, session: SessionDep) -> TeamPublic:
+    """Join the team whose join code a member gave you (409: it is full, or you are in one)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    with committing(session):
+        team = team_service.join(session=session, user=access.user, assignment=a,
+                                 role=access.role, code=body.code)
+    return public(team)
+
+
+@router.delete(A + "/team", status_code=status.HTTP_204_NO_CONTENT)
+def leave(slug: str, access: CourseDep, session: SessionDep) -> None:
+    """Leave your team: what it handed in while you were in it stays yours too; what it hands
+    in after does not."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    with committing(session):
+        team_service.leave(session=session, user=access.user, assignment=a, role=access.role)
+
+
+@router.get(A + "/teams", response_model=list[TeamPublic])
+def every(slug: str, access: CourseStaffDep, session: SessionDep) -> list[TeamPublic]:
+    """Every team of the assignment with its members (staff)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    return [public(t) for t in team_service.of_assignment(session=session, assignment=a)]
+
+
+@router.put(A + "/teams", response_model=TeamPublic)
+def place(slug: str, body: TeamPlace, access: CourseStaffDep, session: SessionDep) -> TeamPublic:
+    """Put a student in a team (made if new), out of any other of the assignment (staff)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    student = course_service.student(session=session, course=access.course, email=body.email)
+    with committing(session):
+        team = team_service.place(session=session, actor=access.user, assignment=a,
+                                  role=access.role, student=student, team_name=body.team)
+    return public(team)

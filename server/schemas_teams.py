@@ -1,0 +1,35 @@
+"""Teams' inputs and outputs (server/api/teams.py)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from server.schemas import Input, Public, UtcDatetime
+
+
+class TeamCreate(Input):
+    name: str = Field(min_length=1, max_length=80, description="The team's name on the board")
+
+
+class TeamJoin(Input):
+    code: str = Field(min_length=1, max_length=32, description="The join code a member gave you")
+
+
+class TeamPlace(Input):
+    email: str = Field(min_length=3, max_length=320, description="The student placed")
+    team: str = Field(min_length=1, max_length=80, description="The team's name (made if new)")
+
+
+class MemberPublic(Public):
+    name: str
+    email: str
+    joined_at: UtcDatetime
+
+
+class TeamPublic(Public):
+    id: int
+    name: str
+    join_code: str = Field(description="Give it to a classmate to join (members and staff)")
+    members: list[MemberPublic]
+    size: tuple[int, int] = Field(description="The assignment's team sizes: (min, max)")
+    locked: bool = Field(description="Membership no longer changes (the lock date passed)")

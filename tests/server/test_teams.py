@@ -1,0 +1,123 @@
+"""Teams through the API (services/people/teams.py), on SQLite and PostgreSQL: an instructor
+makes t1 pair work; students create a team and join it by code; one seat is taken once when two
+race for it; any member submits for the team and every member reads it; a member who leaves
+keeps what was shared and reads nothing handed in after; a student never in the team reads
+none of it; the quota is the team's, also when both members upload at once."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from server.db import session_factory
+from server.models import AuditLog, Submission
+from tests.server.conftest import REFERENCE, World, login
+
+A = "/api/courses/th/assignments/t1-multiprocessing"
+
+
+def _student(world: World, name: str) -> dict[str, str]:
+    r = world.client.post("/api/auth/register", json={
+        "email": f"{name}@uni.edu", "name": name, "password": "studentpass1",
+        "join_code": world.join_code, "alias": name})
+    assert r.status_code == 201, r.text
+    return login(world.client, f"{name}@uni.edu", "studentpass1")
+
+
+def _pairs(world: World, **extra: Any) -> None:
+    r = world.client.patch(A, json={"team_max": 2, "team_min": 2, **extra}, headers=world.prof)
+    assert r.status_code == 200, r.text
+
+
+def _team(world: World, who: dict[str, str], name: str = "Forks") -> dict[str, Any]:
+    r = world.post(who, f"{A}/team", json={"name": name})
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def test_a_pair_forms_by_code_and_the_last_seat_is_taken_once(world: World) -> None:
+    assert world.post(world.ada, f"{A}/team", json={"name": "x"}).status_code == 409  # solo work
+    _pairs(world)
+    assert world.client.patch(A, json={"team_min": 3}, headers=world.prof).status_code == 422
+    team = _team(world, world.ada)
+    assert [m["email"] for m in team["members"]] == ["ada@uni.edu"] and team["size"] == [2, 2]
+    assert world.post(world.ada, f"{A}/team", json={"name": "Again"}).status_code == 409
+    assert world.post(world.bob, f"{A}/team/join", json={"code": "nope"}).status_code == 404
+    cy, dee = _student(world, "cy"), _student(world, "dee")
+    gate = threading.Barrier(3)
+
+    def one(who: dict[str, str]) -> int:
+        gate.wait()
+        return int(world.post(who, f"{A}/team/join", json={"code": team["join_code"]})
+                   .status_code)
+
+    with ThreadPoolExecutor(3) as pool:
+        codes = sorted(pool.map(one, (world.bob, cy, dee)))
+    assert codes == [200, 409, 409], codes
+    mine = world.get(world.ada, f"{A}/team").json()
+    assert len(mine["members"]) == 2, mine
+    staff = world.get(world.prof, f"{A}/teams").json()
+    assert [(t["name"], len(t["members"])) for t in staff] == [("Forks", 2)]
+    assert world.get(world.ada, f"{A}/teams").status_code == 403
+    # The staff place a student; the lock freezes the students' changes, never the staff's.
+    r = world.client.put(f"{A}/teams", json={"email": "cy@uni.edu", "team": "Spoons"},
+                         headers=world.prof)
+    assert r.status_code == 200 and r.json()["name"] == "Spoons", r.text
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    _pairs(world, team_lock_at=past)
+    r = world.post(dee, f"{A}/team/join", json={"code": r.json()["join_code"]})
+    assert r.status_code == 409 and "locked" in r.json()["detail"], r.text
+    assert world.client.delete(f"{A}/team", headers=world.bob).status_code == 409
+
+
+def test_any_member_submits_and_a_leaver_keeps_only_what_was_shared(world: World,
+                                                                      engine: Engine) -> None:
+    _pairs(world)
+    cy = _student(world, "cy")
+    r = world.submit(world.ada, REFERENCE)
+    assert r.status_code == 409 and "create or join a team first" in r.json()["detail"], r.text
+    team = _team(world, world.ada)
+    r = world.submit(world.ada, REFERENCE)
+    assert r.status_code == 409 and "give a classmate your team's join code" in r.json()[
+        "detail"], r.text
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    first = world.submit(world.bob, REFERENCE).json()["id"]
+    for who in (world.ada, world.bob):  # both members read it, and list it as theirs
+        assert world.get(who, f"/api/submissions/{first}").status_code == 200
+        assert [s["id"] for s in world.get(who, "/api/submissions").json()] == [first]
+    assert world.get(cy, f"/api/submissions/{first}").status_code == 404
+    # Bob leaves; cy takes his seat; the team's next submission is ada's and cy's, not bob's.
+    assert world.client.delete(f"{A}/team", headers=world.bob).status_code == 204
+    assert world.post(cy, f"{A}/team/join", json={"code": team["join_code"]}).status_code == 200
+    second = world.submit(cy, REFERENCE).json()["id"]
+    assert world.get(world.bob, f"/api/submissions/{first}").status_code == 200
+    assert world.get(world.bob, f"/api/submissions/{second}").status_code == 404
+    assert world.get(cy, f"/api/submissions/{first}").status_code == 404
+    assert {s["id"] for s in world.get(world.ada, "/api/submissions").json()} == {
+        first, second}
+    with session_factory(engine)() as s:
+        assert {x.team_id for x in s.scalars(select(Submission))} == {team["id"]}
+        logged = [a.action for a in s.scalars(select(AuditLog).where(
+            AuditLog.action.like("team.%")).order_by(AuditLog.id))]
+    assert logged == ["team.create", "team.join", "team.leave", "team.join"], logged
+
+
+def test_the_quota_is_the_teams_when_both_members_upload_at_once(world: World) -> None:
+    _pairs(world, quota_count=3)
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    gate = threading.Barrier(20)
+
+    def one(i: int) -> int:
+        gate.wait()
+        return int(world.submit(world.ada if i % 2 else world.bob, REFERENCE).status_code)
+
+    with ThreadPoolExecutor(20) as pool:
+        codes = sorted(pool.map(one, range(20)))
+    assert codes == [201] * 3 + [429] * 17, codes
