@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from paragrade import client
+from paragrade.teams import team_app
 from runners.cli import app
 from server.cli import admin_app, serve
 
 app.command()(serve)
 app.add_typer(admin_app, name="admin")
 client.add_commands(app)
+app.add_typer(team_app, name="team")
 
 if __name__ == "__main__":
     app()

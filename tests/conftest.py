@@ -46,6 +46,7 @@ CONCURRENT = {
     "tests/server/test_security_lti.py", "tests/server/test_security_runners.py",
     "tests/server/test_shipped_courses.py", "tests/server/test_similarity_runs.py",
     "tests/server/test_final_run_busy.py", "tests/server/test_security_numbers.py",
+    "tests/server/test_teams.py",
     # Files, manifests and rules read on the trusted side.
     "tests/test_architecture.py", "tests/test_batchscript.py", "tests/test_containers.py",
     "tests/test_docs.py", "tests/test_gpu_kernels.py", "tests/test_package.py", "tests/test_paths.py",

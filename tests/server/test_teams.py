@@ -9,13 +9,18 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, select
+from typer.testing import CliRunner
 
+from paragrade.cli import app
 from server.db import session_factory
 from server.models import AuditLog, Submission
 from tests.server.conftest import REFERENCE, World, login
+from tests.server.live import Platform
 
 A = "/api/courses/th/assignments/t1-multiprocessing"
 
@@ -121,3 +126,40 @@ def test_the_quota_is_the_teams_when_both_members_upload_at_once(world: World) -
     with ThreadPoolExecutor(20) as pool:
         codes = sorted(pool.map(one, range(20)))
     assert codes == [201] * 3 + [429] * 17, codes
+
+
+@pytest.mark.slow
+def test_a_pair_forms_its_team_from_the_cli(tmp_path: Path) -> None:
+    """`paragrade team create|join|show|leave` against a live server, as two students meet it:
+    ada creates the team and reads its join code, bob joins with it, both see both; bob leaves."""
+    p = Platform(tmp_path, f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}")
+    try:
+        code = p.course("treasure-hunt/t1-multiprocessing")
+        r = p.http.patch("/api/courses/c/assignments/t1-multiprocessing",
+                         json={"team_max": 2}, headers=p.prof)
+        assert r.status_code == 200, r.text
+        cli, ref = CliRunner(), "c/t1-multiprocessing"
+
+        def as_(name: str, *args: str) -> Any:
+            env = {"PARAGRADE_CLIENT_CONFIG": str(tmp_path / f"{name}.json")}
+            return cli.invoke(app, list(args), env=env)
+
+        for name in ("ada", "bob"):
+            p.student(name, code)
+            assert as_(name, "login", p.base, "--email", f"{name}@uni.edu", "--password",
+                       "studentpass1").exit_code == 0
+        made = as_("ada", "team", "create", ref, "Forks")
+        assert made.exit_code == 0 and "team Forks (1 of 1–2)" in made.output, made.output
+        join_code = made.output.split("join code: ")[1].split()[0]
+        joined = as_("bob", "team", "join", ref, join_code)
+        assert joined.exit_code == 0 and "ada@uni.edu" in joined.output, joined.output
+        shown = as_("ada", "team", "show", ref)
+        assert "bob <bob@uni.edu>" in shown.output and "(2 of 1–2)" in shown.output, shown.output
+        assert as_("bob", "team", "leave", ref).exit_code == 0
+        gone = as_("bob", "team", "show", ref)
+        assert gone.exit_code == 2 and "not in a team of this assignment" in gone.output
+        full = as_("bob", "team", "join", ref, "wrong-code")
+        assert full.exit_code == 2 and "no team of this assignment has this join code" in (
+            full.output), full.output
+    finally:
+        p.close()

@@ -281,8 +281,9 @@ def cancel(*, session: Session, actor: User, submission: Submission, role: str |
     grade then stands (a student who could cancel it would keep a grade the course replaced).
     """
     staff = courses.is_staff(role)
-    if submission.user_id != actor.id and not staff:
-        raise Forbidden("only its owner or the course's staff cancel a submission")
+    if not staff and not teams.shares(session=session, user_id=actor.id,
+                                      submission_id=submission.id):
+        raise Forbidden("only its owner (its team) or the course's staff cancel a submission")
     if submission.status not in ("queued", "running"):
         raise Conflict(f"the submission is already {submission.status}")
     previous = session.scalar(select(GradeReportRow.verdict).where(
