@@ -6,6 +6,8 @@ none of it; the quota is the team's, also when both members upload at once."""
 
 from __future__ import annotations
 
+import csv
+import io
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -19,8 +21,9 @@ from typer.testing import CliRunner
 from paragrade.cli import app
 from server.db import session_factory
 from server.models import AuditLog, Submission
-from tests.server.conftest import REFERENCE, World, login
+from tests.server.conftest import REFERENCE, RUNNER, World, claim, login
 from tests.server.live import Platform
+from tests.server.reports import sample_report
 
 A = "/api/courses/th/assignments/t1-multiprocessing"
 
@@ -163,3 +166,32 @@ def test_a_pair_forms_its_team_from_the_cli(tmp_path: Path) -> None:
             full.output), full.output
     finally:
         p.close()
+
+
+def test_a_teams_grade_flows_to_each_member_and_the_board_lists_it_once(world: World) -> None:
+    """The pair's graded submission: one row on the board, named for the team and both
+    members, each member's own ("you"); the grades CSV gives each member the score; a member
+    who joins later shares none of it."""
+    _pairs(world, team_min=1)
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    sid = world.submit(world.bob, REFERENCE).json()["id"]
+    offer = claim(world.client)
+    assert offer is not None and offer["job"]["submission_id"] == sid
+    r = world.client.post(f"/api/runner/jobs/{offer['job_id']}/result",
+                          json={"report": sample_report(median=1.7, lo=1.6, hi=1.8)},
+                          headers={**RUNNER, "X-Job-Token": offer["token"]})
+    assert r.status_code == 204, r.text
+    for who in (world.ada, world.bob):
+        board = world.get(who, f"{A}/leaderboard").json()
+        assert [(e["alias"], e["rank"], e["you"], e["submission_id"]) for e in board] == [
+            ("Forks: ada, bob", 1, True, sid)], board
+    cy = _student(world, "cy")
+    assert world.get(cy, f"{A}/leaderboard").json()[0]["you"] is False
+    rows = {row["email"]: row for row in csv.DictReader(io.StringIO(
+        world.get(world.prof, f"{A}/grades.csv").text))}
+    score = world.get(world.ada, f"/api/submissions/{sid}").json()["score"]
+    assert score > 0 and [float(rows[f"{n}@uni.edu"]["best_score"]) for n in ("ada", "bob")] == [
+        score, score], rows
+    assert rows["cy@uni.edu"]["best_score"] == "", rows

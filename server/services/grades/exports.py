@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from runners.protocol import Manifest
 from server.models import Assignment, Enrollment, FinalGrade, GradeReportRow, Submission, User
+from server.services.people import teams
 from server.services.records import final_grades, manual_points
 
 FORMULA_START = ("=", "+", "-", "@", "＝", "＋", "－", "＠")
@@ -38,14 +39,17 @@ def csv_cell(value: object) -> object:
 
 def assignment_csv(*, session: Session, assignment: Assignment) -> str:
     """One row per enrolled student: best score, its verdict and speedup, the final run's
-    points and speedup (once one is done), attempts."""
+    points and speedup (once one is done), attempts; of the submissions the student shares
+    (their own, their team's: people/teams.py)."""
+    pairs = teams.sharers()
     rows = session.execute(
         select(User.id, User.email, User.name, Enrollment.alias, Submission.id, Submission.score,
                Submission.verdict, Submission.late, Submission.created_at,
                GradeReportRow.speedup_median)
         .join(Enrollment, (Enrollment.user_id == User.id)
               & (Enrollment.course_id == assignment.course_id))
-        .outerjoin(Submission, (Submission.user_id == User.id)
+        .outerjoin(pairs, pairs.c.uid == User.id)
+        .outerjoin(Submission, (Submission.id == pairs.c.sid)
                    & (Submission.assignment_id == assignment.id))
         .outerjoin(GradeReportRow, GradeReportRow.submission_id == Submission.id)
         .where(Enrollment.role == "student").order_by(User.email, Submission.id))

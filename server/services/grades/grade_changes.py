@@ -12,14 +12,23 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from server.models import Submission
 from server.services.grades import leaderboard
 from server.services.lti import passback
+from server.services.people import teams
 
 
 def of_student(*, session: Session, assignment_id: int, user_id: int) -> None:
     """One student's grade of one assignment may have changed."""
     leaderboard.refresh(session=session, assignment_id=assignment_id, user_id=user_id)
     passback.grade_changed(session=session, assignment_id=assignment_id, user_id=user_id)
+
+
+def of_submission(*, session: Session, submission: Submission) -> None:
+    """A submission's grade may have changed: each student who shares it (its uploader, or
+    its team's members then: people/teams.py) may have a new grade."""
+    for user_id in teams.sharers_of(session=session, submission_id=submission.id):
+        of_student(session=session, assignment_id=submission.assignment_id, user_id=user_id)
 
 
 def of_everyone(*, session: Session, assignment_id: int) -> None:

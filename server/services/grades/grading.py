@@ -76,7 +76,7 @@ def store_report(*, session: Session, sub: Submission, report: GradeReport) -> G
     # Only what the student caused counts (a retried platform failure that then graded does).
     sub.counts_for_quota = fault == "student"
     session.flush()
-    grade_changes.of_student(session=session, assignment_id=sub.assignment_id, user_id=sub.user_id)
+    grade_changes.of_submission(session=session, submission=sub)
     return row
 
 

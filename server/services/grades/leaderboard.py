@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,8 +18,10 @@ from server.models import (
     FinalGrade,
     GradeReportRow,
     Submission,
+    Team,
     User,
 )
+from server.services.people import teams
 from server.services.records import final_grades, manual_points
 
 MARKS = {"held": "held for review", "refused": "speedup not credited",
@@ -48,6 +50,8 @@ class Entry:
     mark: str | None = None  # why it is unranked, or what to know of its ranked figure
     tests: float = 0.0
     """The tests' part of `score` (after the late policy); the rest is performance points."""
+    members: tuple[int, ...] = ()
+    """A team's row: every member whose board submission it is (`user_id` is one of them)."""
 
     @property
     def performance(self) -> float:
@@ -62,18 +66,22 @@ def _unranked() -> Any:
 
 
 def _best(assignment_id: int, user_id: int | None = None) -> Any:
-    """(user_id, submission_id) of each student's best passed submission: a ranked one first,
-    then the highest credited speedup, then the score, then the earliest."""
+    """(user_id, submission_id) of each student's best passed submission of those they share
+    (their own, their team's: people/teams.py `sharers`): a ranked one first, then the highest
+    credited speedup, then the score, then the earliest."""
     r = GradeReportRow
+    pairs = teams.sharers()
     speedup = func.coalesce(r.credited_speedup, -1.0)
-    nth = func.row_number().over(partition_by=Submission.user_id,
+    nth = func.row_number().over(partition_by=pairs.c.uid,
                                  order_by=(_unranked(), speedup.desc(), r.score.desc(),
                                            Submission.id))
-    ranked = (select(Submission.user_id, Submission.id.label("submission_id"), nth.label("nth"))
+    ranked = (select(pairs.c.uid.label("user_id"), Submission.id.label("submission_id"),
+                     nth.label("nth"))
+              .join(pairs, pairs.c.sid == Submission.id)
               .join(r, r.submission_id == Submission.id)
               .where(Submission.assignment_id == assignment_id, r.verdict == "passed"))
     if user_id is not None:
-        ranked = ranked.where(Submission.user_id == user_id)
+        ranked = ranked.where(pairs.c.uid == user_id)
     sub = ranked.subquery()
     return select(sub.c.user_id, sub.c.submission_id).where(sub.c.nth == 1)
 
@@ -129,12 +137,16 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
         select(BoardEntry.user_id, BoardEntry.submission_id, r.score, speedup.label("speed"),
                r.speedup_median, r.speedup_ci_low, r.speedup_ci_high, r.credit_status,
                r.timing_interfered, _unranked().label("unranked"), Enrollment.alias,
-               r.report["test_points"].as_float().label("test_points"), Submission.late)
+               r.report["test_points"].as_float().label("test_points"), Submission.late,
+               Team.name.label("team"))
         .join(r, r.submission_id == BoardEntry.submission_id)
         .join(Submission, Submission.id == BoardEntry.submission_id)
+        .outerjoin(Team, Team.id == Submission.team_id)
         .join(Enrollment, (Enrollment.user_id == BoardEntry.user_id)
               & (Enrollment.course_id == assignment.course_id))
-        .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student")).all()
+        .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student")
+        .order_by(BoardEntry.user_id)).all()
+    rows, teams_of = _one_row_a_team(rows)
     settled = final_grades.grades(session=session, assignment_id=assignment.id)
     # A final grade may name an earlier submission than the board's (one made after the run):
     # its points' parts are that submission's.
@@ -148,14 +160,15 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
     ordered = sorted(board, key=lambda x: (x.unranked, -float(x.speed), -x.score, x.submission_id))
     out: list[Entry] = []
     for i, row in enumerate(ordered):
-        alias = row.alias or f"student-{row.user_id}"
+        members, alias = teams_of.get(row.submission_id, ((), row.alias or f"student-{row.user_id}"))
         tests = min(assignment.after_late_policy(row.test_points or 0.0, row.late), row.score)
         if row.unranked:
             out.append(Entry(rank=None, tied=False, user_id=row.user_id, alias=alias,
                              submission_id=row.submission_id, speedup=row.speedup_median,
                              ci_low=row.speedup_ci_low, ci_high=row.speedup_ci_high,
                              score=row.score, tests=tests, mark=row.mark
-                             if isinstance(row, _Settled) else MARKS[row.credit_status]))
+                             if isinstance(row, _Settled) else MARKS[row.credit_status],
+                             members=members))
             continue
         speed = float(row.speed) if row.speed >= 0 else None
         lo, hi = row.speedup_ci_low, row.speedup_ci_high
@@ -175,8 +188,32 @@ def entries(*, session: Session, assignment: Assignment) -> list[Entry]:
                          submission_id=row.submission_id, speedup=speed, ci_low=lo, ci_high=hi,
                          score=row.score, tests=tests, mark=row.mark
                          if isinstance(row, _Settled)
-                         else INTERFERED if row.timing_interfered else None))
+                         else INTERFERED if row.timing_interfered else None, members=members))
     return out
+
+
+def _one_row_a_team(rows: Sequence[Any]
+                    ) -> tuple[list[Any], dict[int, tuple[tuple[int, ...], str]]]:
+    """A team's members whose board submission is the team's one submission are one row, named
+    "team: alias, alias"; (the rows, each team row's submission -> (members, name))."""
+    kept: list[Any] = []
+    named: dict[int, tuple[tuple[int, ...], str]] = {}
+    first: dict[int, Any] = {}
+    for row in rows:
+        if row.team is None:
+            kept.append(row)
+        elif row.submission_id in first:
+            members, _ = named[row.submission_id]
+            named[row.submission_id] = ((*members, row.user_id), "")
+        else:
+            first[row.submission_id] = row
+            named[row.submission_id] = ((row.user_id,), "")
+            kept.append(row)
+    for sid, (members, _) in named.items():
+        aliases = [r.alias or f"student-{r.user_id}" for r in rows
+                   if r.submission_id == sid and r.user_id in members]
+        named[sid] = (members, f"{first[sid].team}: {', '.join(aliases)}")
+    return kept, named
 
 
 @dataclass(frozen=True)
@@ -229,7 +266,8 @@ class Board:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self._row_of = {e.user_id: i for i, e in enumerate(self.entries)}
+        self._row_of = {uid: i for i, e in enumerate(self.entries)
+                        for uid in (getattr(e, "members", ()) or (e.user_id,))}
 
     def rows(self, name: str, render: Callable[[Any, bool], Any], reader_id: int) -> list[Any]:
         """`render(entry, you)` of every entry as `reader_id` sees the board: the others' rows are

@@ -65,8 +65,7 @@ def decide(*, session: Session, actor: User, submission: Submission, role: str |
                          detail={"speedup": row.speedup_median, "credit": row.credit_status,
                                  "score": row.score, "at": datetime.now(UTC).isoformat()}))
     session.flush()
-    grade_changes.of_student(session=session, assignment_id=submission.assignment_id,
-                             user_id=submission.user_id)
+    grade_changes.of_submission(session=session, submission=submission)
     alias = session.scalar(select(Enrollment.alias).where(
         Enrollment.user_id == submission.user_id,
         Enrollment.course_id == submission.assignment.course_id))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select
+from sqlalchemy import ColumnElement, Subquery, and_, func, or_, select, union_all
 from sqlalchemy.orm import Session
 
 from server import db
@@ -55,20 +55,37 @@ def members(team: Team) -> list[TeamMember]:
     return [m for m in team.memberships if m.left_at is None]
 
 
+def sharers() -> Subquery:
+    """Every (submission `sid`, student `uid`) pair where the student shares the submission:
+    the uploader of a solo one; each member of its team at the moment it was made (one who
+    left keeps those; one who joined later does not get them). The one rule of who shares
+    what: reading, listing, the board and the grades all follow it."""
+    solo = select(Submission.id.label("sid"), Submission.user_id.label("uid")).where(
+        Submission.team_id.is_(None))
+    team = select(Submission.id.label("sid"), TeamMember.user_id.label("uid")).join(
+        TeamMember, and_(TeamMember.team_id == Submission.team_id,
+                         TeamMember.joined_at <= Submission.created_at,
+                         or_(TeamMember.left_at.is_(None),
+                             TeamMember.left_at > Submission.created_at)))
+    return union_all(solo, team).subquery("sharers")
+
+
 def shared(user_id: int) -> ColumnElement[bool]:
-    """Over `Submission`: the submissions `user_id` shares, their own solo ones and those of
-    every team they were in when it was made (one who left keeps those; one who joined later
-    does not get them)."""
-    was_member = exists().where(
-        TeamMember.team_id == Submission.team_id, TeamMember.user_id == user_id,
-        TeamMember.joined_at <= Submission.created_at,
-        or_(TeamMember.left_at.is_(None), TeamMember.left_at > Submission.created_at))
-    return or_(and_(Submission.team_id.is_(None), Submission.user_id == user_id), was_member)
+    """Over `Submission`: the submissions `user_id` shares (`sharers`)."""
+    pairs = sharers()
+    return Submission.id.in_(select(pairs.c.sid).where(pairs.c.uid == user_id))
 
 
 def shares(*, session: Session, user_id: int, submission_id: int) -> bool:
-    return bool(session.scalar(select(exists().where(
-        Submission.id == submission_id, shared(user_id)))))
+    pairs = sharers()
+    return session.scalar(select(pairs.c.uid).where(
+        pairs.c.sid == submission_id, pairs.c.uid == user_id).limit(1)) is not None
+
+
+def sharers_of(*, session: Session, submission_id: int) -> list[int]:
+    """The students who share the submission (its uploader, or its team's members then)."""
+    pairs = sharers()
+    return sorted(session.scalars(select(pairs.c.uid).where(pairs.c.sid == submission_id)))
 
 
 def _changeable(assignment: Assignment, role: str | None, *, by_student: bool) -> None:
