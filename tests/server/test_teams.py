@@ -195,3 +195,35 @@ def test_a_teams_grade_flows_to_each_member_and_the_board_lists_it_once(world: W
     assert score > 0 and [float(rows[f"{n}@uni.edu"]["best_score"]) for n in ("ada", "bob")] == [
         score, score], rows
     assert rows["cy@uni.edu"]["best_score"] == "", rows
+
+
+def test_a_final_run_times_a_teams_file_once_and_settles_each_member(world: World) -> None:
+    """Two rounds of the pair's one counted submission: two turns, not four; each member's final
+    grade is the same settled figure, on the run's page and on the board's one team row."""
+    _pairs(world, team_min=1)
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    _answer(world, sample_report(median=1.7, lo=1.6, hi=1.8))
+    r = world.post(world.prof, f"{A}/final-runs", json={"rounds": 2})
+    assert r.status_code == 202 and r.json()["turns"] == 2, r.text
+    for median in (1.5, 1.9):
+        offer = _answer(world, sample_report(median=median, lo=median - 0.1, hi=median + 0.1))
+        assert offer["job"]["submission_id"] == sid and offer["job"]["timing_only"]
+    assert claim(world.client) is None
+    done = world.get(world.prof, f"{A}/final-runs/{r.json()['id']}").json()
+    grades = {g["email"]: (g["speedup"], g["turns"]) for g in done["grades"]}
+    assert grades == {"ada@uni.edu": (1.7, 2), "bob@uni.edu": (1.7, 2)}, done["grades"]
+    board = world.get(world.bob, f"{A}/leaderboard").json()
+    assert [(e["alias"], e["speedup"], e["you"]) for e in board] == [
+        ("Forks: ada, bob", 1.7, True)], board
+
+
+def _answer(world: World, report: dict[str, Any]) -> dict[str, Any]:
+    offer = claim(world.client)
+    assert offer is not None
+    r = world.client.post(f"/api/runner/jobs/{offer['job_id']}/result", json={"report": report},
+                          headers={**RUNNER, "X-Job-Token": offer["token"]})
+    assert r.status_code == 204, r.text
+    return offer

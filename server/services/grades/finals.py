@@ -79,14 +79,15 @@ does not re-time every assignment that closed before final runs existed."""
 
 
 def counted(*, session: Session, assignment: Assignment) -> list[Submission]:
-    """Each enrolled student's counted submission (their board entry's) with a measured speedup."""
+    """Each enrolled student's counted submission (their board entry's) with a measured
+    speedup, once each (a team's members count one submission)."""
+    boards = (select(BoardEntry.submission_id)
+              .join(Enrollment, (Enrollment.user_id == BoardEntry.user_id)
+                    & (Enrollment.course_id == assignment.course_id))
+              .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student"))
     return list(session.scalars(
-        select(Submission).join(BoardEntry, BoardEntry.submission_id == Submission.id)
-        .join(GradeReportRow, GradeReportRow.submission_id == Submission.id)
-        .join(Enrollment, (Enrollment.user_id == BoardEntry.user_id)
-              & (Enrollment.course_id == assignment.course_id))
-        .where(BoardEntry.assignment_id == assignment.id, Enrollment.role == "student",
-               GradeReportRow.speedup_median.is_not(None))
+        select(Submission).join(GradeReportRow, GradeReportRow.submission_id == Submission.id)
+        .where(Submission.id.in_(boards), GradeReportRow.speedup_median.is_not(None))
         .order_by(Submission.id)))
 
 
@@ -252,38 +253,18 @@ def settle(*, session: Session, run: FinalRun) -> bool:
     turns = list(session.scalars(select(FinalTurn).where(FinalTurn.run_id == run.id)))
     if any(t.status in ("queued", "running") for t in turns):
         return False
-    by_user: dict[int, list[FinalTurn]] = {}
+    by_sub: dict[int, list[FinalTurn]] = {}
     for t in turns:
-        by_user.setdefault(t.user_id, []).append(t)
-    short_of_clean = []
-    for user_id, mine in by_user.items():
-        timed = [t for t in mine if t.status == "done"]
-        if len(timed) < run.rounds and any(t.status in ("busy", "expired") for t in mine):
-            # The node stayed busy until the limit: no figure from busy turns, nor from a few
-            # clean ones the others' rounds outnumber; the live points stand, marked.
-            sub = mine[0].submission
-            row = grading.report_of(session=session, submission_id=sub.id)
-            if row is not None:
-                short_of_clean.append(user_id)
-                session.add(FinalGrade(run_id=run.id, user_id=user_id,
-                                       assignment_id=run.assignment_id, submission_id=sub.id,
-                                       speedup=row.credited_speedup, range_low=row.speedup_ci_low,
-                                       range_high=row.speedup_ci_high, score=row.score,
-                                       turns=len(timed), node_busy=True))
-            continue
-        if not timed:  # every round failed on the platform's side: the live grade stands
-            continue
-        sub = timed[0].submission
-        row = grading.report_of(session=session, submission_id=sub.id)
-        if row is None:  # the submission was regraded into nothing meanwhile
-            continue
-        earned = [t.earned or 0.0 for t in timed]
-        speedup = statistics.median(earned) if any(t.earned is not None for t in timed) else None
-        score = grading.points(sub=sub, report=GradeReport.model_validate(row.report),
-                               earned=speedup)
-        session.add(FinalGrade(run_id=run.id, user_id=user_id, assignment_id=run.assignment_id,
-                               submission_id=sub.id, speedup=speedup, range_low=min(earned),
-                               range_high=max(earned), score=score, turns=len(timed)))
+        by_sub.setdefault(t.submission_id, []).append(t)
+    # Each student whose board submission was timed gets its grade: a team's members, one each.
+    holders: dict[int, list[int]] = {}
+    for uid, sid in session.execute(select(BoardEntry.user_id, BoardEntry.submission_id).where(
+            BoardEntry.assignment_id == run.assignment_id, BoardEntry.submission_id.in_(by_sub))):
+        holders.setdefault(sid, []).append(uid)
+    short_of_clean: list[int] = []
+    for sid, mine in by_sub.items():
+        for user_id in sorted(holders.get(sid) or {t.user_id for t in mine}):
+            _settle_one(session, run, user_id, mine, short_of_clean)
     run.status, run.finished_at = "done", now()
     if short_of_clean:  # the instructor is told: the audit log and the run's page say who
         session.add(AuditLog(actor_id=None, action="final.node_busy",
@@ -293,6 +274,38 @@ def settle(*, session: Session, run: FinalRun) -> bool:
     session.flush()
     grade_changes.of_everyone(session=session, assignment_id=run.assignment_id)
     return True
+
+
+def _settle_one(session: Session, run: FinalRun, user_id: int, mine: list[FinalTurn],
+                short_of_clean: list[int]) -> None:
+    """One student's final grade from their counted submission's turns (`mine`)."""
+    timed = [t for t in mine if t.status == "done"]
+    if len(timed) < run.rounds and any(t.status in ("busy", "expired") for t in mine):
+        # The node stayed busy until the limit: no figure from busy turns, nor from a few
+        # clean ones the others' rounds outnumber; the live points stand, marked.
+        sub = mine[0].submission
+        row = grading.report_of(session=session, submission_id=sub.id)
+        if row is not None:
+            short_of_clean.append(user_id)
+            session.add(FinalGrade(run_id=run.id, user_id=user_id,
+                                   assignment_id=run.assignment_id, submission_id=sub.id,
+                                   speedup=row.credited_speedup, range_low=row.speedup_ci_low,
+                                   range_high=row.speedup_ci_high, score=row.score,
+                                   turns=len(timed), node_busy=True))
+        return
+    if not timed:  # every round failed on the platform's side: the live grade stands
+        return
+    sub = timed[0].submission
+    row = grading.report_of(session=session, submission_id=sub.id)
+    if row is None:  # the submission was regraded into nothing meanwhile
+        return
+    earned = [t.earned or 0.0 for t in timed]
+    speedup = statistics.median(earned) if any(t.earned is not None for t in timed) else None
+    score = grading.points(sub=sub, report=GradeReport.model_validate(row.report),
+                           earned=speedup)
+    session.add(FinalGrade(run_id=run.id, user_id=user_id, assignment_id=run.assignment_id,
+                           submission_id=sub.id, speedup=speedup, range_low=min(earned),
+                           range_high=max(earned), score=score, turns=len(timed)))
 
 
 def expire_due(*, session: Session) -> int:
