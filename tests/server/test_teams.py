@@ -20,10 +20,12 @@ from typer.testing import CliRunner
 
 from paragrade.cli import app
 from server.db import session_factory
-from server.models import AuditLog, Submission
+from server.models import AuditLog, Job, Submission
 from tests.server.conftest import REFERENCE, RUNNER, World, claim, login
 from tests.server.live import Platform
 from tests.server.reports import sample_report
+from tests.server.test_similarity_runs import _run_on_a_runner
+from tests.similarity_corpus import disguise, honest
 
 A = "/api/courses/th/assignments/t1-multiprocessing"
 
@@ -227,3 +229,29 @@ def _answer(world: World, report: dict[str, Any]) -> dict[str, Any]:
                           headers={**RUNNER, "X-Job-Token": offer["token"]})
     assert r.status_code == 204, r.text
     return offer
+
+
+def test_similarity_compares_teams_and_never_a_students_own_two(world: World,
+                                                                   tmp_path: Path) -> None:
+    """The pair hands in one file (one submission for both); bob leaves and hands the same
+    file in alone; cy copies it. The run compares the team's, bob's and cy's: cy's copy is
+    flagged against both, never bob's against the team's he was in."""
+    _pairs(world, team_min=1)
+    cy = _student(world, "cy")
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    source = honest(3)
+    ours = world.submit(world.ada, source[0].encode()).json()["id"]
+    assert world.client.delete(f"{A}/team", headers=world.bob).status_code == 204
+    his = world.submit(world.bob, source[0].encode()).json()["id"]
+    copy = world.submit(cy, disguise(source[0]).encode()).json()["id"]
+    r = world.post(world.prof, f"{A}/similarity", json={"basis": "latest", "threshold": 0.5})
+    assert r.status_code == 202 and r.json()["submissions"] == 3, r.text  # the team's once
+    with world.client.app.state.sessions() as s:  # type: ignore[attr-defined]
+        for job in s.scalars(select(Job).where(Job.kind == "grade")):
+            job.state = "cancelled"
+        s.commit()
+    _run_on_a_runner(world, tmp_path)
+    done = world.get(world.prof, f"{A}/similarity/{r.json()['id']}").json()
+    assert sorted((p["a"], p["b"]) for p in done["pairs"]) == [(ours, copy), (his, copy)], done

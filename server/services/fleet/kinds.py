@@ -46,6 +46,7 @@ from server.models import (
 )
 from server.services.grades import finals, grading, reference
 from server.services.packages.assignments import bundle, safe_members
+from server.services.people import teams
 from server.services.records import artifacts, jobs
 from server.services.records.errors import NotFound
 
@@ -276,10 +277,13 @@ def _record_similarity(session: Session, job: Job, outcome: JobOutcome,
             return
         run.status, run.error = "error", grading.storable(outcome.platform_error or "no result")
     else:
-        # Only pairs of the run's own submissions are kept (a runner cannot name others).
+        # Only pairs of the run's own submissions are kept (a runner cannot name others), and
+        # never two a student shares (a team's, one of them handed in after the other left).
         ids = set(run.submission_ids)
+        by = teams.sharers_by_submission(session=session, ids=ids)
         result = outcome.similarity.model_copy(update={"pairs": [
-            p for p in outcome.similarity.pairs if {p.a, p.b} <= ids and p.a != p.b]})
+            p for p in outcome.similarity.pairs
+            if {p.a, p.b} <= ids and p.a != p.b and not by[p.a] & by[p.b]]})
         run.status, run.result = "done", result.model_dump(mode="json")
     run.finished_at = now()
     done(job)

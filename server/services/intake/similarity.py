@@ -22,7 +22,7 @@ from server.models import (
 )
 from server.services import MAX_ROW_ID
 from server.services.packages.assignments import safe_members
-from server.services.people import courses
+from server.services.people import courses, teams
 from server.services.records import artifacts, jobs
 from server.services.records.errors import Forbidden, Invalid, NotFound
 
@@ -30,21 +30,23 @@ BASES = ("latest", "best")
 
 
 def chosen(*, session: Session, assignment: Assignment, basis: str) -> list[int]:
-    """One submission per student: their latest (not cancelled), or the one their leaderboard
-    entry shows (`best`; their latest when nothing passed)."""
+    """One submission per student (per team: its members share it): their latest (not
+    cancelled), or the one their leaderboard entry shows (`best`; their latest when nothing
+    passed)."""
     students = select(Enrollment.user_id).where(Enrollment.course_id == assignment.course_id,
                                                  Enrollment.role == "student")
+    pairs = teams.sharers()
     latest: dict[int, int] = {user: sid for user, sid in session.execute(
-        select(Submission.user_id, func.max(Submission.id))
+        select(pairs.c.uid, func.max(Submission.id)).join(pairs, pairs.c.sid == Submission.id)
         .where(Submission.assignment_id == assignment.id, Submission.status != "cancelled",
-               Submission.user_id.in_(students))
-        .group_by(Submission.user_id))}
+               pairs.c.uid.in_(students))
+        .group_by(pairs.c.uid))}
     if basis == "best":
         latest |= {user: sid for user, sid in session.execute(
             select(BoardEntry.user_id, BoardEntry.submission_id)
             .where(BoardEntry.assignment_id == assignment.id,
                    BoardEntry.user_id.in_(students)))}
-    return sorted(latest.values())
+    return sorted(set(latest.values()))
 
 
 def start(*, session: Session, actor: User, assignment: Assignment, role: str | None,

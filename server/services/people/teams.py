@@ -88,6 +88,15 @@ def sharers_of(*, session: Session, submission_id: int) -> list[int]:
     return sorted(session.scalars(select(pairs.c.uid).where(pairs.c.sid == submission_id)))
 
 
+def sharers_by_submission(*, session: Session, ids: set[int]) -> dict[int, set[int]]:
+    """Who shares each of these submissions (two that share a student are a team's own)."""
+    pairs = sharers()
+    out: dict[int, set[int]] = {i: set() for i in ids}
+    for sid, uid in session.execute(select(pairs.c.sid, pairs.c.uid).where(pairs.c.sid.in_(ids))):
+        out[sid].add(uid)
+    return out
+
+
 def _changeable(assignment: Assignment, role: str | None, *, by_student: bool) -> None:
     if not team_work(assignment):
         raise Conflict("this assignment is individual work: it has no teams")
