@@ -52,6 +52,7 @@ from server.web import by_hand as by_hand_pages
 from server.web import manage as manage_pages
 from server.web import practice as practice_pages
 from server.web import reviews as reviews_pages
+from server.web import teams as team_pages
 
 # Pages load only our own /static script and stylesheet; the favicon is an empty data: URL and
 # plots are inline SVG (presentation attributes, no style attributes).
@@ -210,6 +211,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(by_hand_pages.router)
     app.include_router(stats.router)
     app.include_router(practice_pages.router)
+    app.include_router(team_pages.router)
     app.include_router(manage_pages.router)
     app.mount("/static", StaticFiles(directory=plumbing.HERE / "static"), name="static")
     app.state.guide = (settings.guide_dir / "index.html").is_file()

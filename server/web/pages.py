@@ -28,6 +28,7 @@ from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
+from server.services.people import teams as team_service
 from server.services.people import users as user_service
 from server.services.records import final_grades
 from server.services.records.errors import DomainError, Forbidden
@@ -181,7 +182,10 @@ def render_assignment(request: Request, session: SessionDep, settings: SettingsD
                                                 a.current_version.bundle_sha256, manifest.statement)
     allowed = sorted(set(manifest.entry.allowed_files) | {manifest.entry.file})
     mine = submission_service.mine(session=session, user=user, assignment=a)
+    team = team_service.team_of(session=session, user_id=user.id, assignment_id=a.id)
     return render(request, "assignment.html", status_code=status_code, user=user, course=c,
+                  team_work=team_service.team_work(a), team=team, team_locked=team_service.locked(a),
+                  team_members=team_service.members(team) if team else [],
                   role=role, a=a, manifest=manifest, allowed=allowed, error=error,
                   statement=Markup(_markdown.render(statement)),
                   max_bytes=settings.max_upload_bytes,

@@ -24,6 +24,7 @@ from server.models import AuditLog, Job, Submission
 from tests.server.conftest import REFERENCE, RUNNER, World, claim, login
 from tests.server.live import Platform
 from tests.server.reports import sample_report
+from tests.server.test_pages import browser, csrf
 from tests.server.test_similarity_runs import _run_on_a_runner
 from tests.similarity_corpus import disguise, honest
 
@@ -255,3 +256,27 @@ def test_similarity_compares_teams_and_never_a_students_own_two(world: World,
     _run_on_a_runner(world, tmp_path)
     done = world.get(world.prof, f"{A}/similarity/{r.json()['id']}").json()
     assert sorted((p["a"], p["b"]) for p in done["pairs"]) == [(ours, copy), (his, copy)], done
+
+
+def test_a_pair_forms_its_team_on_the_assignment_page(world: World) -> None:
+    """The page's team card: ada creates "Forks" and reads its join code; bob joins with it and
+    sees both names; a wrong code is refused on the page, saying so; bob leaves."""
+    _pairs(world)
+    page = "/c/th/t1-multiprocessing"
+    ada, bob = browser(world), browser(world, "bob@uni.edu")
+    form = ada.get(page).text
+    assert "Your team" in form and "Create a team" in form and "teams of 2" not in form
+    r = ada.post(f"{page}/team", data={"csrf_token": csrf(form), "name": "Forks"})
+    assert r.status_code == 303 and r.headers["location"].endswith("#team"), r.text
+    card = ada.get(page).text
+    code = card.split("Join code: <code>")[1].split("</code>")[0]
+    form = bob.get(page).text
+    wrong = bob.post(f"{page}/team/join", data={"csrf_token": csrf(form), "code": "nope"})
+    assert wrong.status_code == 404 and "no team of this assignment has this join code" in (
+        wrong.text)
+    r = bob.post(f"{page}/team/join", data={"csrf_token": csrf(form), "code": code})
+    assert r.status_code == 303, r.text
+    card = bob.get(page).text
+    assert "<strong>Forks</strong>: ada, bob (2 of 2–2)" in card, card
+    r = bob.post(f"{page}/team/leave", data={"csrf_token": csrf(card)})
+    assert r.status_code == 303 and "Create a team" in bob.get(page).text
