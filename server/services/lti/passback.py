@@ -28,6 +28,7 @@ from server.models import (
 )
 from server.services.lti.platforms import LmsHttp, PlatformRegistration, policy
 from server.services.packages import assignments as assignment_service
+from server.services.people import teams
 from server.services.records import final_grades, manual_points, outbound
 from server.settings import ServerSettings, get_settings
 
@@ -50,7 +51,8 @@ def current_score(session: Session, assignment_id: int, user_id: int) -> float |
 
 def _autograded(session: Session, assignment_id: int, user_id: int) -> float | None:
     """The score the assignment's latest final run settled, else the one the leaderboard uses
-    (its entry's, after late policy and reviews), else the student's best graded score."""
+    (its entry's, after late policy and reviews), else the student's best graded score (of the
+    submissions they share: their team's too)."""
     final = final_grades.grade_of(session=session, assignment_id=assignment_id, user_id=user_id)
     if final is not None:
         return final.score
@@ -61,7 +63,7 @@ def _autograded(session: Session, assignment_id: int, user_id: int) -> float | N
         return float(board)
     best = session.scalar(select(GradeReportRow.score).join(
         Submission, Submission.id == GradeReportRow.submission_id).where(
-        Submission.assignment_id == assignment_id, Submission.user_id == user_id)
+        Submission.assignment_id == assignment_id, teams.shared(user_id))
         .order_by(GradeReportRow.score.desc()).limit(1))
     return None if best is None else float(best)
 
