@@ -33,3 +33,5 @@ class TeamPublic(Public):
     members: list[MemberPublic]
     size: tuple[int, int] = Field(description="The assignment's team sizes: (min, max)")
     locked: bool = Field(description="Membership no longer changes (the lock date passed)")
+    deadline: UtcDatetime | None = Field(default=None, description="The team's own extension "
+                                         "(null: the assignment's deadline holds)")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
+from server.api import RowId
 from server.db import committing
-from server.deps import CourseDep, CourseStaffDep, SessionDep
+from server.deps import CourseDep, CourseInstructorDep, CourseStaffDep, SessionDep
 from server.models import Team
-from server.schemas import ErrorPublic
+from server.schemas import ErrorPublic, ExtensionCreate
 from server.schemas_teams import MemberPublic, TeamCreate, TeamJoin, TeamPlace, TeamPublic
+from server.services.grades import extensions as extension_service
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
 from server.services.people import teams as team_service
@@ -27,7 +29,8 @@ def public(team: Team) -> TeamPublic:
         id=team.id, name=team.name, join_code=team.join_code,
         members=[MemberPublic(name=m.user.name, email=m.user.email, joined_at=m.joined_at)
                  for m in team_service.members(team)],
-        size=(a.team_min, a.team_max or 1), locked=team_service.locked(a))
+        size=(a.team_min, a.team_max or 1), locked=team_service.locked(a),
+        deadline=team.deadline)
 
 
 @router.get(A + "/team", response_model=TeamPublic)
@@ -84,4 +87,28 @@ def place(slug: str, body: TeamPlace, access: CourseStaffDep, session: SessionDe
     with committing(session):
         team = team_service.place(session=session, actor=access.user, assignment=a,
                                   role=access.role, student=student, team_name=body.team)
+    return public(team)
+
+
+@router.put(A + "/teams/{team_id}/extension", response_model=TeamPublic)
+def extend(slug: str, team_id: RowId, body: ExtensionCreate, access: CourseInstructorDep,
+           session: SessionDep) -> TeamPublic:
+    """Give a team its own deadline: what it hands in is late only after it (a member's
+    personal extension holds only for what they hand in alone)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    with committing(session):
+        team = extension_service.grant_team(session=session, actor=access.user, assignment=a,
+                                            role=access.role, team_id=team_id,
+                                            deadline=body.deadline, reason=body.reason)
+    return public(team)
+
+
+@router.delete(A + "/teams/{team_id}/extension", response_model=TeamPublic)
+def unextend(slug: str, team_id: RowId, access: CourseInstructorDep,
+             session: SessionDep) -> TeamPublic:
+    """Take a team's extension back: the assignment's deadline holds for it again."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    with committing(session):
+        team = extension_service.grant_team(session=session, actor=access.user, assignment=a,
+                                            role=access.role, team_id=team_id, deadline=None)
     return public(team)

@@ -33,6 +33,10 @@ class Team(Base):
     join_code: Mapped[str] = mapped_column(String(32), unique=True)
     """What a student gives a classmate to join (members and staff read it)."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    deadline: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    """The team's own extension (services/grades/extensions.py): its submissions are late only
+    after it; None: the assignment's deadline holds."""
+    deadline_reason: Mapped[str] = mapped_column(String(500), default="", server_default="")
 
     assignment: Mapped[Assignment] = relationship()
     memberships: Mapped[list[TeamMember]] = relationship(

@@ -280,3 +280,32 @@ def test_a_pair_forms_its_team_on_the_assignment_page(world: World) -> None:
     assert "<strong>Forks</strong>: ada, bob (2 of 2–2)" in card, card
     r = bob.post(f"{page}/team/leave", data={"csrf_token": csrf(card)})
     assert r.status_code == 303 and "Create a team" in bob.get(page).text
+
+
+def test_a_teams_extension_moves_its_deadline_and_a_personal_one_does_not(world: World) -> None:
+    """Past the deadline (late work loses half its points): ada's personal extension does not
+    make the team's submission on time; the team's extension does, restated at once, for both
+    members' grades; taken back, the submission is late again."""
+    past = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    later = (datetime.now(UTC) + timedelta(days=2)).isoformat()
+    _pairs(world, team_min=1, deadline=past, late_policy="penalty", late_penalty=0.5)
+    r = world.client.put(f"{A}/extensions/ada@uni.edu", json={"deadline": later},
+                         headers=world.prof)
+    assert r.status_code == 200, r.text
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    _answer(world, sample_report(median=1.7, lo=1.6, hi=1.8))
+    late = world.get(world.bob, f"/api/submissions/{sid}").json()
+    assert late["late"] is True, late
+    url = f"{A}/teams/{team['id']}/extension"
+    assert world.client.put(url, json={"deadline": later}, headers=world.ada).status_code == 403
+    r = world.client.put(url, json={"deadline": later, "reason": "flu"}, headers=world.prof)
+    assert r.status_code == 200 and r.json()["deadline"] is not None, r.text
+    on_time = world.get(world.bob, f"/api/submissions/{sid}").json()
+    assert on_time["late"] is False and on_time["score"] > late["score"], (on_time, late)
+    board = world.get(world.ada, f"{A}/leaderboard").json()
+    assert board[0]["score"] == on_time["score"], board
+    assert world.client.delete(url, headers=world.prof).status_code == 200
+    assert world.get(world.ada, f"/api/submissions/{sid}").json()["late"] is True

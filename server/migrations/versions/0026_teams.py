@@ -23,6 +23,8 @@ def upgrade() -> None:
         sa.Column('name', sa.String(length=80), nullable=False),
         sa.Column('join_code', sa.String(length=32), nullable=False),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+        sa.Column('deadline', sa.DateTime(timezone=True), nullable=True),
+        sa.Column('deadline_reason', sa.String(length=500), server_default='', nullable=False),
         sa.ForeignKeyConstraint(['assignment_id'], ['assignments.id'], ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('id'),
         sa.UniqueConstraint('assignment_id', 'name', name='uq_teams_assignment_name'),
