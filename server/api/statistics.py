@@ -200,6 +200,7 @@ class AssignmentLinePublic(BaseModel):
     passed: int
     median_best_score: float | None
     max_score: float | None
+    teams: int | None = Field(default=None, description="Team work: its teams (null: individual)")
 
 
 class WatchPublic(BaseModel):
@@ -212,8 +213,9 @@ class WatchPublic(BaseModel):
 class CourseStatsPublic(BaseModel):
     assignments: list[AssignmentLinePublic]
     watchlist: list[WatchPublic] = Field(description=(
-        "Students not started on an assignment due within 48 h, stuck (5 graded attempts, none "
-        "passed) or falling (their latest assignment a quarter of the points below the rest)"))
+        "Students in no team of open team work, not started on an assignment due within 48 h, "
+        "stuck (5 graded attempts, none passed) or falling (their latest assignment a quarter "
+        "of the points below the rest)"))
 
 
 @router.get("/courses/{course}/stats", response_model=CourseStatsPublic)
@@ -225,6 +227,6 @@ def course_stats(access: CourseStaffDep, session: SessionDep) -> CourseStatsPubl
         assignments=[AssignmentLinePublic(
             slug=a.slug, title=a.title, deadline=a.deadline, enrolled=a.enrolled,
             submitted=a.submitted, passed=a.passed, median_best_score=a.median_best,
-            max_score=a.max_score) for a in st.assignments],
+            max_score=a.max_score, teams=a.teams) for a in st.assignments],
         watchlist=[WatchPublic(name=w.name, alias=w.alias, email=w.email, why=w.why)
                    for w in st.watchlist])

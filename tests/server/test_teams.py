@@ -309,3 +309,20 @@ def test_a_teams_extension_moves_its_deadline_and_a_personal_one_does_not(world:
     assert board[0]["score"] == on_time["score"], board
     assert world.client.delete(url, headers=world.prof).status_code == 200
     assert world.get(world.ada, f"/api/submissions/{sid}").json()["late"] is True
+
+
+def test_class_statistics_count_teams_and_watch_a_student_in_none(world: World) -> None:
+    """The course's statistics: t1's teams counted; bob, in no team of open team work, on the
+    watchlist; ada's team's submission counts as submitted for bob once he joins."""
+    _pairs(world, team_min=1)
+    team = _team(world, world.ada)
+    stats = world.get(world.prof, "/api/courses/th/stats").json()
+    assert stats["assignments"][0]["teams"] == 1, stats["assignments"]
+    assert [(w["email"], w["why"]) for w in stats["watchlist"]] == [
+        ("bob@uni.edu", "in no team for Treasure hunt 1: a chunked sum with multiprocessing.Pool "
+         "(team work)")], stats["watchlist"]
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    world.submit(world.ada, REFERENCE)
+    stats = world.get(world.prof, "/api/courses/th/stats").json()
+    assert stats["watchlist"] == [] and stats["assignments"][0]["submitted"] == 2, stats

@@ -15,6 +15,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from server.models import Assignment, Enrollment, GradeReportRow, Submission, User, aware
+from server.services.people import teams
 
 WATCH_DEADLINE = timedelta(hours=48)
 """An open assignment whose deadline is this close, not yet started: the student is watched."""
@@ -37,6 +38,8 @@ class AssignmentLine:
     passed: int
     median_best: float | None
     max_score: float | None
+    teams: int | None = None
+    """Team work: how many teams it has (None: individual work)."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,10 @@ class CourseStats:
 
 
 def of_course(*, session: Session, course_id: int, at: datetime) -> CourseStats:
-    """Each assignment's completion and median best score, and the students to watch: not
-    started on an assignment due within 48 h, stuck (5 graded attempts, none passed), or
-    falling (their latest assignment a quarter of the maximum below their earlier ones)."""
+    """Each assignment's completion and median best score (its teams' count on team work), and
+    the students to watch: in no team of open team work, not started on an assignment due
+    within 48 h, stuck (5 graded attempts, none passed), or falling (their latest assignment a
+    quarter of the maximum below their earlier ones). A team's submission is each member's."""
     s, r = Submission, GradeReportRow
     assignments = list(session.scalars(select(Assignment).where(
         Assignment.course_id == course_id).order_by(Assignment.deadline.is_(None),
@@ -66,12 +70,14 @@ def of_course(*, session: Session, course_id: int, at: datetime) -> CourseStats:
             Enrollment, Enrollment.user_id == User.id).where(
             Enrollment.course_id == course_id, Enrollment.role == "student"))}
     last_pass = func.max(case((s.verdict == "passed", s.id)))
+    pairs = teams.sharers()  # a team's submission is each of its members' (people/teams.py)
     per = session.execute(
-        select(s.assignment_id, s.user_id, func.max(s.score), func.max(r.max_score), last_pass,
+        select(s.assignment_id, pairs.c.uid, func.max(s.score), func.max(r.max_score), last_pass,
                func.count(case((s.status == "graded", s.id))))
+        .join(pairs, pairs.c.sid == s.id)
         .outerjoin(r, r.submission_id == s.id)
         .where(s.assignment_id.in_([a.id for a in assignments]))
-        .group_by(s.assignment_id, s.user_id)).all()
+        .group_by(s.assignment_id, pairs.c.uid)).all()
     best: dict[int, dict[int, float | None]] = defaultdict(dict)
     tops: dict[int, float] = {}
     passed: dict[int, set[int]] = defaultdict(set)
@@ -91,9 +97,10 @@ def of_course(*, session: Session, course_id: int, at: datetime) -> CourseStats:
         enrolled=len(people), submitted=len(best[a.id]), passed=len(passed[a.id]),
         median_best=statistics.median(v for v in best[a.id].values() if v is not None)
         if any(v is not None for v in best[a.id].values()) else None,
-        max_score=tops.get(a.id)) for a in assignments]
+        max_score=tops.get(a.id), teams=len(teams.of_assignment(session=session, assignment=a))
+        if teams.team_work(a) else None) for a in assignments]
     by_id = {a.id: a for a in assignments}
-    watch = []
+    watch = _teamless(session, assignments, people, at)
     for a in assignments:
         due = aware(a.deadline) if a.deadline else None
         if due is not None and at <= due <= at + WATCH_DEADLINE:
@@ -117,3 +124,18 @@ def of_course(*, session: Session, course_id: int, at: datetime) -> CourseStats:
                                    f"falling: {latest:.0%} of the points on {latest_a.title} "
                                    f"after {earlier:.0%} on average before"))
     return CourseStats(assignments=lines, watchlist=watch)
+
+
+def _teamless(session: Session, assignments: list[Assignment],
+              people: dict[int, tuple[str, str, str]], at: datetime) -> list[Watch]:
+    """Students in no team of a team-work assignment whose deadline has not passed."""
+    watch = []
+    for a in assignments:
+        if not teams.team_work(a) or (a.deadline is not None and aware(a.deadline) < at):
+            continue
+        inside = {m.user_id for t in teams.of_assignment(session=session, assignment=a)
+                  for m in teams.members(t)}
+        for uid in sorted(set(people) - inside, key=lambda u: people[u][0]):
+            watch.append(Watch(*people[uid][:2], people[uid][2],
+                               f"in no team for {a.title} (team work)"))
+    return watch
