@@ -326,3 +326,38 @@ def test_class_statistics_count_teams_and_watch_a_student_in_none(world: World) 
     world.submit(world.ada, REFERENCE)
     stats = world.get(world.prof, "/api/courses/th/stats").json()
     assert stats["watchlist"] == [] and stats["assignments"][0]["submitted"] == 2, stats
+
+
+def test_a_teams_rubric_grade_is_given_once_and_read_and_questioned_by_each_member(
+        world: World) -> None:
+    """By hand: one grade for the pair (the grading queue holds the team once); once released
+    each member reads it and its points count in each member's CSV row; bob's regrade request
+    is ada's to read too."""
+    _pairs(world, team_min=1)
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    world.submit(world.bob, REFERENCE)
+    _answer(world, sample_report(median=1.7, lo=1.6, hi=1.8))
+    r = world.client.put(f"{A}/rubric", json={"points": 20, "weight": 1.0},
+                         headers=world.prof)
+    assert r.status_code == 200, r.text
+    item = world.post(world.prof, f"{A}/rubric/items", json={
+        "title": "uses a collective", "points": 10, "group": "code"}).json()["id"]
+    grade = world.post(world.prof, f"{A}/grading/next").json()
+    g = f"{A}/grading/{grade['id']}"
+    assert world.client.put(f"{g}/items/{item}", json={"applied": True},
+                            headers=world.prof).status_code == 200
+    assert world.post(world.prof, f"{g}/done", json={}).json()["points"] == 10.0
+    assert world.post(world.prof, f"{A}/grading/next").status_code == 204  # the team's once
+    assert world.post(world.prof, f"{A}/grading/release", json={}).status_code == 200
+    for who in (world.ada, world.bob):
+        assert world.get(who, f"{A}/feedback").json()["points"] == 10.0
+    rows = {row["email"]: row for row in csv.DictReader(io.StringIO(
+        world.get(world.prof, f"{A}/grades.csv").text))}
+    assert [rows[f"{n}@uni.edu"]["manual_points"] for n in ("ada", "bob")] == ["10.0"] * 2, rows
+    r = world.post(world.bob, f"{A}/feedback/regrade-requests",
+                   json={"item_id": item, "reason": "We also explained it."})
+    assert r.status_code == 201, r.text
+    seen = world.get(world.ada, f"{A}/feedback").json()["requests"]
+    assert [x["reason"] for x in seen] == ["We also explained it."], seen

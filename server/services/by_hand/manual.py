@@ -35,7 +35,7 @@ from server.models import (
 )
 from server.services.grades import grade_changes
 from server.services.packages import assignments
-from server.services.people import courses, users
+from server.services.people import courses, teams, users
 from server.services.records import artifacts
 from server.services.records.errors import Conflict, Forbidden, Invalid, NotFound
 from server.services.records.manual_points import points
@@ -52,16 +52,24 @@ def _staff(role: str | None) -> None:
 
 
 def graded_submissions(*, session: Session, assignment: Assignment) -> dict[int, int]:
-    """Each enrolled student's submission to read: their board entry's, else their latest."""
-    latest = dict(session.execute(
-        select(Submission.user_id, func.max(Submission.id))
-        .join(Enrollment, (Enrollment.user_id == Submission.user_id)
+    """Each enrolled student's submission to read: their board entry's, else their latest (of
+    those they share); a team's once, under its first member (its grade is every member's:
+    records/manual_points.py)."""
+    pairs = teams.sharers()
+    latest: dict[int, int] = dict(session.execute(
+        select(pairs.c.uid, func.max(Submission.id)).join(pairs, pairs.c.sid == Submission.id)
+        .join(Enrollment, (Enrollment.user_id == pairs.c.uid)
               & (Enrollment.course_id == assignment.course_id))
         .where(Submission.assignment_id == assignment.id, Enrollment.role == "student")
-        .group_by(Submission.user_id)).all())
+        .group_by(pairs.c.uid)).all())
     counted = dict(session.execute(select(BoardEntry.user_id, BoardEntry.submission_id)
                                    .where(BoardEntry.assignment_id == assignment.id)).all())
-    return {uid: counted.get(uid, sid) for uid, sid in sorted(latest.items())}
+    out: dict[int, int] = {}
+    for uid, sid in sorted(latest.items()):
+        chosen = counted.get(uid, sid)
+        if chosen not in out.values():
+            out[uid] = chosen
+    return out
 
 
 def _take(session: Session, grade_id: int, grader: User) -> bool:
@@ -288,10 +296,24 @@ class Feedback:
     released_at: datetime
 
 
+def grade_of(*, session: Session, assignment: Assignment, user_id: int) -> ManualGrade | None:
+    """The student's manual grade: their own, else the one that read the submission their
+    board counts (a team's, graded once under its first member)."""
+    own = session.scalar(select(ManualGrade).where(ManualGrade.assignment_id == assignment.id,
+                                                   ManualGrade.user_id == user_id))
+    if own is not None:
+        return own
+    counted = select(BoardEntry.submission_id).where(BoardEntry.assignment_id == assignment.id,
+                                                     BoardEntry.user_id == user_id)
+    return session.scalar(select(ManualGrade).where(
+        ManualGrade.assignment_id == assignment.id,
+        ManualGrade.submission_id.in_(counted)).limit(1))
+
+
 def feedback(*, session: Session, assignment: Assignment, user: User) -> Feedback:
-    """A student's own released manual grade; NotFound before release or while not done."""
-    grade = session.scalar(select(ManualGrade).where(ManualGrade.assignment_id == assignment.id,
-                                                     ManualGrade.user_id == user.id))
+    """A student's own released manual grade (their team's: the one of the submission their
+    board counts); NotFound before release or while not done."""
+    grade = grade_of(session=session, assignment=assignment, user_id=user.id)
     if assignment.manual_released_at is None or grade is None or grade.status != "done":
         raise NotFound(f"no manual grade of {assignment.slug} has been released to you yet")
     items = applied(session=session, grade=grade)

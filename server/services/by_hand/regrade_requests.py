@@ -98,10 +98,12 @@ def of_course(*, session: Session, course: Course, role: str | None,
 
 def of_student(*, session: Session, assignment: Assignment, student: User
                ) -> list[RegradeRequest]:
-    return list(session.scalars(
-        select(RegradeRequest).join(ManualGrade, ManualGrade.id == RegradeRequest.grade_id)
-        .where(ManualGrade.assignment_id == assignment.id, RegradeRequest.user_id == student.id)
-        .order_by(RegradeRequest.id)))
+    """The requests about the student's grade: theirs, and their teammates' about the team's."""
+    grade = manual.grade_of(session=session, assignment=assignment, user_id=student.id)
+    if grade is None:
+        return []
+    return list(session.scalars(select(RegradeRequest).where(RegradeRequest.grade_id == grade.id)
+                                .order_by(RegradeRequest.id)))
 
 
 def get(*, session: Session, course: Course, request_id: int) -> RegradeRequest:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.models import AppliedItem, Assignment, ManualGrade, RubricItem
+from server.models import AppliedItem, Assignment, BoardEntry, ManualGrade, RubricItem
 
 
 def _within(assignment: Assignment, total: float) -> float:
@@ -24,22 +24,31 @@ def points(assignment: Assignment, items: list[RubricItem]) -> float:
 def released_points(*, session: Session, assignment: Assignment, user_id: int | None = None,
                     submission_id: int | None = None) -> dict[int, float]:
     """Each student's manual points times the weight, for grades done, once released ({}
-    before): what exports, the board's totals and the LMS add to the autograder's points.
-    `submission_id`: only a grade that read this very submission."""
+    before): what exports, the board's totals and the LMS add to the autograder's points. A
+    team's submission is graded once: its grade's points are every member's whose board
+    submission it is. `submission_id`: only a grade that read this very submission."""
     if assignment.manual_released_at is None:
         return {}
-    q = (select(ManualGrade.user_id, func.coalesce(func.sum(RubricItem.points), 0.0))
+    q = (select(ManualGrade.user_id, ManualGrade.submission_id,
+                func.coalesce(func.sum(RubricItem.points), 0.0))
          .outerjoin(AppliedItem, AppliedItem.grade_id == ManualGrade.id)
          .outerjoin(RubricItem, RubricItem.id == AppliedItem.item_id)
          .where(ManualGrade.assignment_id == assignment.id, ManualGrade.status == "done")
-         .group_by(ManualGrade.user_id))
-    if user_id is not None:
-        q = q.where(ManualGrade.user_id == user_id)
+         .group_by(ManualGrade.id, ManualGrade.user_id, ManualGrade.submission_id))
     if submission_id is not None:
         q = q.where(ManualGrade.submission_id == submission_id)
-    sums = dict(session.execute(q).all())
-    return {uid: round(_within(assignment, float(s)) * assignment.manual_weight, 2)
-            for uid, s in sums.items()}
+    graded = session.execute(q).all()
+    holders: dict[int, list[int]] = {}
+    for uid, sid in session.execute(select(BoardEntry.user_id, BoardEntry.submission_id).where(
+            BoardEntry.assignment_id == assignment.id,
+            BoardEntry.submission_id.in_({sid for _, sid, _ in graded}))):
+        holders.setdefault(sid, []).append(uid)
+    out: dict[int, float] = {}
+    for uid, sid, total in graded:
+        value = round(_within(assignment, float(total)) * assignment.manual_weight, 2)
+        for who in {uid, *holders.get(sid, [])}:
+            out.setdefault(who, value)
+    return {uid: v for uid, v in out.items() if user_id is None or uid == user_id}
 
 
 def max_points(assignment: Assignment) -> float:
