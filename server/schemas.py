@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -56,6 +56,23 @@ class Input(BaseModel):
     def _no_controls(cls, value: object, info: ValidationInfo) -> object:
         _lines(value, info.field_name or "")
         return value
+
+
+class Paragraphs(Input):
+    """A body some of whose fields are text of several lines (MULTILINE): line breaks and tabs
+    pass there, every other control character is refused as everywhere."""
+
+    MULTILINE: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_controls(cls, value: object, info: ValidationInfo) -> object:
+        name = info.field_name or ""
+        if name in cls.MULTILINE and isinstance(value, str):
+            if (why := text.paragraphs_problem(value, "the text")) is not None:
+                raise ValueError(why)
+            return value
+        return super()._no_controls(value, info)
 
 
 class Public(BaseModel):

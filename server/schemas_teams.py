@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from server.schemas import Input, Public, UtcDatetime
+from server.schemas import Input, Paragraphs, Public, UtcDatetime
 
 
 class TeamCreate(Input):
@@ -35,3 +35,9 @@ class TeamPublic(Public):
     locked: bool = Field(description="Membership no longer changes (the lock date passed)")
     deadline: UtcDatetime | None = Field(default=None, description="The team's own extension "
                                          "(null: the assignment's deadline holds)")
+
+
+class TeamsImport(Paragraphs):
+    MULTILINE = frozenset({"csv"})
+    csv: str = Field(min_length=1, max_length=1_000_000, description="A CSV with the columns "
+                     "email and team: each student placed in the team named (made if new)")

@@ -6,19 +6,18 @@ student's own feedback and requests."""
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.protocol import text
 from server.api import RowId
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
 from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
-from server.schemas import ErrorPublic, Input, Public, UtcDatetime
+from server.schemas import ErrorPublic, Input, Paragraphs, Public, UtcDatetime
 from server.services import MAX_ROW_ID
 from server.services.by_hand import manual, regrade_requests, rubric
 from server.services.packages import assignments as assignment_service
@@ -29,23 +28,6 @@ router = APIRouter(prefix="/api/courses", tags=["manual grading"],
                               404: {"model": ErrorPublic}, 409: {"model": ErrorPublic},
                               422: {"model": ErrorPublic}})
 A = "/{course}/assignments/{slug}"
-
-
-class Paragraphs(Input):
-    """A body some of whose fields are text of several lines (MULTILINE): line breaks and tabs
-    pass there, every other control character is refused as everywhere."""
-
-    MULTILINE: ClassVar[frozenset[str]] = frozenset()
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _no_controls(cls, value: object, info: ValidationInfo) -> object:
-        name = info.field_name or ""
-        if name in cls.MULTILINE and isinstance(value, str):
-            if (why := text.paragraphs_problem(value, "the text")) is not None:
-                raise ValueError(why)
-            return value
-        return super()._no_controls(value, info)
 
 
 class ItemIn(Paragraphs):

@@ -9,7 +9,14 @@ from server.db import committing
 from server.deps import CourseDep, CourseInstructorDep, CourseStaffDep, SessionDep
 from server.models import Team
 from server.schemas import ErrorPublic, ExtensionCreate
-from server.schemas_teams import MemberPublic, TeamCreate, TeamJoin, TeamPlace, TeamPublic
+from server.schemas_teams import (
+    MemberPublic,
+    TeamCreate,
+    TeamJoin,
+    TeamPlace,
+    TeamPublic,
+    TeamsImport,
+)
 from server.services.grades import extensions as extension_service
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
@@ -112,3 +119,24 @@ def unextend(slug: str, team_id: RowId, access: CourseInstructorDep,
         team = extension_service.grant_team(session=session, actor=access.user, assignment=a,
                                             role=access.role, team_id=team_id, deadline=None)
     return public(team)
+
+
+@router.post(A + "/teams/import", response_model=list[TeamPublic])
+def import_teams(slug: str, body: TeamsImport, access: CourseStaffDep,
+                 session: SessionDep) -> list[TeamPublic]:
+    """Teams from a CSV (email, team): every row placed, or none where one is wrong (staff)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    with committing(session):
+        made = team_service.import_csv(session=session, actor=access.user, assignment=a,
+                                       role=access.role, text=body.csv)
+    return [public(t) for t in made]
+
+
+@router.post(A + "/teams/random", response_model=list[TeamPublic])
+def assign_at_random(slug: str, access: CourseStaffDep, session: SessionDep) -> list[TeamPublic]:
+    """Every student in no team shuffled into new teams of the largest size (staff)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    with committing(session):
+        made = team_service.assign_at_random(session=session, actor=access.user, assignment=a,
+                                             role=access.role)
+    return [public(t) for t in made]

@@ -361,3 +361,24 @@ def test_a_teams_rubric_grade_is_given_once_and_read_and_questioned_by_each_memb
     assert r.status_code == 201, r.text
     seen = world.get(world.ada, f"{A}/feedback").json()["requests"]
     assert [x["reason"] for x in seen] == ["We also explained it."], seen
+
+
+def test_the_staff_build_teams_from_a_csv_or_at_random(world: World) -> None:
+    """A CSV places each row's student, or refuses the whole file naming the line that is
+    wrong; the rest of the class is shuffled into teams of the largest size."""
+    _pairs(world)
+    for name in ("cy", "dee", "eve"):
+        _student(world, name)
+    url = f"{A}/teams/import"
+    bad = "email,team\nada@uni.edu,Forks\nnobody@uni.edu,Forks\n"
+    r = world.post(world.prof, url, json={"csv": bad})
+    assert r.status_code == 422 and "line 3" in r.json()["detail"], r.text
+    assert world.get(world.prof, f"{A}/teams").json() == []  # nothing stored
+    assert world.post(world.ada, url, json={"csv": "email,team\n"}).status_code == 403
+    r = world.post(world.prof, url, json={"csv": "email,team\nada@uni.edu,Forks\n"
+                                                 "bob@uni.edu,Forks\n"})
+    assert r.status_code == 200 and [len(t["members"]) for t in r.json()] == [2], r.text
+    r = world.post(world.prof, f"{A}/teams/random")
+    assert r.status_code == 200, r.text
+    sizes = sorted(len(t["members"]) for t in world.get(world.prof, f"{A}/teams").json())
+    assert sizes == [1, 2, 2], sizes  # cy, dee and eve: a pair and one alone

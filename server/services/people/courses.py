@@ -375,3 +375,10 @@ def student(*, session: Session, course: Course, email: str) -> User:
     if user is None:
         raise NotFound(f"no student {email.strip()!r} in {course.slug}")
     return user
+
+
+def students(*, session: Session, course: Course) -> list[User]:
+    """The course's students, by email."""
+    return list(session.scalars(select(User).join(Enrollment, Enrollment.user_id == User.id)
+                                .where(Enrollment.course_id == course.id,
+                                       Enrollment.role == "student").order_by(User.email)))

@@ -15,6 +15,9 @@ every team they were in when the submission was made.
 
 from __future__ import annotations
 
+import csv
+import io
+import random
 import secrets
 from datetime import datetime
 
@@ -236,3 +239,57 @@ def for_upload(*, session: Session, user: User, assignment: Assignment,
                        f"teams of {assignment.team_min} to {assignment.team_max}: give a "
                        "classmate your team's join code")
     return team
+
+
+def import_csv(*, session: Session, actor: User, assignment: Assignment, role: str | None,
+               text: str) -> list[Team]:
+    """Teams from a CSV with columns `email` and `team`: each student placed in the team named
+    (made if new); a row that names no student of the course refuses the whole file, saying
+    which (nothing is stored)."""
+    if not courses.is_staff(role):
+        raise Forbidden("only the course's staff build teams")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or not {"email", "team"} <= set(rows[0]):
+        raise Invalid("a teams CSV has a header with the columns email and team")
+    placed: dict[int, Team] = {}
+    for n, row in enumerate(rows, start=2):
+        email, name = (row.get("email") or "").strip(), " ".join((row.get("team") or "").split())
+        if not email or not name:
+            raise Invalid(f"line {n}: an email and a team name")
+        try:
+            student = courses.student(session=session, course=assignment.course, email=email)
+        except NotFound as exc:
+            raise Invalid(f"line {n}: {exc.message}") from exc
+        team = place(session=session, actor=actor, assignment=assignment, role=role,
+                     student=student, team_name=name)
+        placed[team.id] = team
+    return list(placed.values())
+
+
+def assign_at_random(*, session: Session, actor: User, assignment: Assignment,
+                     role: str | None) -> list[Team]:
+    """Every student of the course in no team of the assignment, shuffled into new teams of
+    `team_max` (the last ones one smaller where the count does not divide)."""
+    if not courses.is_staff(role):
+        raise Forbidden("only the course's staff build teams")
+    _changeable(assignment, role, by_student=False)
+    inside = {m.user_id for t in of_assignment(session=session, assignment=assignment)
+              for m in members(t)}
+    alone = [u for u in courses.students(session=session, course=assignment.course)
+             if u.id not in inside]
+    random.SystemRandom().shuffle(alone)
+    size = assignment.team_max or 1
+    count = -(-len(alone) // size)
+    made = []
+    taken = {t.name for t in of_assignment(session=session, assignment=assignment)}
+    number = 1
+    for k in range(count):
+        while f"Team {number}" in taken:
+            number += 1
+        name = f"Team {number}"
+        taken.add(name)
+        for student in alone[k::count]:
+            team = place(session=session, actor=actor, assignment=assignment, role=role,
+                         student=student, team_name=name)
+        made.append(team)
+    return made
