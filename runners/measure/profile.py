@@ -296,8 +296,10 @@ def summarize(recs: Recording | list[Recording], *, code_dir: str, source: dict[
         rates.append(rate)
         # py-spy stops a few milliseconds after the call returns: each thread's last ticks are
         # the call's (a thread that lived before it, as the harness's, also sampled the wait
-        # before it started).
-        ticks = int(seconds * rate) + 2
+        # before it started). The call as the runner waited for it (`wall_s`: on MPI its
+        # dispatch to every rank too), not as the harness timed it: rank 1 of a 3:1 split
+        # summed before the last `seconds` of it, and a window that short missed its work.
+        ticks = int(max(rec.wall_s, seconds) * rate) + 2
         reader = _Reader(rec.data.get("shared", {}).get("frames", []), lines, harness,
                          code_dir, gpu=gpu_mode != "none")
         for prof in rec.data.get("profiles", [])[:512]:

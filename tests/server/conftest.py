@@ -177,12 +177,13 @@ def world(client: TestClient, engine: Engine) -> World:
 RUNNER = {"Authorization": "Bearer runner-secret-1234", "X-Runner-Key": "test-runner-key-0123456789"}
 
 
-def claim(client: TestClient, queues: tuple[str, ...] = ("cpu", "mpi", "gpu")
-          ) -> dict | None:  # type: ignore[type-arg]
-    """Play the runner that a broker message reached: claim the next queued job by its id."""
+def claim(client: Any, queues: tuple[str, ...] = ("cpu", "mpi", "gpu"),
+          sessions: Any = None) -> dict | None:  # type: ignore[type-arg]
+    """Play the runner that a broker message reached: claim the next queued job by its id
+    (`client`: a TestClient, or a live platform's HTTP client with its `sessions`)."""
     from server.models import Job
 
-    with client.app.state.sessions() as s:  # type: ignore[attr-defined]
+    with (sessions or client.app.state.sessions)() as s:
         job_id = s.scalar(select(Job.id).where(Job.state == "queued", Job.queue.in_(queues))
                           .order_by(Job.priority, Job.id).limit(1))
     if job_id is None:
@@ -193,11 +194,12 @@ def claim(client: TestClient, queues: tuple[str, ...] = ("cpu", "mpi", "gpu")
     return dict(r.json())
 
 
-def finish_validation(client: TestClient, ok: bool = True,
-                      test_seconds: dict[str, float] | None = None) -> dict[str, Any]:
+def finish_validation(client: Any, ok: bool = True,
+                      test_seconds: dict[str, float] | None = None,
+                      sessions: Any = None) -> dict[str, Any]:
     """Play the runner for a pending validate job (as a runner would post its checks;
     `test_seconds`: the reference's seconds per test)."""
-    offer = claim(client)
+    offer = claim(client, sessions=sessions)
     assert offer is not None and offer["validate_job"] is not None, offer
     checks = [{"name": "reference passes", "ok": ok, "test_seconds": test_seconds,
                "problems": [] if ok else ["hidden/test_hidden.py::test_x: failed: expected 3"]}]
