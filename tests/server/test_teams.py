@@ -382,3 +382,17 @@ def test_the_staff_build_teams_from_a_csv_or_at_random(world: World) -> None:
     assert r.status_code == 200, r.text
     sizes = sorted(len(t["members"]) for t in world.get(world.prof, f"{A}/teams").json())
     assert sizes == [1, 2, 2], sizes  # cy, dee and eve: a pair and one alone
+
+
+def test_two_teams_created_at_once_under_one_name_make_one(world: World) -> None:
+    _pairs(world)
+    gate = threading.Barrier(2)
+
+    def one(who: dict[str, str]) -> int:
+        gate.wait()
+        return int(world.post(who, f"{A}/team", json={"name": "Forks"}).status_code)
+
+    with ThreadPoolExecutor(2) as pool:
+        codes = sorted(pool.map(one, (world.ada, world.bob)))
+    assert codes == [201, 409], codes
+    assert [t["name"] for t in world.get(world.prof, f"{A}/teams").json()] == ["Forks"]

@@ -22,6 +22,7 @@ import secrets
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Subquery, and_, func, or_, select, union_all
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server import db
@@ -137,9 +138,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     if session.scalar(select(Team.id).where(Team.assignment_id == assignment.id,
                                             func.lower(Team.name) == name.lower())):
         raise Conflict(f"a team of this assignment is already called {name!r}")
-    team = Team(assignment_id=assignment.id, name=name, join_code=secrets.token_urlsafe(9))
-    session.add(team)
-    session.flush()
+    team = _new_team(session, assignment, name)
     session.add(TeamMember(team_id=team.id, user_id=user.id, assignment_id=assignment.id))
     session.flush()
     _log(session, user, "create", team, member=user.email)
@@ -157,6 +156,17 @@ def join(*, session: Session, user: User, assignment: Assignment, role: str | No
     _hold_student(session, user.id, assignment)
     _seat(session, team, user)
     _log(session, user, "join", team, member=user.email)
+    return team
+
+
+def _new_team(session: Session, assignment: Assignment, name: str) -> Team:
+    """A new team of the assignment; a name another request took a moment ago is refused."""
+    team = Team(assignment_id=assignment.id, name=name, join_code=secrets.token_urlsafe(9))
+    try:
+        with session.begin_nested():
+            session.add(team)
+    except IntegrityError as exc:
+        raise Conflict(f"a team of this assignment is already called {name!r}") from exc
     return team
 
 
@@ -202,10 +212,7 @@ def place(*, session: Session, actor: User, assignment: Assignment, role: str | 
     team = session.scalar(select(Team).where(Team.assignment_id == assignment.id,
                                              Team.name == team_name))
     if team is None:
-        team = Team(assignment_id=assignment.id, name=team_name[:NAME_MAX],
-                    join_code=secrets.token_urlsafe(9))
-        session.add(team)
-        session.flush()
+        team = _new_team(session, assignment, team_name[:NAME_MAX])
     if current is not None:
         current.left_at = now()
         session.flush()
