@@ -41,3 +41,8 @@ class TeamsImport(Paragraphs):
     MULTILINE = frozenset({"csv"})
     csv: str = Field(min_length=1, max_length=1_000_000, description="A CSV with the columns "
                      "email and team: each student placed in the team named (made if new)")
+
+
+class TeamsCopy(Input):
+    source: str = Field(min_length=1, max_length=100, description="The slug of another "
+                        "assignment of the course whose teams are made again here")

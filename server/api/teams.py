@@ -15,6 +15,7 @@ from server.schemas_teams import (
     TeamJoin,
     TeamPlace,
     TeamPublic,
+    TeamsCopy,
     TeamsImport,
 )
 from server.services.grades import extensions as extension_service
@@ -139,4 +140,16 @@ def assign_at_random(slug: str, access: CourseStaffDep, session: SessionDep) -> 
     with committing(session):
         made = team_service.assign_at_random(session=session, actor=access.user, assignment=a,
                                              role=access.role)
+    return [public(t) for t in made]
+
+
+@router.post(A + "/teams/copy", response_model=list[TeamPublic])
+def copy_teams(slug: str, body: TeamsCopy, access: CourseStaffDep,
+               session: SessionDep) -> list[TeamPublic]:
+    """Another assignment's teams, as they stand, made again here (staff)."""
+    a = assignment_service.get(session=session, course=access.course, slug=slug)
+    source = assignment_service.get(session=session, course=access.course, slug=body.source)
+    with committing(session):
+        made = team_service.copy_from(session=session, actor=access.user, assignment=a,
+                                      role=access.role, source=source)
     return [public(t) for t in made]

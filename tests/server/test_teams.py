@@ -396,3 +396,26 @@ def test_two_teams_created_at_once_under_one_name_make_one(world: World) -> None
         codes = sorted(pool.map(one, (world.ada, world.bob)))
     assert codes == [201, 409], codes
     assert [t["name"] for t in world.get(world.prof, f"{A}/teams").json()] == ["Forks"]
+
+
+def test_the_staff_reuse_another_assignments_teams(world: World) -> None:
+    """t2 takes t1's pairs as they stand: the same names and members; a course's other
+    assignment only."""
+    _pairs(world)
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    r = world.post(world.prof, "/api/courses/th/assignments/import",
+                   json={"path": "treasure-hunt/t2-mpi"})
+    assert r.status_code == 201, r.text
+    t2 = "/api/courses/th/assignments/t2-mpi"
+    assert world.client.patch(t2, json={"team_max": 2}, headers=world.prof).status_code == 200
+    assert world.post(world.ada, f"{t2}/teams/copy", json={"source": "t1-multiprocessing"}
+                      ).status_code == 403
+    r = world.post(world.prof, f"{t2}/teams/copy", json={"source": "t1-multiprocessing"})
+    assert r.status_code == 200, r.text
+    assert [(t["name"], sorted(m["email"] for m in t["members"])) for t in r.json()] == [
+        ("Forks", ["ada@uni.edu", "bob@uni.edu"])], r.json()
+    assert world.post(world.prof, f"{t2}/teams/copy", json={"source": "t2-mpi"}
+                      ).status_code == 422
+    assert world.get(world.bob, f"{t2}/team").json()["join_code"] != team["join_code"]

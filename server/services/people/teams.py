@@ -300,3 +300,20 @@ def assign_at_random(*, session: Session, actor: User, assignment: Assignment,
                          student=student, team_name=name)
         made.append(team)
     return made
+
+
+def copy_from(*, session: Session, actor: User, assignment: Assignment, role: str | None,
+              source: Assignment) -> list[Team]:
+    """The teams of another assignment of the course, as they stand now, made again here
+    (each member placed in the team of that name; the others of this assignment stay)."""
+    if not courses.is_staff(role):
+        raise Forbidden("only the course's staff build teams")
+    if source.course_id != assignment.course_id or source.id == assignment.id:
+        raise Invalid("teams are copied from another assignment of the same course")
+    made: dict[int, Team] = {}
+    for team in of_assignment(session=session, assignment=source):
+        for m in members(team):
+            t = place(session=session, actor=actor, assignment=assignment, role=role,
+                      student=m.user, team_name=team.name)
+            made[t.id] = t
+    return list(made.values())
