@@ -33,6 +33,7 @@ from server.services.lti import platforms as lti_platforms
 from server.services.packages import assignments as assignment_service
 from server.services.packages.assignments import PackageInvalid
 from server.services.people import courses as course_service
+from server.services.people import teams as team_service
 from server.services.records import final_grades
 from server.services.records.errors import DomainError, Forbidden, Invalid
 from server.settings import ServerSettings
@@ -176,6 +177,7 @@ def render_manage(request: Request, session: SessionDep, user: User, course: str
     extra.setdefault("last_deadline", finals.last_deadline(session=session, assignment=a))
     extra.setdefault("practice_limits", practice_service.limits(a))
     extra.setdefault("profile_cost", practice_service.graded_profile_cost(session=session, assignment=a))
+    extra.setdefault("teams", team_service.of_assignment(session=session, assignment=a))
     return render(request, "manage.html", user=user, course=c, role=role, a=a, subs=subs[::-1][:500],
                   scoring=assignment_service.manifest_of(a).scoring,
                   student=who, verdict=verdict, newest=a.versions[-1], **extra)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 
@@ -20,6 +20,7 @@ from server.services.grades import policies as policy_service
 from server.services.grades import visibility
 from server.services.intake import practice as practice_service
 from server.services.packages import assignments as assignment_service
+from server.services.people import teams as team_service
 from server.services.records.errors import DomainError, Invalid
 from server.web.admin import course_for, render_manage
 from server.web.plumbing import Csrf, PageUser, reasons
@@ -83,4 +84,46 @@ def practice_pause(course: str, slug: str, request: Request, session: SessionDep
                           "2026-12-01T20:00+01:00") from exc
         practice_service.pause(session=session, assignment=a, actor=user, role=role,
                                until=body.until)
+    return manage_action(request, session, user, course, slug, act)
+
+
+@router.post("/c/{course}/{slug}/manage/teams", dependencies=[Csrf])
+def team_rules(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+               team_max: Annotated[int, Form()], team_min: Annotated[int, Form()] = 1,
+               by_students: Annotated[str, Form()] = "",
+               lock_at: Annotated[str, Form()] = "") -> Response:
+    """Team work: the sizes (largest 1: individual work), who forms teams, the lock."""
+    def act(role: str | None, a: Assignment) -> None:
+        body = AssignmentUpdate.model_validate({  # the API's rules, the lock's date among them
+            "team_max": team_max, "team_min": team_min, "teams_by_students": by_students == "on",
+            "team_lock_at": lock_at.strip() or None})
+        policy_service.update(session=session, actor=user, assignment=a, role=role,
+                              changes=body.model_dump(exclude_unset=True))
+    return manage_action(request, session, user, course, slug, act)
+
+
+@router.post("/c/{course}/{slug}/manage/teams-import", dependencies=[Csrf])
+def teams_import(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+                 csv: Annotated[UploadFile, File()]) -> Response:
+    """Teams from a CSV file (email, team): every row placed, or none."""
+    raw = csv.file.read(1_000_001)
+
+    def act(role: str | None, a: Assignment) -> None:
+        if len(raw) > 1_000_000:
+            raise Invalid("a teams CSV holds at most 1 MB")
+        try:
+            content = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise Invalid("the teams CSV is not UTF-8 text") from exc
+        team_service.import_csv(session=session, actor=user, assignment=a, role=role,
+                                text=content)
+    return manage_action(request, session, user, course, slug, act)
+
+
+@router.post("/c/{course}/{slug}/manage/teams-random", dependencies=[Csrf])
+def teams_random(course: str, slug: str, request: Request, session: SessionDep,
+                 user: PageUser) -> Response:
+    """Every student in no team shuffled into new teams."""
+    def act(role: str | None, a: Assignment) -> None:
+        team_service.assign_at_random(session=session, actor=user, assignment=a, role=role)
     return manage_action(request, session, user, course, slug, act)

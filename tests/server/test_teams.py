@@ -419,3 +419,31 @@ def test_the_staff_reuse_another_assignments_teams(world: World) -> None:
     assert world.post(world.prof, f"{t2}/teams/copy", json={"source": "t2-mpi"}
                       ).status_code == 422
     assert world.get(world.bob, f"{t2}/team").json()["join_code"] != team["join_code"]
+
+
+def test_the_instructor_sets_team_work_and_builds_teams_on_the_manage_page(world: World) -> None:
+    """The manage page's team card: sizes, who forms teams and the lock; a CSV file of teams
+    (one holding a control character refused, saying so, nothing stored); the rest at random;
+    the teams listed with their members."""
+    page = "/c/th/t1-multiprocessing/manage"
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
+    form = prof.get(page).text
+    assert 'name="team_max"' in form and "No team yet" not in form  # individual work so far
+    r = prof.post(f"{page}/teams", data={"csrf_token": csrf(form), "team_max": "2",
+                                         "team_min": "1", "by_students": "on", "lock_at": ""})
+    assert r.status_code == 303, r.text
+    form = prof.get(page).text
+    assert "No team yet" in form
+    bad = b"email,team\nada@uni.edu,Fo\x1bks\n"
+    r = prof.post(f"{page}/teams-import", data={"csrf_token": csrf(form)},
+                  files=[("csv", ("teams.csv", bad, "text/csv"))])
+    assert r.status_code == 422 and "control character" in r.text, r.text
+    good = b"email,team\nada@uni.edu,Forks\n"
+    r = prof.post(f"{page}/teams-import", data={"csrf_token": csrf(form)},
+                  files=[("csv", ("teams.csv", good, "text/csv"))])
+    assert r.status_code == 303, r.text
+    r = prof.post(f"{page}/teams-random", data={"csrf_token": csrf(form)})
+    assert r.status_code == 303, r.text
+    listed = prof.get(page).text
+    assert "<strong>Forks</strong>: ada &lt;ada@uni.edu&gt;" in listed, listed
+    assert "<strong>Team 1</strong>: bob &lt;bob@uni.edu&gt;" in listed, listed

@@ -25,6 +25,7 @@ from sqlalchemy import ColumnElement, Subquery, and_, func, or_, select, union_a
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from runners.protocol import text as text_rule
 from server import db
 from server.models import Assignment, AuditLog, Submission, Team, TeamMember, User, aware, now
 from server.services.people import courses, users
@@ -255,6 +256,8 @@ def import_csv(*, session: Session, actor: User, assignment: Assignment, role: s
     which (nothing is stored)."""
     if not courses.is_staff(role):
         raise Forbidden("only the course's staff build teams")
+    if (why := text_rule.paragraphs_problem(text, "the teams CSV")) is not None:
+        raise Invalid(why)
     rows = list(csv.DictReader(io.StringIO(text)))
     if not rows or not {"email", "team"} <= set(rows[0]):
         raise Invalid("a teams CSV has a header with the columns email and team")
