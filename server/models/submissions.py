@@ -15,6 +15,7 @@ from server.db import Base
 if TYPE_CHECKING:
     from server.models.accounts import User
     from server.models.assignments import Assignment, AssignmentVersion
+    from server.models.teams import Team
 
 
 class Submission(Base):
@@ -47,6 +48,7 @@ class Submission(Base):
     user: Mapped[User] = relationship()
     assignment: Mapped[Assignment] = relationship()
     version: Mapped[AssignmentVersion] = relationship()
+    team: Mapped[Team | None] = relationship()
 
 
 class GradeReportRow(Base):

@@ -278,6 +278,10 @@ def test_a_pair_forms_its_team_on_the_assignment_page(world: World) -> None:
     assert r.status_code == 303, r.text
     card = bob.get(page).text
     assert "<strong>Forks</strong>: ada, bob (2 of 2–2)" in card, card
+    sid = world.submit(world.ada, REFERENCE).json()["id"]
+    assert "handed in by ada for the team Forks" in bob.get(f"/s/{sid}").text
+    staff = browser(world, "prof@uni.edu", "prof-pass-4821").get(f"{page}/manage").text
+    assert "ada &lt;ada@uni.edu&gt; <span class=\"muted\">for Forks</span>" in staff
     r = bob.post(f"{page}/team/leave", data={"csrf_token": csrf(card)})
     assert r.status_code == 303 and "Create a team" in bob.get(page).text
 
