@@ -20,6 +20,7 @@ from server.services.grades import policies as policy_service
 from server.services.grades import visibility
 from server.services.intake import practice as practice_service
 from server.services.packages import assignments as assignment_service
+from server.services.people import courses as course_service
 from server.services.people import teams as team_service
 from server.services.records.errors import DomainError, Invalid
 from server.web.admin import course_for, render_manage
@@ -126,4 +127,16 @@ def teams_random(course: str, slug: str, request: Request, session: SessionDep,
     """Every student in no team shuffled into new teams."""
     def act(role: str | None, a: Assignment) -> None:
         team_service.assign_at_random(session=session, actor=user, assignment=a, role=role)
+    return manage_action(request, session, user, course, slug, act)
+
+
+@router.post("/c/{course}/{slug}/manage/teams-place", dependencies=[Csrf])
+def teams_place(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
+                email: Annotated[str, Form(max_length=320)] = "",
+                team: Annotated[str, Form(max_length=80)] = "") -> Response:
+    """One student into a team by name (made if new), out of any other of the assignment."""
+    def act(role: str | None, a: Assignment) -> None:
+        student = course_service.student(session=session, course=a.course, email=email)
+        team_service.place(session=session, actor=user, assignment=a, role=role,
+                           student=student, team_name=" ".join(team.split()))
     return manage_action(request, session, user, course, slug, act)

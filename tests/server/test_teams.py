@@ -118,6 +118,31 @@ def test_any_member_submits_and_a_leaver_keeps_only_what_was_shared(world: World
     assert logged == ["team.create", "team.join", "team.leave", "team.join"], logged
 
 
+def test_a_leavers_grade_stands_and_the_teams_next_is_not_theirs(world: World) -> None:
+    """Graded with the team, bob leaves: his board row and CSV score are the team's first
+    grade; the better one the team earns after (ada and cy) is not his; cy, who joined after,
+    reads neither the first submission's page nor its report."""
+    _pairs(world, team_min=1)
+    cy = _student(world, "cy")
+    team = _team(world, world.ada)
+    assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
+                      ).status_code == 200
+    first = world.submit(world.ada, REFERENCE).json()["id"]
+    _answer(world, sample_report(median=1.3, lo=1.2, hi=1.4))
+    assert world.client.delete(f"{A}/team", headers=world.bob).status_code == 204
+    assert world.post(cy, f"{A}/team/join", json={"code": team["join_code"]}).status_code == 200
+    second = world.submit(cy, REFERENCE).json()["id"]
+    _answer(world, sample_report(median=1.9, lo=1.8, hi=2.0))
+    board = {e["alias"]: e for e in world.get(world.prof, f"{A}/leaderboard").json()}
+    assert board["Forks: ada, cy"]["submission_id"] == second, board
+    assert board["Forks: bob"]["submission_id"] == first, board
+    rows = {row["email"]: row for row in csv.DictReader(io.StringIO(
+        world.get(world.prof, f"{A}/grades.csv").text))}
+    assert rows["bob@uni.edu"]["submission_id"] == str(first), rows["bob@uni.edu"]
+    assert rows["cy@uni.edu"]["submission_id"] == str(second), rows["cy@uni.edu"]
+    assert browser(world, "cy@uni.edu").get(f"/s/{first}").status_code == 404
+
+
 def test_the_quota_is_the_teams_when_both_members_upload_at_once(world: World) -> None:
     _pairs(world, quota_count=3)
     team = _team(world, world.ada)
@@ -451,3 +476,10 @@ def test_the_instructor_sets_team_work_and_builds_teams_on_the_manage_page(world
     listed = prof.get(page).text
     assert "<strong>Forks</strong>: ada &lt;ada@uni.edu&gt;" in listed, listed
     assert "<strong>Team 1</strong>: bob &lt;bob@uni.edu&gt;" in listed, listed
+    r = prof.post(f"{page}/teams-place", data={"csrf_token": csrf(listed),
+                                               "email": "bob@uni.edu", "team": "Forks"})
+    assert r.status_code == 303, r.text
+    assert "<strong>Forks</strong>: ada &lt;ada@uni.edu&gt;, bob" in prof.get(page).text
+    r = prof.post(f"{page}/teams-place", data={"csrf_token": csrf(listed),
+                                               "email": "nobody@uni.edu", "team": "Forks"})
+    assert r.status_code == 404 and "no student" in r.text

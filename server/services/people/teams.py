@@ -204,6 +204,9 @@ def place(*, session: Session, actor: User, assignment: Assignment, role: str | 
     if not courses.is_staff(role):
         raise Forbidden("only the course's staff place students in teams")
     _changeable(assignment, role, by_student=False)
+    team_name = " ".join(team_name.split())
+    if not 0 < len(team_name) <= NAME_MAX:
+        raise Invalid(f"a team's name is 1 to {NAME_MAX} characters")
     if courses.role(session=session, user=student, course=assignment.course) != "student":
         raise Invalid(f"{student.email} is not a student of this course")
     users.hold(session=session, user_id=student.id)
