@@ -446,3 +446,36 @@ def test_an_upload_in_flight_is_never_lost_to_a_link(world: World, engine: Engin
         # An upload after the link goes to the account the browser is now signed in to.
         assert stored == up, (up, ln, stored)
         assert ln in (303, 409), ln  # linked, or refused for the submission it saw
+
+
+def test_a_teams_grade_reaches_each_members_gradebook_row(world: World, engine: Engine,
+                                                         lms: StandInLms) -> None:
+    """Two students launched from the LMS work in a pair: one hands in for the team, and the
+    team's grade is posted for each of them."""
+    r = world.client.patch("/api/courses/th/assignments/t1-multiprocessing",
+                           json={"team_max": 2, "team_min": 2}, headers=world.prof)
+    assert r.status_code == 200, r.text
+    lea, max_ = _browser(world), _browser(world)
+    assert _launch(lea, lms)[0].status_code == 303
+    auth = _login(max_, lms)
+    token = lms.id_token(nonce=auth["nonce"], target=TARGET, sub="student-2",
+                         email="max@uni.edu", name="Max")
+    assert max_.post("/lti/launch", data={"id_token": token, "state": auth["state"]}
+                     ).status_code == 303
+    page = "/c/th/t1-multiprocessing"
+    form = lea.get(page).text
+    assert lea.post(f"{page}/team", data={"csrf_token": csrf(form), "name": "Pair"}
+                    ).status_code == 303
+    code = lea.get(page).text.split("Join code: <code>")[1].split("</code>")[0]
+    form = max_.get(page).text
+    assert max_.post(f"{page}/team/join", data={"csrf_token": csrf(form), "code": code}
+                     ).status_code == 303
+    form = max_.get(page).text
+    r = max_.post(f"{page}/submit", data={"csrf_token": csrf(form)},
+                  files=[("files", ("solution.py", REFERENCE))])
+    assert r.status_code == 303, r.text
+    store(engine, int(r.headers["location"].rsplit("/", 1)[1]), sample_report())
+    sessions = world.client.app.state.sessions  # type: ignore[attr-defined]
+    assert passback.send_pending(sessions=sessions) == (2, 0)
+    assert {user: posted["scoreGiven"] for (_, user), posted in lms.gradebook.items()} == {
+        "student-1": 90, "student-2": 90}, lms.gradebook
