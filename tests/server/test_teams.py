@@ -353,8 +353,12 @@ def test_class_statistics_count_teams_and_watch_a_student_in_none(world: World) 
     assert world.post(world.bob, f"{A}/team/join", json={"code": team["join_code"]}
                       ).status_code == 200
     world.submit(world.ada, REFERENCE)
+    _answer(world, sample_report(median=1.7, lo=1.6, hi=1.8))
     stats = world.get(world.prof, "/api/courses/th/stats").json()
     assert stats["watchlist"] == [] and stats["assignments"][0]["submitted"] == 2, stats
+    students = {x["email"]: x for x in world.get(world.prof, f"{A}/stats").json()["students"]}
+    assert [(students[e]["submissions"], students[e]["passed"]) for e in (
+        "ada@uni.edu", "bob@uni.edu")] == [(1, True), (1, True)], students
 
 
 def test_a_teams_rubric_grade_is_given_once_and_read_and_questioned_by_each_member(

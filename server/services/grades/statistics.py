@@ -39,11 +39,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Float, Integer, and_, any_, bindparam, case, cast, func, select
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import Float, Integer, and_, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from runners.protocol import Manifest
+from server import db
 from server.models import (
     Assignment,
     BoardEntry,
@@ -58,6 +58,7 @@ from server.models import (
     aware,
 )
 from server.services.grades import reference
+from server.services.people import teams
 
 LOW_DISCRIMINATION = 0.1
 """Below this correlation with the final score a test is flagged: passing it says little about
@@ -216,12 +217,16 @@ def _students(session: Session, a: Assignment) -> tuple[list[Student], float | N
     s, r = Submission, GradeReportRow
     # One pass over the assignment's submissions (its index), no join: the grade reports are
     # read only for the students' latest submissions, by id.
-    per = (select(s.user_id.label("user_id"), func.count(s.id).label("n"),
-                  func.min(s.created_at).label("first_at"), func.max(s.score).label("best"),
-                  func.min(case((s.verdict == "passed", s.created_at))).label("first_pass_at"),
-                  func.max(case((s.status == "graded", s.id))).label("last_id"),
-                  func.min(case((s.status == "graded", s.id))).label("first_id"))
-           .where(s.assignment_id == a.id).group_by(s.user_id).subquery())
+    # On team work a team's submission is each member's of that moment (people/teams.py).
+    owner = (pairs := teams.sharers()).c.uid if teams.team_work(a) else s.user_id
+    q = select(owner.label("user_id"), func.count(s.id).label("n"),
+               func.min(s.created_at).label("first_at"), func.max(s.score).label("best"),
+               func.min(case((s.verdict == "passed", s.created_at))).label("first_pass_at"),
+               func.max(case((s.status == "graded", s.id))).label("last_id"),
+               func.min(case((s.status == "graded", s.id))).label("first_id"))
+    if teams.team_work(a):
+        q = q.join(pairs, pairs.c.sid == s.id)
+    per = q.where(s.assignment_id == a.id).group_by(owner).subquery()
     latest = Submission.__table__.alias("latest")
     rows = session.execute(
         select(User.id, User.name, User.email, Enrollment.alias, per.c.n, per.c.best,
@@ -234,7 +239,7 @@ def _students(session: Session, a: Assignment) -> tuple[list[Student], float | N
         .where(Enrollment.role == "student").order_by(User.name, User.id)).all()
     lasts = [row[-1] for row in rows if row[-1] is not None]
     max_score = session.scalar(select(func.max(r.max_score)).where(
-        _among(session, r.submission_id, lasts))) if lasts else None
+        db.among(session, r.submission_id, lasts))) if lasts else None
     practised = dict(session.execute(
         select(PracticeRun.user_id, func.count(PracticeRun.id))
         .where(PracticeRun.assignment_id == a.id).group_by(PracticeRun.user_id)).tuples().all())
@@ -249,21 +254,13 @@ def _students(session: Session, a: Assignment) -> tuple[list[Student], float | N
     return out, max_score
 
 
-def _among(session: Session, column: Any, ids: list[int]) -> Any:
-    """`column IN ids`: on PostgreSQL one array parameter (`= ANY`), not one per id (compiling
-    and binding 2 000 parameters cost more than the query)."""
-    if session.get_bind().dialect.name == "postgresql":
-        return column == any_(bindparam(None, ids, type_=postgresql.ARRAY(Integer)))
-    return column.in_(ids)
-
-
 def _tests(session: Session, first_ids: list[int], last_ids: list[int]) -> list[TestStat]:
     """Each test over the students' first and latest graded submissions, found by their reports'
     ids (both tables filtered by them: index lookups, where a join on the submission ids alone
     had PostgreSQL scan every test result of the course)."""
     t, r = TestResultRow, GradeReportRow
     report_of: dict[int, int] = {sid: rid for sid, rid in session.execute(
-        select(r.submission_id, r.id).where(_among(session, r.submission_id,
+        select(r.submission_id, r.id).where(db.among(session, r.submission_id,
                                                    first_ids + last_ids)))}
     passed = cast(case((t.outcome == "passed", 1), else_=0), Integer)
     counts: dict[str, dict[str, object]] = {}
@@ -274,7 +271,7 @@ def _tests(session: Session, first_ids: list[int], last_ids: list[int]) -> list[
             select(t.name, func.max(cast(t.hidden, Integer)), func.count(), func.sum(passed),
                    func.sum(score), func.sum(score * score), func.sum(passed * score))
             .join(r, r.id == t.report_id)
-            .where(_among(session, t.report_id, reports), _among(session, r.id, reports))
+            .where(db.among(session, t.report_id, reports), db.among(session, r.id, reports))
             .group_by(t.name))
         for name, hidden, n, k, sy, syy, sxy in rows:
             c = counts.setdefault(name, {"hidden": bool(hidden)})
@@ -287,7 +284,7 @@ def _tests(session: Session, first_ids: list[int], last_ids: list[int]) -> list[
     submission_of = {rid: sid for sid, rid in report_of.items()}
     for name, message, n, rid in session.execute(
             select(t.name, t.message, func.count(), func.min(t.report_id))
-            .where(_among(session, t.report_id,
+            .where(db.among(session, t.report_id,
                           [report_of[i] for i in last_ids if i in report_of]),
                    t.outcome != "passed")
             .group_by(t.name, t.message)):
@@ -397,7 +394,7 @@ def _of_assignment(session: Session, a: Assignment, days: Callable[[], list[Day]
     lasts = [x.last_id for x in students if x.last_id is not None]
     credit = {str(k): int(n) for k, n in session.execute(
         select(r.credit_status, func.count()).where(
-            _among(session, r.submission_id, lasts), r.credit_status.is_not(None))
+            db.among(session, r.submission_id, lasts), r.credit_status.is_not(None))
         .group_by(r.credit_status))}
     per_workers: dict[int, list[float]] = defaultdict(list)
     for w, sp in session.execute(select(ScalingPointRow.workers, ScalingPointRow.speedup)
