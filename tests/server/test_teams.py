@@ -101,7 +101,11 @@ def test_any_member_submits_and_a_leaver_keeps_only_what_was_shared(world: World
     for who in (world.ada, world.bob):  # both members read it, and list it as theirs
         assert world.get(who, f"/api/submissions/{first}").status_code == 200
         assert [s["id"] for s in world.get(who, "/api/submissions").json()] == [first]
-    assert world.get(cy, f"/api/submissions/{first}").status_code == 404
+    for route in (f"/api/submissions/{first}", f"/api/submissions/{first}/files",
+                  f"/api/submissions/{first}/gradescope.json"):  # every route, as not there
+        assert world.get(cy, route).status_code == 404, route
+        assert world.get(world.ada, route).status_code in (200, 403), route
+    assert world.post(cy, f"/api/submissions/{first}/cancel").status_code == 404
     # Bob leaves; cy takes his seat; the team's next submission is ada's and cy's, not bob's.
     assert world.client.delete(f"{A}/team", headers=world.bob).status_code == 204
     assert world.post(cy, f"{A}/team/join", json={"code": team["join_code"]}).status_code == 200
