@@ -382,6 +382,7 @@ def test_a_teams_rubric_grade_is_given_once_and_read_and_questioned_by_each_memb
     item = world.post(world.prof, f"{A}/rubric/items", json={
         "title": "uses a collective", "points": 10, "group": "code"}).json()["id"]
     grade = world.post(world.prof, f"{A}/grading/next").json()
+    assert grade["student"].endswith("(team Forks)"), grade
     g = f"{A}/grading/{grade['id']}"
     assert world.client.put(f"{g}/items/{item}", json={"applied": True},
                             headers=world.prof).status_code == 200

@@ -131,8 +131,12 @@ def get(*, session: Session, assignment: Assignment, grade_id: int) -> ManualGra
 def label(assignment: Assignment, grade: ManualGrade, student: User) -> str:
     """Whose a grade is, as the course's staff see it on every grading surface (the grading
     list and page, the grade's JSON, the regrade requests): "student N" (the grade's number)
-    while the assignment is graded anonymously, else the student's email."""
-    return f"student {grade.id}" if assignment.manual_anonymous else student.email
+    while the assignment is graded anonymously, else the student's email (and a team's grade,
+    given once for its members, its team's name)."""
+    if assignment.manual_anonymous:
+        return f"student {grade.id}"
+    team = grade.submission.team if grade.submission is not None else None
+    return f"{student.email} (team {team.name})" if team is not None else student.email
 
 
 def hold(*, session: Session, grade: ManualGrade, grader: User, role: str | None) -> None:
