@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
+import sys
 import tomllib
+import typing
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from runners.protocol import MANIFEST, Manifest
+from runners.protocol.manifest import Files
 
 __all__ = ["MANIFEST", "Assignment", "Manifest", "PackageError", "Problem", "discover", "load",
            "resolve"]
@@ -106,17 +111,68 @@ def load(root: Path) -> Assignment:
         manifest = Manifest.model_validate(raw)
     except ValidationError as exc:
         problems = [
-            Problem(file=MANIFEST, key=_loc(e["loc"]) or "(top level)", reason=e["msg"])
+            Problem(file=MANIFEST, key=_loc(e["loc"]) or "(top level)", reason=_reason(e))
             for e in exc.errors()
         ]
-        raise PackageError(problems) from exc
+        # The folders are named apart from the rest: a missing one is told in the same round.
+        raise PackageError(problems + _folders_of_raw(root, raw)) from exc
     problems = _check_files(root, manifest)
     if problems:
         raise PackageError(problems)
     return Assignment(root, manifest)
 
 
-def _check_files(root: Path, m: Manifest) -> list[Problem]:
+def _reason(error: ErrorDetails) -> str:
+    """The validator's reason, an unknown key with the known one it is closest to."""
+    loc = error["loc"]
+    if error["type"] != "extra_forbidden" or not loc:
+        return error["msg"]
+    known = _keys_at(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    hint = f": did you mean '{close[0]}'?" if close else (
+        f" here (the keys are {', '.join(sorted(known))})" if known else "")
+    return f"unknown key{hint}"
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the manifest accepts in the table at `loc`."""
+    model: type[BaseModel] | None = Manifest
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+    return [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The table type a field holds (itself, optional, or in a list)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in typing.get_args(annotation) if (m := _model_in(a)) is not None), None)
+
+
+def _folders_of_raw(root: Path, raw: dict[str, object]) -> list[Problem]:
+    """The folders and files a manifest that did not validate still names (or their defaults)."""
+    try:
+        files = Files.model_validate(raw.get("files", {}))
+    except ValidationError:
+        return []  # named by the manifest's own problems
+    statement = raw.get("statement", "statement.md")
+    entry = raw.get("entry")
+    entry_file = entry.get("file") if isinstance(entry, dict) else None
+    return _check_folders(root, files, statement if isinstance(statement, str) else None,
+                          entry_file if isinstance(entry_file, str) else None)
+
+
+def _check_folders(root: Path, files: Files, statement: str | None,
+                   entry_file: str | None) -> list[Problem]:
+    """The statement and every folder exist; the code folders hold the entry file, the test
+    folders tests; the hidden folder's helpers do not shadow Python's own modules."""
     problems: list[Problem] = []
 
     def need(rel: str, key: str, *, folder: bool) -> Path | None:
@@ -130,21 +186,39 @@ def _check_files(root: Path, m: Manifest) -> list[Problem]:
             return None
         return p
 
-    need(m.statement, "statement", folder=False)
+    if statement is not None:
+        need(statement, "statement", folder=False)
     for key in ("starter", "baseline", "reference"):
-        d = need(getattr(m.files, key), f"files.{key}", folder=True)
-        if d is not None and not (d / m.entry.file).is_file():
+        d = need(getattr(files, key), f"files.{key}", folder=True)
+        if d is not None and entry_file is not None and not (d / entry_file).is_file():
             problems.append(
-                Problem(file=f"{getattr(m.files, key)}/{m.entry.file}", key=f"files.{key}",
-                        reason=f"the {key} has no entry file '{m.entry.file}'")
+                Problem(file=f"{getattr(files, key)}/{entry_file}", key=f"files.{key}",
+                        reason=f"the {key} has no entry file '{entry_file}'")
             )
     for key in ("public_tests", "hidden_tests"):
-        d = need(getattr(m.files, key), f"files.{key}", folder=True)
+        d = need(getattr(files, key), f"files.{key}", folder=True)
         if d is not None and not any(d.glob("test_*.py")):
-            problems.append(Problem(file=getattr(m.files, key), key=f"files.{key}",
+            problems.append(Problem(file=getattr(files, key), key=f"files.{key}",
                                     reason="no test_*.py files"))
-    if m.files.data:
-        need(m.files.data, "files.data", folder=True)
+    hidden = root / files.hidden_tests
+    if hidden.is_dir():
+        problems += [Problem(file=f"{files.hidden_tests}/{name}", key="", reason=(
+            f"named like Python's own module '{name[:-3]}': the hidden tests would import "
+            "Python's instead; rename it")) for name in _shadowing(hidden)]
+    if files.data:
+        need(files.data, "files.data", folder=True)
+    return problems
+
+
+def _shadowing(folder: Path) -> list[str]:
+    """Modules of `folder` named like Python's own: on the trusted side the hidden folder comes
+    first on the import path (runners/runs/authored.py), where they would break what imports
+    the standard library's, or be passed over for it."""
+    return sorted(p.name for p in folder.glob("*.py") if p.stem in sys.stdlib_module_names)
+
+
+def _check_files(root: Path, m: Manifest) -> list[Problem]:
+    problems = _check_folders(root, m.files, m.statement, m.entry.file)
     if m.timing.enabled:
         hidden = root / m.files.hidden_tests
         if hidden.is_dir() and not (hidden / m.timing.hook).is_file():

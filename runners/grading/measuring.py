@@ -4,7 +4,6 @@ samples in one loop) and the figures made of them (start-up, anchoring, the note
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +27,7 @@ from runners.measure import (
 from runners.nodes import gang
 from runners.package import Assignment
 from runners.protocol import GradeReport, Manifest, Verdict, timed_on_a_busy_node
-from runners.runs import array, configure, service, zygote
+from runners.runs import array, authored, configure, service, zygote
 from runners.runs.failures import SubmissionFailure, SubmissionRaised
 from runners.runs.runconfig import RunConfig
 from runners.runs.stage import Stage
@@ -41,12 +40,7 @@ def load_hook(assignment: Assignment) -> ModuleType:
     if assignment.manifest.service is not None:
         service.load(assignment)  # the hook checks answers against it
     path = assignment.hidden_dir / assignment.manifest.timing.hook
-    spec = importlib.util.spec_from_file_location(
-        f"paragrade_hook_{abs(hash(str(path)))}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = authored.load_module(f"paragrade_hook_{abs(hash(str(path)))}", path, assignment.root)
     if assignment.manifest.entry.style == "script":
         names: tuple[str, ...] = ("make_args", "check")
     else:

@@ -22,7 +22,7 @@ from runners.grading.runaway import TestClock
 from runners.grading.testrun import Context
 from runners.package import Assignment
 from runners.protocol import TestOutcome, Verdict
-from runners.runs import array, configure, service
+from runners.runs import array, authored, configure, service
 from runners.runs.array import ArrayUnavailable
 from runners.runs.failures import SubmissionFailure, SubmissionRaised
 from runners.runs.launch import ScriptResult, run_script
@@ -275,6 +275,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ctx = Context.load(path)
         assignment = package.load(Path(ctx.assignment_root))
         weights = assignment.manifest.scoring.weights
+        authored.open_path(assignment.hidden_dir)  # the hidden tests' helpers (runs/authored)
         if assignment.manifest.service is not None:
             service.load(assignment)  # importable by the hidden tests before they are collected
         config.stash[_context_key] = ctx
@@ -353,13 +354,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+COLLECT_FAILED = "a test file could not be collected (assignment author's error)"
+
+_collect_errors: dict[str, str] = {}
+"""Where each test file that could not be collected failed (runs/authored.where), by node id."""
+
+
+def pytest_exception_interact(node: pytest.Item | pytest.Collector, call: pytest.CallInfo[Any],
+                              report: pytest.CollectReport | pytest.TestReport) -> None:
+    ctx = node.config.stash.get(_context_key, None)
+    if isinstance(report, pytest.CollectReport) and call.excinfo is not None and ctx is not None:
+        _collect_errors[report.nodeid] = authored.where(call.excinfo.value,
+                                                        Path(ctx.assignment_root))
+
+
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.failed:
+        place = _collect_errors.get(report.nodeid)
         for recorder in _active_recorders:
+            # The place is the author's alone: a student reads that the package is at fault.
+            shown = f"{COLLECT_FAILED}: {place}" if place and recorder.ctx.reveal else COLLECT_FAILED
             recorder.add(report.nodeid or "collection", outcome=TestOutcome.ERROR,
-                         verdict=Verdict.AUTHOR_ERROR,
-                         message="a test file could not be collected (assignment author's error)",
-                         hidden=True, weight=1.0, duration=0.0)
+                         verdict=Verdict.AUTHOR_ERROR, message=shown, hidden=True, weight=1.0,
+                         duration=0.0, held=place and f"{COLLECT_FAILED}: {place}")
 
 
 _active_recorders: list[Recorder] = []

@@ -151,11 +151,17 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                 settings=settings), progress, rounds=ANCHOR_ROUNDS if settings.anchor else 1))
             checks.append(_check_credit(report))
         # The starter and the baseline are judged on the hidden tests only; one failure is
-        # enough to tell a starter fails, so its run stops there.
-        starter = tests_of("starter", hidden_only=True, first_failure=True)
-        checks.append(_check_starter(starter))
-        base = tests_of("baseline", hidden_only=True)
-        checks.append(Check("baseline is correct", not _failures(base), _failures(base)))
+        # enough to tell a starter fails, so its run stops there. Tests that could not run
+        # for the reference (a file that does not import) cannot judge them either.
+        if broken := sorted(t.name for t in ref if t.verdict is Verdict.AUTHOR_ERROR):
+            why = (f"the package's own tests failed to run for the reference ({', '.join(broken)}:"
+                   " see \"reference passes\")")
+            checks += [Check(n, True, skipped=why) for n in ("starter fails", "baseline is correct")]
+        else:
+            starter = tests_of("starter", hidden_only=True, first_failure=True)
+            checks.append(_check_starter(starter))
+            base = tests_of("baseline", hidden_only=True)
+            checks.append(Check("baseline is correct", not _failures(base), _failures(base)))
         checks.append(_check_hook(a, stage, dirs, executor, cpus, gpu_mode, seed, settings))
     finally:
         stage.cleanup()

@@ -11,7 +11,6 @@ package's timing hook and hidden tests, which check answers against the same ins
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import shutil
 import socketserver
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+from runners.runs import authored
 
 if TYPE_CHECKING:
     from runners.package import Assignment
@@ -43,12 +44,7 @@ def load(assignment: Assignment) -> ModuleType:
     current = sys.modules.get(MODULE)
     if current is not None and getattr(current, "__file__", None) == str(path):
         return current
-    spec = importlib.util.spec_from_file_location(MODULE, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE] = module
-    spec.loader.exec_module(module)
+    module = authored.load_module(MODULE, path, assignment.root)
     if not callable(getattr(module, "respond", None)):
         raise ImportError(f"{path.name} defines no respond()")
     if not isinstance(getattr(module, "LATENCY_S", None), int | float):
