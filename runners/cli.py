@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runners import package
-from runners.grading import grader, render, testrun, validate
+from runners.grading import grader, render, skeleton, testrun, validate
 from runners.measure.calibration import NodeBusy
 from runners.nodes import hardware
 from runners.protocol import Practice
@@ -63,6 +63,22 @@ def list_assignments() -> None:
     console.print(table)
     if not found:
         err.print(f"no packages under {root}")
+
+
+@assignments_app.command("new")
+def new_cmd(folder: Annotated[Path, typer.Argument(
+                help="the package's folder, to be created; its name is the slug, e.g. primes")],
+            title: Annotated[str, typer.Option(help="the title students read")] = skeleton.TITLE,
+            ) -> None:
+    """Write a whole package (counting primes with a Pool) that validates as it stands."""
+    try:
+        written = skeleton.write(folder, title)
+    except (skeleton.SkeletonError, OSError) as exc:
+        _fail(str(exc))
+    for path in written:
+        console.print(f"  {path}", markup=False, highlight=False)
+    console.print(f"[green]✔[/] wrote {folder} ({len(written)} files): edit it, then run "
+                  f"paragrade assignments validate {folder}")
 
 
 @assignments_app.command("validate")
