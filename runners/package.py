@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 import sys
 import tomllib
-import typing
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic_core import ErrorDetails
 
 from runners.protocol import MANIFEST, Manifest
-from runners.protocol.manifest import Files
+from runners.protocol.manifest import Files, explain
 
 __all__ = ["MANIFEST", "Assignment", "Manifest", "PackageError", "Problem", "discover", "load",
            "resolve"]
@@ -111,7 +108,7 @@ def load(root: Path) -> Assignment:
         manifest = Manifest.model_validate(raw)
     except ValidationError as exc:
         problems = [
-            Problem(file=MANIFEST, key=_loc(e["loc"]) or "(top level)", reason=_reason(e))
+            Problem(file=MANIFEST, key=_loc(e["loc"]) or "(top level)", reason=explain(e))
             for e in exc.errors()
         ]
         # The folders are named apart from the rest: a missing one is told in the same round.
@@ -120,40 +117,6 @@ def load(root: Path) -> Assignment:
     if problems:
         raise PackageError(problems)
     return Assignment(root, manifest)
-
-
-def _reason(error: ErrorDetails) -> str:
-    """The validator's reason, an unknown key with the known one it is closest to."""
-    loc = error["loc"]
-    if error["type"] != "extra_forbidden" or not loc:
-        return error["msg"]
-    known = _keys_at(loc[:-1])
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    hint = f": did you mean '{close[0]}'?" if close else (
-        f" here (the keys are {', '.join(sorted(known))})" if known else "")
-    return f"unknown key{hint}"
-
-
-def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the manifest accepts in the table at `loc`."""
-    model: type[BaseModel] | None = Manifest
-    for part in loc:
-        if model is None:
-            return []
-        if isinstance(part, int):
-            continue
-        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
-        if field is None:
-            return []
-        model = _model_in(field.annotation)
-    return [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
-
-
-def _model_in(annotation: object) -> type[BaseModel] | None:
-    """The table type a field holds (itself, optional, or in a list)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return next((m for a in typing.get_args(annotation) if (m := _model_in(a)) is not None), None)
 
 
 def _folders_of_raw(root: Path, raw: dict[str, object]) -> list[Problem]:

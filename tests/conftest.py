@@ -35,7 +35,7 @@ CONCURRENT = {
     "tests/server/test_api.py", "tests/server/test_board.py", "tests/server/test_course_people.py",
     "tests/server/test_credit_review.py", "tests/server/test_fuzz_uploads.py",
     "tests/server/test_guide.py", "tests/server/test_lti.py", "tests/server/test_migrations.py",
-    "tests/server/test_pages.py", "tests/server/test_readiness.py", "tests/server/test_retiming.py",
+    "tests/server/test_package_versions.py", "tests/server/test_pages.py", "tests/server/test_readiness.py", "tests/server/test_retiming.py",
     "tests/server/test_schemathesis.py", "tests/server/test_security_accounts.py",
     "tests/server/test_upload_races.py", "tests/server/test_backup.py",
     "tests/server/test_upgrade.py", "tests/server/test_crashes.py",

@@ -37,6 +37,7 @@ from runners.protocol.manifest import (
     Shown,
     Timing,
     curve_share,
+    explain,
     performance_share,
 )
 from runners.protocol.names import (
@@ -149,6 +150,7 @@ __all__ = [
     "check_relpath",
     "credited_speedup",
     "curve_share",
+    "explain",
     "measured_under_interference",
     "most_cores_give",
     "node_was_busy",

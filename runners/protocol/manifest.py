@@ -3,9 +3,12 @@ entry, files, resources, launcher, scoring and its curve, timing, service, job a
 
 from __future__ import annotations
 
+import difflib
+import typing
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from runners.protocol import text
 from runners.protocol.base import Frozen
@@ -308,3 +311,38 @@ class Manifest(Frozen):
             if self.timing.weak_scaling:
                 raise ValueError("an [array] package cannot also measure weak scaling")
         return self
+
+
+def explain(error: ErrorDetails) -> str:
+    """A manifest problem's reason as an author reads it: an unknown key with the known one it
+    is closest to ("unknown key: did you mean 'wall_seconds'?"), else the validator's words."""
+    loc = error["loc"]
+    if error["type"] != "extra_forbidden" or not loc:
+        return error["msg"]
+    known = _keys_at(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    hint = f": did you mean '{close[0]}'?" if close else (
+        f" here (the keys are {', '.join(sorted(known))})" if known else "")
+    return f"unknown key{hint}"
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the manifest accepts in the table at `loc`."""
+    model: type[BaseModel] | None = Manifest
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+    return [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The table type a field holds (itself, optional, or in a list)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in typing.get_args(annotation) if (m := _model_in(a)) is not None), None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Request, Response, UploadFile, status
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile, status
 from sqlalchemy.orm import Session
 
 from server.db import committing
@@ -115,33 +115,39 @@ def list_assignments(access: CourseDep, session: SessionDep,
 @router.post("/{course}/assignments/import", response_model=AssignmentPublic,
              status_code=status.HTTP_201_CREATED)
 def import_folder(body: ImportCreate, access: CourseInstructorDep, session: SessionDep,
-                  settings: SettingsDep) -> AssignmentPublic:
+                  settings: SettingsDep, next_version: NextVersion = False) -> AssignmentPublic:
     """Import a package from the server's assignments folder (every problem is reported)."""
     root = settings.assignments_dir.resolve()
     folder = (root / body.path).resolve()
     if not folder.is_relative_to(root) or not folder.is_dir():
         raise Invalid(f"no package folder {body.path!r} under the assignments dir")
-    return _import(access, session, settings, assignment_service.read_folder(folder))
+    return _import(access, session, settings, assignment_service.read_folder(folder),
+                   next_version)
 
 
 @router.post("/{course}/assignments/upload", response_model=AssignmentPublic,
              status_code=status.HTTP_201_CREATED, responses={413: {"model": ErrorPublic}})
 def import_zip(package: Annotated[UploadFile, File(description="zip of the package")],
                access: CourseInstructorDep, session: SessionDep,
-               settings: SettingsDep) -> AssignmentPublic:
+               settings: SettingsDep, next_version: NextVersion = False) -> AssignmentPublic:
     """Import a package uploaded as a zip (paths checked, bombs refused)."""
     files = assignment_service.package_upload(package.file,
                                               max_bytes=settings.max_package_bytes)
-    return _import(access, session, settings, files)
+    return _import(access, session, settings, files, next_version)
+
+
+NextVersion = Annotated[bool, Query(
+    description="where the package's version has other files and submissions were graded "
+                "under it: import it as the next free version number instead of refusing it")]
 
 
 def _import(access: CourseInstructorDep, session: SessionDep, settings: SettingsDep,
-            files: dict[str, bytes]) -> AssignmentPublic:
+            files: dict[str, bytes], next_version: bool) -> AssignmentPublic:
     with committing(session):
         v = assignment_service.import_files(session=session, actor=access.user,
                                             course=access.course, files=files,
                                             artifacts_root=settings.artifacts_dir,
-                                            role=access.role)
+                                            role=access.role, next_version=next_version)
         a = session.get(Assignment, v.assignment_id)
         assert a is not None
         session.refresh(a)

@@ -130,7 +130,8 @@ def register_lms(course: str, request: Request, session: SessionDep, user: PageU
 
 @router.post("/c/{course}/import", dependencies=[Csrf])
 def import_package(course: str, request: Request, session: SessionDep, settings: SettingsDep,
-                   user: PageUser, package: Annotated[UploadFile, File()]) -> Response:
+                   user: PageUser, package: Annotated[UploadFile, File()],
+                   next_version: Annotated[bool, Form()] = False) -> Response:
     """Import a zip; every problem is listed, one per line."""
     c, role = course_for(session, user, course)
     try:
@@ -139,7 +140,8 @@ def import_package(course: str, request: Request, session: SessionDep, settings:
                                                       max_bytes=settings.max_package_bytes)
             version = assignment_service.import_files(
                 session=session, actor=user, course=c, files=files,
-                artifacts_root=settings.artifacts_dir, role="instructor")
+                artifacts_root=settings.artifacts_dir, role="instructor",
+                next_version=next_version)
     except PackageInvalid as exc:
         return _course_page(request, session, user, c, role, problems=exc.problems,
                             error="the package has problems; nothing was imported",

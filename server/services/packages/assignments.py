@@ -12,15 +12,23 @@ import tomllib
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
-from runners.protocol import MANIFEST, SLUG_RE, Manifest, archives, check_relpath
+from runners.protocol import MANIFEST, SLUG_RE, Files, Manifest, archives, check_relpath, explain
 from runners.protocol.archives import STORED_ARCHIVE_MAX
-from server.models import Assignment, AssignmentVersion, AuditLog, Course, RubricItem, User
+from server.models import (
+    Assignment,
+    AssignmentVersion,
+    AuditLog,
+    Course,
+    RubricItem,
+    Submission,
+    User,
+)
 from server.services.packages import student_kit
 from server.services.records import artifacts, jobs
 from server.services.records.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, TooLarge
@@ -76,8 +84,10 @@ def parse_manifest(files: dict[str, bytes]) -> Manifest:
         raise PackageInvalid([{"file": MANIFEST, "key": "",
                                "reason": "nested too deeply to be a manifest"}]) from exc
     except ValidationError as exc:
+        # The files the manifest names (or their defaults) are told in the same round.
         raise PackageInvalid([{"file": MANIFEST, "key": ".".join(map(str, e["loc"])) or "(top)",
-                               "reason": e["msg"]} for e in exc.errors()]) from exc
+                               "reason": explain(e)} for e in exc.errors()]
+                             + _missing_as_named(files, raw)) from exc
     problems = []
     f = manifest.files
     for key in ("starter", "public_tests", "hidden_tests", "baseline", "reference", "data"):
@@ -97,20 +107,46 @@ def parse_manifest(files: dict[str, bytes]) -> Manifest:
                     problems.append({"file": name, "key": f"files.{key}", "reason": str(exc)})
     if problems:
         raise PackageInvalid(problems)
-    needed = [(manifest.statement, "statement")]
+    problems = _missing(files, f, manifest.statement, manifest.entry.file)
+    if problems:
+        raise PackageInvalid(problems)
+    return manifest
+
+
+def _missing(files: dict[str, bytes], f: Files, statement: str | None,
+             entry_file: str | None) -> list[dict[str, str]]:
+    """The statement, each code folder's entry file, each test folder's tests, if missing."""
+    problems = []
+    needed = [(statement, "statement")]
     for key in ("starter", "baseline", "reference"):
-        needed.append((f"{getattr(f, key)}/{manifest.entry.file}", f"files.{key}"))
+        folder = getattr(f, key)
+        if entry_file is None:  # the folder at least
+            if not any(n.startswith(f"{folder}/") for n in files):
+                problems.append({"file": folder, "key": f"files.{key}",
+                                 "reason": "missing from the package"})
+        else:
+            needed.append((f"{folder}/{entry_file}", f"files.{key}"))
     for path, key in needed:
-        if path not in files:
+        if path is not None and path not in files:
             problems.append({"file": path, "key": key, "reason": "missing from the package"})
     for key in ("public_tests", "hidden_tests"):
         folder = getattr(f, key)
         if not any(n.startswith(f"{folder}/") and PurePosixPath(n).name.startswith("test_")
                    for n in files):
             problems.append({"file": folder, "key": f"files.{key}", "reason": "no test_*.py files"})
-    if problems:
-        raise PackageInvalid(problems)
-    return manifest
+    return problems
+
+
+def _missing_as_named(files: dict[str, bytes], raw: dict[str, Any]) -> list[dict[str, str]]:
+    """`_missing` for a manifest that did not validate: what its tables still name."""
+    try:
+        f = Files.model_validate(raw.get("files", {}))
+    except ValidationError:
+        return []  # told among the manifest's own problems
+    statement, entry = raw.get("statement", "statement.md"), raw.get("entry")
+    entry_file = entry.get("file") if isinstance(entry, dict) else None
+    return _missing(files, f, statement if isinstance(statement, str) else None,
+                    entry_file if isinstance(entry_file, str) else None)
 
 
 STATEMENT_MAX_BYTES = 1 << 20
@@ -169,15 +205,32 @@ def read_folder(folder: Path) -> dict[str, bytes]:
 
 
 def import_files(*, session: Session, actor: User, course: Course, files: dict[str, bytes],
-                 artifacts_root: Path, role: str | None) -> AssignmentVersion:
-    """Import a package's files into a course; a new version when its content changed."""
+                 artifacts_root: Path, role: str | None,
+                 next_version: bool = False) -> AssignmentVersion:
+    """Import a package's files into a course; a new version when its content changed. A
+    version some submission was graded under never changes: other files under its number are
+    refused, or (`next_version`, the instructor's consent) imported as the next free number."""
     if role != "instructor":
         raise Forbidden("only the course's instructors import assignments")
     files = _strip_common_root(files)
     manifest = parse_manifest(files)
-    sha = artifacts.store(session=session, root=artifacts_root, data=bundle(files), kind="bundle")
     assignment = session.scalar(select(Assignment).where(Assignment.course_id == course.id,
                                                          Assignment.slug == manifest.slug))
+    data = bundle(files)
+    if assignment is not None and (taken := _graded_under_other_files(
+            session, assignment, manifest.version, artifacts.sha256_of(data))):
+        number = _next_free(session, assignment, manifest.version)
+        if not next_version:
+            raise Conflict(
+                f"version {manifest.version} of {manifest.slug} has other files, and {taken} "
+                f"submission{'s were' if taken != 1 else ' was'} graded under it: nothing was "
+                f"imported. Set version = \"{number}\" in {MANIFEST} (students' grades keep the "
+                f"version they were graded under), or import it as {number}")
+        if (already := _renumbered_before(session, assignment, files)) is not None:
+            return already
+        files = {**files, MANIFEST: _renumbered(files[MANIFEST], number)}
+        manifest, data = parse_manifest(files), bundle(files)
+    sha = artifacts.store(session=session, root=artifacts_root, data=data, kind="bundle")
     if assignment is None:
         assignment = Assignment(course_id=course.id, slug=manifest.slug, title=manifest.title)
         session.add(assignment)
@@ -201,6 +254,53 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
                          detail={"version": manifest.version, "bundle": sha}))
     session.flush()
     return version
+
+
+def _graded_under_other_files(session: Session, assignment: Assignment, number: str,
+                              sha: str) -> int:
+    """How many submissions were graded under a version of this number whose files differ."""
+    ids = [v.id for v in session.scalars(select(AssignmentVersion).where(
+        AssignmentVersion.assignment_id == assignment.id, AssignmentVersion.version == number,
+        AssignmentVersion.bundle_sha256 != sha))]
+    if not ids:
+        return 0
+    return session.scalar(select(func.count()).select_from(Submission).where(
+        Submission.version_id.in_(ids))) or 0
+
+
+def _next_free(session: Session, assignment: Assignment, number: str) -> str:
+    """The number after `number` (its last part plus one) that no version of it has yet."""
+    used = set(session.scalars(select(AssignmentVersion.version).where(
+        AssignmentVersion.assignment_id == assignment.id)))
+    parts = [int(x) for x in number.split(".")]
+    while True:
+        parts[-1] += 1
+        candidate = ".".join(map(str, parts))
+        if candidate not in used:
+            return candidate
+
+
+def _renumbered_before(session: Session, assignment: Assignment,
+                       files: dict[str, bytes]) -> AssignmentVersion | None:
+    """The version these files were imported as already, under a number of its own."""
+    for v in session.scalars(select(AssignmentVersion).where(
+            AssignmentVersion.assignment_id == assignment.id)):
+        renumbered = {**files, MANIFEST: _renumbered(files[MANIFEST], v.version)}
+        if artifacts.sha256_of(bundle(renumbered)) == v.bundle_sha256:
+            return v
+    return None
+
+
+def _renumbered(manifest: bytes, number: str) -> bytes:
+    """The manifest with its top-level `version` set to `number` (the rest as written)."""
+    text = manifest.decode("utf-8")
+    first_table = re.search(r"(?m)^\s*\[", text)
+    head = text[:first_table.start()] if first_table else text
+    new_head, n = re.subn(r"(?m)^(\s*version\s*=\s*)([\"'])[^\"'\n]*\2", rf'\g<1>"{number}"', head,
+                          count=1)
+    if n != 1:
+        raise Invalid(f"{MANIFEST}: its version could not be renumbered; set it by hand")
+    return (new_head + text[len(head):]).encode("utf-8")
 
 
 def get(*, session: Session, course: Course, slug: str) -> Assignment:

@@ -23,10 +23,15 @@ def path_of(root: Path, sha256: str) -> Path:
     return root / sha256[:2] / sha256[2:4] / sha256
 
 
+def sha256_of(data: bytes) -> str:
+    """An artifact's name: the sha256 of its bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def store(*, session: Session, root: Path, data: bytes, kind: str) -> str:
     """Write `data` once (atomically, on disk before its row can commit) and return its sha256;
     StorageFull, with nothing left behind, when the disk is full."""
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha256_of(data)
     target = path_of(root, sha)
     if not target.is_file():
         tmp = None
