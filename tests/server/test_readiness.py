@@ -297,3 +297,33 @@ def test_a_students_submission_goes_before_a_check_on_another_of_the_runners_que
     world.submit(world.bob, REFERENCE)
     offer = claim_by_message(check, "unannounced")
     assert offer["validate_job"] is not None and offer["job_id"] == check, offer
+
+
+def test_an_instructors_own_package_is_checked_before_the_shipped_courses(
+        world: World, engine: Engine) -> None:
+    """The shipped courses' checks, queued as the server starts, wait behind a package an
+    instructor imports: its estimate counts none of them, and a runner takes it first."""
+    from server.models import Course, User
+    from server.services.packages import assignments as assignment_service
+
+    with session_factory(engine)() as s:  # t1's validation (the world's) took 20 s
+        t1 = s.scalar(select(Job.id).where(Job.kind == "validate", Job.state == "done"))
+    assert t1 is not None
+    _measured(engine, t1, 20, ago=60)
+    _hello(world.client, "cpu-node", ["cpu", "mpi"])
+    artifacts_root = world.client.app.state.settings.artifacts_dir
+    with session_factory(engine)() as s, s.begin():
+        prof = s.scalars(select(User).where(User.is_instructor.is_(True))).one()
+        course = s.scalars(select(Course)).one()
+        for path in ("treasure-hunt/t5-ddp", "parallel-python/dask"):  # as a start imports them
+            assignment_service.import_files(
+                session=s, actor=prof, course=course, role="instructor", shipped=True,
+                files=read_folder(REPO_ROOT / "assignments" / path), artifacts_root=artifacts_root)
+    mine = read_folder(REPO_ROOT / "assignments/treasure-hunt/t2-mpi")
+    _upload(world, mine)
+    # Its own check alone (no mpi check finished yet: the first one's 15 s); dask waits behind
+    # it and t5-ddp (15 s + 20 s), then runs its own 20 s.
+    assert _said(world, "t2-mpi") == "being checked, ready in about 15 s"
+    assert _said(world, "dask") == "being checked, ready in about 55 s"
+    offer = claim(world.client, ("cpu", "mpi"))
+    assert offer is not None and offer["validate_job"]["assignment"] == "th/t2-mpi"

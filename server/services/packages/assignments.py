@@ -205,11 +205,12 @@ def read_folder(folder: Path) -> dict[str, bytes]:
 
 
 def import_files(*, session: Session, actor: User, course: Course, files: dict[str, bytes],
-                 artifacts_root: Path, role: str | None,
-                 next_version: bool = False) -> AssignmentVersion:
+                 artifacts_root: Path, role: str | None, next_version: bool = False,
+                 shipped: bool = False) -> AssignmentVersion:
     """Import a package's files into a course; a new version when its content changed. A
     version some submission was graded under never changes: other files under its number are
-    refused, or (`next_version`, the instructor's consent) imported as the next free number."""
+    refused, or (`next_version`, the instructor's consent) imported as the next free number.
+    `shipped`: a shipped course's package, whose check waits behind an instructor's own."""
     if role != "instructor":
         raise Forbidden("only the course's instructors import assignments")
     files = _strip_common_root(files)
@@ -243,7 +244,8 @@ def import_files(*, session: Session, actor: User, course: Course, files: dict[s
                                 bundle_sha256=sha)
     session.add(version)
     session.flush()
-    jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.queue)
+    jobs.enqueue_validation(session=session, version=version, queue=manifest.resources.queue,
+                            shipped=shipped)
     _start_rubric(session, assignment, manifest)
     if current is None or current.status != "ready":
         # A ready version keeps serving students until its successor validates (services/fleet/outcomes.py).

@@ -144,7 +144,8 @@ def import_all(*, sessions: sessionmaker[Session], root: Path, artifacts_root: P
                 assignment_service.import_files(
                     session=session, actor=owner, course=course,
                     files=assignment_service.read_folder(folder), artifacts_root=artifacts_root,
-                    role=course_service.role(session=session, user=owner, course=course))
+                    role=course_service.role(session=session, user=owner, course=course),
+                    shipped=True)
         except DomainError as exc:
             done.problems.append(f"{c.slug}/{folder.name}: {exc.message}")
             continue

@@ -44,6 +44,12 @@ ones: on a fresh start, with every shipped package to check, the first student t
 graded next rather than after all of them (services/fleet/claims.py)."""
 
 
+SHIPPED_VALIDATION_PRIORITY = 2
+"""A shipped course's package, checked as the server starts, waits behind the package an
+instructor imports now (a first term's own package behind a dozen shipped checks waited 5.5
+minutes, t5-ddp's alone 205 s)."""
+
+
 def time_limit_s(resources: Resources) -> int:
     """A grading job's limit on the runner (a practice run's too: a practice job's message may
     then take a graded job queued after it, services/fleet/claims.py)."""
@@ -60,7 +66,7 @@ def enqueue(*, session: Session, submission: Submission, priority: int | None = 
     if priority is None:
         priority = fair_priority(session=session, user_id=submission.user_id)
     if submission.version.status != "ready":  # a grading before its package's check (staff
-        priority = max(priority, VALIDATION_PRIORITY)  # only) waits behind that check
+        priority = max(priority, SHIPPED_VALIDATION_PRIORITY)  # only) waits behind that check
     job = Job(submission_id=submission.id, queue=queue, priority=priority,
               time_limit_s=time_limit_s(manifest.resources), published_at=now())
     session.add(job)
@@ -69,10 +75,13 @@ def enqueue(*, session: Session, submission: Submission, priority: int | None = 
     return job
 
 
-def enqueue_validation(*, session: Session, version: AssignmentVersion, queue: str) -> Job:
-    """A job that runs the engine's validate on a runner serving the package's queue."""
+def enqueue_validation(*, session: Session, version: AssignmentVersion, queue: str,
+                       shipped: bool = False) -> Job:
+    """A job that runs the engine's validate on a runner serving the package's queue; a shipped
+    course's package (imported at a start) behind an instructor's own."""
     manifest = Manifest.model_validate(version.manifest)
-    job = Job(kind="validate", version_id=version.id, queue=queue, priority=VALIDATION_PRIORITY,
+    priority = SHIPPED_VALIDATION_PRIORITY if shipped else VALIDATION_PRIORITY
+    job = Job(kind="validate", version_id=version.id, queue=queue, priority=priority,
               time_limit_s=manifest.resources.wall_seconds * 100)
     session.add(job)
     session.flush()
