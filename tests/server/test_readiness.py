@@ -158,6 +158,18 @@ def test_a_validation_behind_others_waits_for_them(world: World, engine: Engine)
     # dask waits for what is left of it (28 s, shared by the two runners), then its own 70 s.
     assert (_said(world, "t5-ddp"), _said(world, "dask")) == (
         "being checked, ready in about 30 s", "being checked, ready in about 85 s")
+    # t5-ddp runs on, 80 s past its 70 s: counted afresh, dask would now be 110 s away; what
+    # its readers were told only shrinks while that moment lies ahead.
+    with session_factory(engine)() as s, s.begin():
+        job = s.get(Job, offer["job_id"])
+        assert job is not None
+        job.claimed_at = datetime.now(UTC) - timedelta(seconds=150)
+    from server.services.fleet import readiness
+
+    with session_factory(engine)() as s:
+        dask = s.scalars(select(Job).where(Job.state == "queued", Job.kind == "validate")).one()
+        assert readiness.seconds_to_ready(session=s, job=dask, live_s=600) > 105
+    assert _said(world, "dask") == "being checked, ready in about 85 s"
 
 
 def test_a_package_checked_in_another_course_is_expected_to_take_as_long(

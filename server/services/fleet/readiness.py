@@ -26,13 +26,14 @@ queue its runners serve (a runner takes the most urgent job of all its queues: o
 the one local runner serves cpu, mpi, gpusim and mpinodes), and for what is left of the jobs
 those runners hold, that work shared among the live runners serving the queue; then it runs its
 own expected length. N is never below `SOON_S`, and is rounded up (to 5 s, or to whole minutes
-from 2 minutes on).
+from 2 minutes on). Once said, N only shrinks until that moment passes (`kept`).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -80,8 +81,31 @@ def reason(*, session: Session, assignment: Assignment, live_s: int) -> str | No
         waiting = fleet.waiting_for(session=session, queue=job.queue, live_s=live_s)
         if waiting is not None:
             return waiting
-    eta = seconds_to_ready(session=session, job=job, live_s=live_s)
+    eta = kept((str(session.get_bind().engine.url), job.id, aware(job.created_at).isoformat()),
+               seconds_to_ready(session=session, job=job, live_s=live_s))
     return f"being checked, ready in {about(eta)}"
+
+
+_promised: dict[tuple[str, int, str], float] = {}
+"""When each job still being checked was said to be ready (time.monotonic()), by its database,
+id and creation (an id a restored backup gives again is another job)."""
+PROMISES_KEPT = 1000
+
+
+def kept(job: tuple[str, int, str], eta: float) -> float:
+    """The estimate a reader is told: never later than what this process told before for the
+    same job while that still lies ahead (a job ahead running long, or a runner leaving, would
+    make a countdown climb); a promise that passed gives way to the new estimate. Per process:
+    each of a server's workers keeps its own."""
+    clock = time.monotonic()
+    promised = _promised.get(job)
+    if promised is not None and clock < promised <= clock + eta:
+        return promised - clock
+    if len(_promised) >= PROMISES_KEPT:  # the oldest promises are for jobs long done
+        for old in sorted(_promised, key=_promised.__getitem__)[:PROMISES_KEPT // 2]:
+            del _promised[old]
+    _promised[job] = clock + eta
+    return eta
 
 
 def refusal(*, session: Session, assignment: Assignment, live_s: int) -> str | None:
