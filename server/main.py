@@ -31,6 +31,7 @@ from server.api import (
     manual,
     members,
     practice,
+    regrades,
     reviews,
     runner,
     similarity,
@@ -51,6 +52,7 @@ from server.web import admin, live, pages, plumbing, stats
 from server.web import by_hand as by_hand_pages
 from server.web import manage as manage_pages
 from server.web import practice as practice_pages
+from server.web import regrades as regrade_pages
 from server.web import reviews as reviews_pages
 from server.web import teams as team_pages
 
@@ -197,7 +199,8 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
-                   runner, health, lti, statistics, finals, manual, practice, teams):
+                   # regrades before manual: its routes answer the paths they share
+                   runner, health, lti, statistics, finals, regrades, manual, practice, teams):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:
@@ -208,6 +211,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(pages.router)
     app.include_router(admin.router)
     app.include_router(reviews_pages.router)
+    app.include_router(regrade_pages.router)  # before by_hand's: it answers their shared paths
     app.include_router(by_hand_pages.router)
     app.include_router(stats.router)
     app.include_router(practice_pages.router)

@@ -14,11 +14,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.api import RowId
+from server.api import regrades as regrade_api
 from server.db import committing
 from server.deps import CourseDep, CourseStaffDep, SessionDep, SettingsDep
-from server.models import Assignment, Enrollment, ManualGrade, RegradeRequest, RubricItem, User
+from server.models import Assignment, Enrollment, ManualGrade, RubricItem, User
 from server.schemas import ErrorPublic, Input, Paragraphs, Public, UtcDatetime
-from server.services import MAX_ROW_ID
+from server.schemas_regrades import ItemChoice, RegradeRequestPublic
 from server.services.by_hand import manual, regrade_requests, rubric
 from server.services.packages import assignments as assignment_service
 from server.services.records import manual_points
@@ -126,42 +127,16 @@ class FeedbackItem(Public):
     points: float
 
 
-class RequestIn(Paragraphs):
-    MULTILINE = frozenset({"reason"})
-    reason: str = Field(min_length=1, max_length=regrade_requests.MAX_REASON_CHARS)
-    item_id: int | None = Field(default=None, ge=1, le=MAX_ROW_ID)
-    test_name: str | None = Field(default=None, max_length=300)
-
-
-class RequestPublic(Public):
-    id: int
-    student: str | None = None
-    assignment: str | None = None
-    item_id: int | None
-    test_name: str | None
-    reason: str
-    status: str
-    answer: str | None
-    changed: bool
-    created_at: UtcDatetime
-    answered_at: UtcDatetime | None
-
-
 class FeedbackPublic(Public):
     points: float
     max_points: float
     weight: float
     released_at: UtcDatetime
-    items: list[FeedbackItem]
+    items: list[FeedbackItem] = Field(description="The rubric items applied")
+    rubric: list[ItemChoice] = Field(description="The whole rubric, each item marked applied or "
+                                     "not")
     comments: list[CommentPublic]
-    requests: list[RequestPublic]
-
-
-class AnswerIn(Paragraphs):
-    MULTILINE = frozenset({"answer"})
-    answer: str = Field(min_length=1, max_length=regrade_requests.MAX_REASON_CHARS)
-    apply_item: bool | None = Field(default=None, description="Apply the item asked about "
-                                    "(true) or take it off (false); absent: the grade stays")
+    requests: list[RegradeRequestPublic]
 
 
 def _assignment(session: Session, access: CourseDep, slug: str) -> Assignment:
@@ -355,17 +330,10 @@ def release(slug: str, body: Release, access: CourseStaffDep,
     return get_rubric(slug, access, session)
 
 
-def _request(r: RegradeRequest, student: str | None = None,
-             assignment: str | None = None) -> RequestPublic:
-    return RequestPublic(id=r.id, student=student, assignment=assignment, item_id=r.item_id,
-                         test_name=r.test_name, reason=r.reason, status=r.status,
-                         answer=r.answer, changed=r.changed, created_at=r.created_at,
-                         answered_at=r.answered_at)
-
-
 @router.get(A + "/feedback", response_model=FeedbackPublic)
 def feedback(slug: str, access: CourseDep, session: SessionDep) -> FeedbackPublic:
-    """Your manual grade, once released: the items applied, the comments at their lines."""
+    """Your manual grade, once released: the items applied (and the whole rubric, each marked),
+    the comments at their lines, the regrade requests about it."""
     a = _assignment(session, access, slug)
     f = manual.feedback(session=session, assignment=a, user=access.user)
     return FeedbackPublic(
@@ -373,39 +341,9 @@ def feedback(slug: str, access: CourseDep, session: SessionDep) -> FeedbackPubli
         released_at=f.released_at,
         items=[FeedbackItem(id=i.id, group=i.group, title=i.title, description=i.description,
                             points=i.points) for i in f.items],
+        rubric=[ItemChoice(id=i.id, group=i.group, title=i.title, description=i.description,
+                           points=i.points, applied=i.id in {x.id for x in f.items})
+                for i in rubric.items(session=session, assignment=a)],
         comments=[CommentPublic.model_validate(c) for c in f.comments],
-        requests=[_request(r) for r in regrade_requests.of_student(session=session, assignment=a,
-                                                           student=access.user)])
-
-
-@router.post(A + "/feedback/regrade-requests", response_model=RequestPublic,
-             status_code=status.HTTP_201_CREATED)
-def ask(slug: str, body: RequestIn, access: CourseDep, session: SessionDep) -> RequestPublic:
-    """Ask for a second look at one rubric item (`item_id`) or one test (`test_name`)."""
-    with committing(session):
-        a = _assignment(session, access, slug)
-        r = regrade_requests.ask(session=session, assignment=a, student=access.user, role=access.role,
-                         reason=body.reason,
-                         item_id=body.item_id, test_name=body.test_name)
-        return _request(r)
-
-
-@router.get("/{course}/regrade-requests", response_model=list[RequestPublic])
-def requests(access: CourseStaffDep, session: SessionDep,
-             state: Annotated[str, Query(pattern="^(open|answered|all)$")] = "open"
-             ) -> list[RequestPublic]:
-    """The course's regrade requests, oldest first (open ones by default)."""
-    found = regrade_requests.of_course(session=session, course=access.course, role=access.role,
-                               status=None if state == "all" else state)
-    return [_request(r, who, slug) for r, _, who, slug in found]
-
-
-@router.post("/{course}/regrade-requests/{request_id}/answer", response_model=RequestPublic)
-def answer(request_id: RowId, body: AnswerIn, access: CourseStaffDep,
-           session: SessionDep) -> RequestPublic:
-    """Answer a request; `apply_item` changes the grade."""
-    with committing(session):
-        r = regrade_requests.get(session=session, course=access.course, request_id=request_id)
-        regrade_requests.answer(session=session, request=r, actor=access.user, role=access.role,
-                        text=body.answer, apply_item=body.apply_item)
-        return _request(r)
+        requests=[regrade_api.public(r) for r in regrade_requests.of_student(
+            session=session, assignment=a, student=access.user)])

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -96,23 +97,36 @@ class ManualComment(Base):
 
 
 class RegradeRequest(Base):
-    """A student asks for a second look at one rubric item or one test of their released grade;
-    the course's staff answer, changing the grade or not."""
+    """A student asks for a second look at their grade: one rubric item (applied or not), one
+    test, or the performance points of the submission it stands on; the course's staff answer,
+    changing the grade or not."""
 
     __tablename__ = "regrade_requests"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    grade_id: Mapped[int] = mapped_column(ForeignKey("manual_grades.id", ondelete="CASCADE"),
-                                          index=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"),
+                                               index=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"),
+                                               index=True)
+    """The graded submission the grade stands on."""
+    grade_id: Mapped[int | None] = mapped_column(
+        ForeignKey("manual_grades.id", ondelete="CASCADE"), index=True, default=None)
+    """Its released hand grade, where there was one when the student asked."""
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     item_id: Mapped[int | None] = mapped_column(
         ForeignKey("rubric_items.id", ondelete="SET NULL"), default=None)
+    item_title: Mapped[str | None] = mapped_column(String(200), default=None)
+    """The item's title as the student saw it (kept when the item is deleted)."""
     test_name: Mapped[str | None] = mapped_column(String(300), default=None)
+    performance: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """About the performance points (the speedup and how it was credited)."""
     reason: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="open")  # | answered
     answer: Mapped[str | None] = mapped_column(Text, default=None)
     changed: Mapped[bool] = mapped_column(Boolean, default=False)
-    """Whether the answer changed the grade."""
+    """Whether the answer changed the grade (an item applied or taken off)."""
+    requeued: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Whether the answer queued the submission to be graded again by the autograder."""
     answered_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"),
                                                     default=None)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)

@@ -1,8 +1,8 @@
 """Pages of grading by a person: the staff's rubric and queue (/c/COURSE/SLUG/grading), one
-student's grade beside their code (…/grading/ID), a student's released feedback with the
-comments at their lines and a regrade request form (…/feedback), and the course's regrade
-requests with answer forms (/c/COURSE/-/regrades). The same services as the API
-(services/by_hand/manual.py, rubric.py, regrade_requests.py)."""
+student's grade beside their code (…/grading/ID), and a student's released feedback with the
+whole rubric and the comments at their lines (…/feedback; regrade requests are
+server/web/regrades.py's). The same services as the API (services/by_hand/manual.py, rubric.py,
+regrade_requests.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.api import RowId
-from server.api.manual import AnswerIn, CommentIn, ItemIn, RequestIn, RulesIn
+from server.api.manual import CommentIn, ItemIn, RulesIn
 from server.db import committing
 from server.deps import SessionDep, SettingsDep
 from server.models import Assignment, Course, ManualGrade, User
@@ -242,71 +242,13 @@ def _feedback(request: Request, session: Session, settings: Any, user: User, cou
                   general=[x for x in f.comments if x.file is None],
                   files=manual.sources(submission=f.grade.submission,
                                        artifacts_root=settings.artifacts_dir),
+                  rubric=[(i, i.id in {x.id for x in f.items})
+                          for i in rubric.items(session=session, assignment=a)],
                   requests=regrade_requests.of_student(session=session, assignment=a, student=user),
-                  **extra)
+                  subject=regrade_requests.subject, **extra)
 
 
 @router.get("/c/{course}/{slug}/feedback")
 def feedback(course: str, slug: str, request: Request, session: SessionDep,
              settings: SettingsDep, user: PageUser) -> HTMLResponse:
     return _feedback(request, session, settings, user, course, slug)
-
-
-@router.post("/c/{course}/{slug}/feedback/regrade", dependencies=[Csrf])
-def ask(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
-        user: PageUser, reason: Annotated[str, Form()], about: Annotated[str, Form()]
-        ) -> Response:
-    """`about`: "item:ID" or "test:NAME"."""
-    c, role = course_service.with_role(session=session, slug=course, user=user)
-    if role is None:
-        raise Forbidden("you are not enrolled in this course")
-    a = assignment_service.get(session=session, course=c, slug=slug)
-    kind, _, what = about.partition(":")
-    try:
-        body = RequestIn(reason=reason, item_id=form_number(what) if kind == "item" else None,
-                         test_name=what if kind == "test" else None)
-        with committing(session):
-            regrade_requests.ask(session=session, assignment=a, student=user, role=role,
-                         reason=body.reason,
-                         item_id=body.item_id, test_name=body.test_name)
-    except ValidationError as exc:
-        return _feedback(request, session, settings, user, course, slug, error=reasons(exc),
-                         status_code=422)
-    except DomainError as exc:
-        return _feedback(request, session, settings, user, course, slug, error=exc.message,
-                         status_code=exc.status)
-    return RedirectResponse(f"/c/{c.slug}/{a.slug}/feedback#requests", status_code=303)
-
-
-@router.get("/c/{course}/-/regrades")
-def requests_page(course: str, request: Request, session: SessionDep,
-                  user: PageUser) -> HTMLResponse:
-    return _requests(request, session, user, course)
-
-
-def _requests(request: Request, session: Session, user: User, course: str,
-              **extra: Any) -> HTMLResponse:
-    c, role = course_for(session, user, course, staff=True)
-    found = regrade_requests.of_course(session=session, course=c, role=role, status=None)
-    return render(request, "regrades.html", user=user, course=c, found=found,
-                  **extra)
-
-
-@router.post("/c/{course}/-/regrades/{request_id}", dependencies=[Csrf])
-def answer(course: str, request_id: RowId, request: Request, session: SessionDep,
-           user: PageUser, answer: Annotated[str, Form()],
-           change: Annotated[str, Form()] = "") -> Response:
-    """`change`: "apply" or "remove" the item asked about; empty: the grade stays."""
-    c, role = course_for(session, user, course, staff=True)
-    try:
-        body = AnswerIn(answer=answer, apply_item={"apply": True, "remove": False}.get(change))
-        with committing(session):
-            r = regrade_requests.get(session=session, course=c, request_id=request_id)
-            regrade_requests.answer(session=session, request=r, actor=user, role=role, text=body.answer,
-                            apply_item=body.apply_item)
-    except ValidationError as exc:
-        return _requests(request, session, user, course, error=reasons(exc), status_code=422)
-    except DomainError as exc:
-        return _requests(request, session, user, course, error=exc.message,
-                         status_code=exc.status)
-    return RedirectResponse(f"/c/{c.slug}/-/regrades", status_code=303)

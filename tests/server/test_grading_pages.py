@@ -82,7 +82,7 @@ def test_a_ta_grades_in_the_pages_and_the_student_reads_it(world: World, engine:
               reason="I use a Pool on line 5.")
     assert r.status_code == 303, r.text
     assert 'value="test:hidden/test_hidden.py::test_x"' in student.get(
-        "/c/th/t1-multiprocessing/feedback").text  # a test may be asked about too
+        "/c/th/t1-multiprocessing/regrade").text  # a test may be asked about too
 
     listed = ta.get("/c/th/-/regrades").text
     rid = re.search(r'action="/c/th/-/regrades/(\d+)"', listed)
