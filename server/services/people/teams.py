@@ -60,31 +60,41 @@ def members(team: Team) -> list[TeamMember]:
     return [m for m in team.memberships if m.left_at is None]
 
 
+def _member_when_made() -> ColumnElement[bool]:
+    """Over `Submission` and `TeamMember`: the member was in the submission's team when it was
+    made (one who left keeps it; one who joined later does not get it)."""
+    return and_(TeamMember.team_id == Submission.team_id,
+                TeamMember.joined_at <= Submission.created_at,
+                or_(TeamMember.left_at.is_(None), TeamMember.left_at > Submission.created_at))
+
+
 def sharers() -> Subquery:
     """Every (submission `sid`, student `uid`) pair where the student shares the submission:
-    the uploader of a solo one; each member of its team at the moment it was made (one who
-    left keeps those; one who joined later does not get them). The one rule of who shares
-    what: reading, listing, the board and the grades all follow it."""
+    the uploader of a solo one; each member of its team at the moment it was made. The one
+    rule of who shares what (`_member_when_made`): reading, listing, the board and the grades
+    all follow it; `shared` asks it of one student."""
     solo = select(Submission.id.label("sid"), Submission.user_id.label("uid")).where(
         Submission.team_id.is_(None))
     team = select(Submission.id.label("sid"), TeamMember.user_id.label("uid")).join(
-        TeamMember, and_(TeamMember.team_id == Submission.team_id,
-                         TeamMember.joined_at <= Submission.created_at,
-                         or_(TeamMember.left_at.is_(None),
-                             TeamMember.left_at > Submission.created_at)))
+        TeamMember, _member_when_made())
     return union_all(solo, team).subquery("sharers")
 
 
 def shared(user_id: int) -> ColumnElement[bool]:
-    """Over `Submission`: the submissions `user_id` shares (`sharers`)."""
-    pairs = sharers()
-    return Submission.id.in_(select(pairs.c.sid).where(pairs.c.uid == user_id))
+    """Over `Submission`: the submissions `user_id` shares (`sharers`' rule, asked of one
+    student per row: their solo ones by the uploader's index, a team's by its membership)."""
+    teams_of = select(TeamMember.team_id).where(TeamMember.user_id == user_id)
+    member = select(TeamMember.id).where(_member_when_made(),
+                                         TeamMember.user_id == user_id).exists()
+    # Both sides reach submissions by an index (user_id; team_id among the student's teams),
+    # then the membership's dates are checked on those rows only.
+    return or_(and_(Submission.team_id.is_(None), Submission.user_id == user_id),
+               and_(Submission.team_id.in_(teams_of), member))
 
 
 def shares(*, session: Session, user_id: int, submission_id: int) -> bool:
-    pairs = sharers()
-    return session.scalar(select(pairs.c.uid).where(
-        pairs.c.sid == submission_id, pairs.c.uid == user_id).limit(1)) is not None
+    return session.scalar(select(Submission.id).where(
+        Submission.id == submission_id, shared(user_id))) is not None
 
 
 def sharers_of(*, session: Session, submission_id: int) -> list[int]:
