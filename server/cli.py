@@ -160,6 +160,9 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
                         final_runs=settings.final_runs,
                         final_busy_wait_s=settings.final_busy_wait_s,
                         live_s=settings.runner_live_s)
+    from server.services.notices import mail
+
+    mail.start(publishing_sessions(settings)[0], settings, stop)  # none without a mail server
     try:
         if workers == 1:
             # The app is built here, over the settings with this installation's secrets.

@@ -30,6 +30,7 @@ from server.api import (
     lti,
     manual,
     members,
+    notices,
     practice,
     regrades,
     reviews,
@@ -199,8 +200,8 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        session_cookie="paragrade_session", same_site="lax",
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
-                   # regrades before manual: its routes answer the paths they share
-                   runner, health, lti, statistics, finals, regrades, manual, practice, teams):
+                   runner, health, lti, statistics, finals, regrades, manual, practice, teams,
+                   notices):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:
@@ -211,7 +212,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(pages.router)
     app.include_router(admin.router)
     app.include_router(reviews_pages.router)
-    app.include_router(regrade_pages.router)  # before by_hand's: it answers their shared paths
+    app.include_router(regrade_pages.router)
     app.include_router(by_hand_pages.router)
     app.include_router(stats.router)
     app.include_router(practice_pages.router)

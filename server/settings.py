@@ -138,6 +138,22 @@ class ServerSettings(BaseSettings):
                     "name the real client (JSON list, e.g. [\"10.0.0.5\"]); none by default: "
                     "the login throttle then counts the connecting address")
 
+    smtp_host: str | None = Field(default=None, description="The mail server e-mail "
+                                  "notifications go through; unset (the default): no e-mail "
+                                  "is sent, the notifications stay in the page")
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_security: Literal["starttls", "tls", "none"] = Field(
+        default="starttls", description="starttls (port 587), tls (SMTPS, port 465) or none "
+                                        "(a relay on this machine or network only)")
+    smtp_username: str | None = Field(default=None, description="Where the server wants a login")
+    smtp_password: str | None = Field(default=None, description="Its password (a secret: the "
+                                      "environment or the secrets file, never a default)")
+    mail_from: str | None = Field(default=None, description="The sender's address (default: "
+                                  "paragrade@ the public URL's host)")
+    smtp_timeout_s: float = Field(default=20, gt=0, le=300)
+    mail_poll_s: float = Field(default=5, gt=0, le=3600, description="How often the outbox is "
+                               "looked at for messages to send")
+
     @model_validator(mode="after")
     def _no_default_secrets(self) -> ServerSettings:
         if self.runner_token == "" or (self.environment != "development"

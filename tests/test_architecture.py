@@ -149,7 +149,7 @@ def test_runner_folders_depend_one_way() -> None:
         "__init__.py", "cli.py", "package.py", "settings.py"}, "a module outside the folders"
 
 
-SERVICE_ROOMS = ("records", "people", "packages", "lti", "grades", "fleet", "intake", "by_hand")
+SERVICE_ROOMS = ("records", "people", "notices", "packages", "lti", "grades", "fleet", "intake", "by_hand")
 """server/services/ from the bottom up (docs/contributors/architecture.md, "The server's
 services"): a service imports only from its own room or the rooms below it."""
 

@@ -22,6 +22,13 @@ from server.models.manual import (
     RegradeRequest,
     RubricItem,
 )
+from server.models.notices import (
+    Announcement,
+    MailMessage,
+    NoticeChoice,
+    NoticeSettings,
+    Notification,
+)
 from server.models.practice import PracticeRun
 from server.models.submissions import (
     BoardEntry,
@@ -34,10 +41,11 @@ from server.models.submissions import (
 from server.models.teams import Team, TeamMember
 
 __all__ = [
-    "ApiToken", "AppliedItem", "Artifact", "Assignment", "AssignmentVersion", "AuditLog",
+    "Announcement", "ApiToken", "AppliedItem", "Artifact", "Assignment", "AssignmentVersion", "AuditLog",
     "BoardEntry", "Course", "Enrollment", "Extension", "FinalGrade", "FinalRun", "FinalTurn",
     "GradeReportRow", "Job", "LoginFailure", "LtiGradePost", "LtiIdentity", "LtiLaunchData",
-    "LtiPlatform", "ManualComment", "ManualGrade", "PracticeRun", "QueueScale", "ReferenceFigure",
+    "LtiPlatform", "MailMessage", "ManualComment", "ManualGrade", "NoticeChoice",
+    "NoticeSettings", "Notification", "PracticeRun", "QueueScale", "ReferenceFigure",
     "RegradeRequest", "RosterEntry", "RubricItem", "Runner", "RunnerCredential", "ScalingPointRow",
     "SimilarityRun", "Submission", "Team", "TeamMember", "TestResultRow", "User", "aware", "now",
 ]

@@ -38,6 +38,9 @@ class Submission(Base):
     verdict: Mapped[str | None] = mapped_column(String(32), default=None)
     score: Mapped[float | None] = mapped_column(Float, default=None)
     late: Mapped[bool] = mapped_column(Boolean, default=False)
+    told_score: Mapped[float | None] = mapped_column(Float, default=None)
+    """The points its students were last told (services/notices/follow.py): a grade that moves
+    from them is news."""
     counts_for_quota: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)

@@ -32,6 +32,7 @@ from server.models import (
 )
 from server.services.by_hand import manual, rubric
 from server.services.intake import submissions
+from server.services.notices import notify
 from server.services.people import courses, teams
 from server.services.records.errors import Conflict, Forbidden, Invalid, NotFound
 
@@ -272,6 +273,21 @@ def answer(*, session: Session, request: RegradeRequest, actor: User, role: str 
     request.answered_at = now()
     session.flush()
     _log(session, actor, "regrade.answer", request, moved)
+    _tell(session, request)
+
+
+def _tell(session: Session, request: RegradeRequest) -> None:
+    """The student who asked (and their team, who share the grade) read the answer."""
+    a = session.get(Assignment, request.assignment_id)
+    assert a is not None
+    what = ("; the grade changed" if request.changed else "") + (
+        "; the submission is graded again" if request.requeued else "")
+    for uid in sorted({request.user_id, *teams.sharers_of(session=session,
+                                                           submission_id=request.submission_id)}):
+        notify.notify(session=session, user_id=uid, kind="regrade_answered",
+                      key=f"regrade:{request.id}", link=f"/c/{a.course.slug}/{a.slug}/regrade",
+                      title=f"{a.title}: your regrade request about {subject(request)} was "
+                            f"answered{what}", body=request.answer or "")
 
 
 def _change_items(session: Session, request: RegradeRequest, items: dict[int, bool], actor: User,

@@ -64,6 +64,7 @@ from server.models import (
 )
 from server.services import MAX_ROW_ID
 from server.services.grades import extensions, grade_changes, grading, reference
+from server.services.notices import follow
 from server.services.people import courses
 from server.services.records import jobs
 from server.services.records.errors import Conflict, Forbidden, Invalid, NotFound
@@ -273,6 +274,7 @@ def settle(*, session: Session, run: FinalRun) -> bool:
                                      "user_ids": short_of_clean}))
     session.flush()
     grade_changes.of_everyone(session=session, assignment_id=run.assignment_id)
+    follow.final_run(session=session, run=run)
     return True
 
 
