@@ -16,14 +16,24 @@ from runners.protocol import text
 FORM = b"application/x-www-form-urlencoded"
 
 
-def _why(pairs: list[tuple[str, str]], what: str) -> str | None:
-    """Why one of these name/value pairs cannot be stored as text, or None."""
+PARAGRAPHS = frozenset({"answer", "body", "description", "reason"})
+"""The pages' form fields that are text of several lines (their textareas): a browser sends a
+line break there as CR LF; tabs pass too, every other control character is refused as
+everywhere. A single-line field is refused a line break here and again by its schema."""
+
+
+def _why(pairs: list[tuple[str, str]], what: str, paragraphs: bool = False) -> str | None:
+    """Why one of these name/value pairs cannot be stored as text, or None (`paragraphs`: the
+    fields named in PARAGRAPHS may hold line breaks)."""
     for name, value in pairs:
         if (why := text.problem(name, f"a {what} name")) is not None:
             return why
         if "password" in name.lower():
             if "\x00" in value:
                 return f"the {what} {name} contains a NUL character"
+        elif paragraphs and name in PARAGRAPHS:
+            if (why := text.paragraphs_problem(value, f"the {what} {name}")) is not None:
+                return why
         elif (why := text.problem(value, f"the {what} {name}")) is not None:
             return why
     return None
@@ -58,7 +68,7 @@ class ControlCharacters:
                 if not message.get("more_body", False):
                     break
             body = b"".join(chunks)
-            why = _why(_pairs(body), "form field")
+            why = _why(_pairs(body), "form field", paragraphs=True)
             receive = _replay(body, receive)
         if why is not None:
             await JSONResponse({"detail": why}, status_code=422)(scope, receive, send)

@@ -26,6 +26,7 @@ from server.services.grades import score_parts, visibility
 from server.services.grades import statistics as stats_service
 from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
+from server.services.notices import announcements
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
 from server.services.people import teams as team_service
@@ -118,15 +119,17 @@ def logout(request: Request, session: SessionDep, user: PageUser) -> Response:
 @router.get("/")
 def home(request: Request, session: SessionDep, settings: SettingsDep, user: PageUser,
          joined: str = "") -> HTMLResponse:
-    return _home(request, session, settings, user, joined=joined)
+    return home_page(request, session, settings, user, joined=joined)
 
 
-def _home(request: Request, session: SessionDep, settings: ServerSettings, user: User, *,
-          status_code: int = 200, **extra: str) -> HTMLResponse:
+def home_page(request: Request, session: SessionDep, settings: ServerSettings, user: User, *,
+              status_code: int = 200, **extra: str) -> HTMLResponse:
+    """The user's courses, each with its assignments, points and announcements."""
     courses = []
     for course, role in course_service.mine(session=session, user=user):
         items = assignment_service.offered(session=session, course=course)
         courses.append({"course": course, "role": role, "assignments": items,
+                        "announcements": announcements.of_course(session=session, course=course),
                         "not_open": _not_open(session, settings, items),
                         "points": {} if role != "student" else {
                             a.id: parts for a in items if (parts := score_parts.counted(
@@ -143,7 +146,7 @@ def join(request: Request, session: SessionDep, settings: SettingsDep, user: Pag
     try:
         body = JoinCreate(join_code=join_code, alias=alias or None)
     except ValidationError as exc:
-        return _home(request, session, settings, user, status_code=422, error=reasons(exc),
+        return home_page(request, session, settings, user, status_code=422, error=reasons(exc),
                      **form)
     try:
         with committing(session):
@@ -151,7 +154,7 @@ def join(request: Request, session: SessionDep, settings: SettingsDep, user: Pag
                                              join_code=body.join_code, alias=body.alias)
             slug = enrollment.course.slug
     except DomainError as exc:
-        return _home(request, session, settings, user, status_code=exc.status,
+        return home_page(request, session, settings, user, status_code=exc.status,
                      error=exc.message, **form)
     return RedirectResponse(f"/?joined={slug}", status_code=303)
 

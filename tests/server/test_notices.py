@@ -200,7 +200,7 @@ def test_announcements_are_for_staff_to_post_and_every_student_to_read(world: Wo
     assert [(a["title"], a["assignment_id"] is not None) for a in listed] == [
         ("A fix to test 3", True)]
     (n,) = _bell(world, world.bob)["notifications"]
-    assert n["link"] == "/c/th/t1-multiprocessing#announcements"
+    assert n["link"] == "/c/th#announcements"
     assert n["title"] == ("Treasure hunt, Treasure hunt 1: a chunked sum with "
                           "multiprocessing.Pool: A fix to test 3")
     assert _bell(world, world.prof)["unread"] == 0  # the staff are not told their own news
@@ -225,3 +225,42 @@ def test_an_answered_regrade_request_is_told(world: World, engine: Engine,
                                "graded again")
     assert _send(world) == 1 and smtp.messages[0]["To"] == "ada@uni.edu"
     assert claim(world.client) is not None  # the regrade is queued
+
+
+def test_the_pages_ring_the_bell_open_and_choose(world: World, engine: Engine) -> None:
+    from server.services.notices import notify
+    from tests.server.test_pages import XSS, browser, csrf
+
+    staff = browser(world, "prof@uni.edu", "prof-pass-4821")
+    home = staff.get("/").text
+    r = staff.post("/c/th/-/announcements", data={"csrf_token": csrf(home), "title": XSS,
+                                                   "body": "Line one.\nLine two."})
+    assert r.status_code == 303, r.text
+    student = browser(world)
+    page = student.get("/").text
+    assert 'aria-label="notifications: 1 unread"' in page and "<script>alert" not in page
+    assert "&lt;script&gt;alert" in page  # the announcement on the course card, escaped
+    listing = student.get("/notifications").text
+    nid = int(listing.split('href="/n/')[1].split('"')[0])
+    opened = student.get(f"/n/{nid}", follow_redirects=False)
+    assert opened.status_code == 303 and opened.headers["location"] == "/c/th#announcements"
+    assert 'aria-label="notifications: 0 unread"' in student.get("/").text
+    with session_factory(engine)() as s, s.begin():  # a link elsewhere is never followed
+        ada = s.scalars(select(User).where(User.email == "ada@uni.edu")).one()
+        odd = notify.notify(session=s, user_id=ada.id, kind="announcement", key="odd",
+                            title="odd", link="//evil.example/")
+        odd_id = odd.id
+    assert student.get(f"/n/{odd_id}", follow_redirects=False).headers["location"] == \
+        "/notifications"
+    r = student.post("/notifications/settings", data={
+        "csrf_token": csrf(listing), "email-announcement": "off", "grade_wait_s": "0"})
+    assert r.status_code == 303
+    saved = world.get(world.ada, "/api/notifications/settings").json()
+    assert saved["grade_wait_s"] == 0 and {k["kind"]: k["email"] for k in saved["kinds"]}[
+        "announcement"] == "off"
+    bad = student.post("/notifications/settings", data={
+        "csrf_token": csrf(listing), "email-announcement": "hourly"})
+    assert bad.status_code == 422 and "off, now, digest" in bad.text
+    refused = student.post("/c/th/-/announcements", data={"csrf_token": csrf(listing),
+                                                           "title": "mine"})
+    assert refused.status_code == 403

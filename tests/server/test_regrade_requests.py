@@ -106,8 +106,11 @@ def test_the_pages_ask_and_answer_in_a_course_without_hand_grading(world: World,
     page = browser(world)
     ask = page.get("/c/th/t1-multiprocessing/regrade").text
     assert f'value="test:{TEST}"' in ask and 'value="performance"' in ask
-    r = page.post("/c/th/t1-multiprocessing/regrade", data={
-        "csrf_token": csrf(ask), "about": "performance", "reason": "<b>busy</b> node"})
+    escaped = page.post("/c/th/t1-multiprocessing/regrade", data={
+        "csrf_token": csrf(ask), "about": "performance", "reason": "busy\x1b[2J node"})
+    assert escaped.status_code == 422 and "U+001B, ESC" in escaped.text
+    r = page.post("/c/th/t1-multiprocessing/regrade", data={  # a textarea's lines, as sent
+        "csrf_token": csrf(ask), "about": "performance", "reason": "<b>busy</b> node\r\nat 9"})
     assert r.status_code == 303, r.text
     mine = page.get("/c/th/t1-multiprocessing/regrade").text
     assert "about the performance points" in mine and "&lt;b&gt;busy&lt;/b&gt; node" in mine

@@ -37,11 +37,10 @@ def post(*, session: Session, course: Course, actor: User, role: str | None, tit
     session.add(a)
     session.flush()
     where = f"{course.title}" + (f", {assignment.title}" if assignment else "")
-    link = f"/c/{course.slug}/{assignment.slug}" if assignment else f"/c/{course.slug}"
     for student in courses.students(session=session, course=course):
         notify.notify(session=session, user_id=student.id, kind="announcement",
                       key=f"announcement:{a.id}", title=f"{where}: {title}", body=body,
-                      link=f"{link}#announcements")
+                      link=f"/c/{course.slug}#announcements")
     session.add(AuditLog(actor_id=actor.id, action="announcement.post",
                          target=f"{course.slug}", detail={"announcement": a.id,
                                                           "assignment": a.assignment_id}))
