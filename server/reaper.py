@@ -2,8 +2,9 @@
 moves GPU tasks that can be simulated between the GPU and the simulator queues as runners come
 and go (services/fleet/routing.py), queues again the gradings timed while the node was short of
 cores, starts the final run of an assignment whose last deadline passed (services/grades/finals.py),
-posts the grades owed to LMS gradebooks (retrying those that failed), and deletes expired
-or revoked tokens, failed logins older than the throttle's window and expired LTI launch data."""
+tells students of a deadline a day away (services/grades/reminders.py), posts the grades owed
+to LMS gradebooks (retrying those that failed), and deletes expired or revoked tokens, failed
+logins older than the throttle's window and expired LTI launch data."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from server.dispatch import Dispatcher
 from server.services.fleet import outcomes as outcome_service
 from server.services.fleet import retiming, routing
-from server.services.grades import finals
+from server.services.grades import finals, reminders
 from server.services.lti import launch as lti_launch
 from server.services.lti import passback as lti_passback
 from server.services.people import users as user_service
@@ -54,6 +55,10 @@ def sweep(sessions: sessionmaker[Session], dispatcher: Dispatcher, *, lease_s: i
         if ended := finals.expire_due(session=session):
             log.info("settled %d final run(s) at their busy limit: students short of clean "
                      "turns keep their live points, marked", ended)
+        session.commit()
+    with sessions() as session:
+        if told := reminders.remind_due(session=session):
+            log.info("told %d student(s) of a deadline a day away", told)
         session.commit()
     with sessions() as session:
         user_service.purge(session=session, login_window_s=login_window_s)

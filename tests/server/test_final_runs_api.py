@@ -100,6 +100,12 @@ def test_rounds_settle_into_final_points(world: World, engine: Engine) -> None:
                                    * performance_share(scoring, g["speedup"]), 2)
         assert g["live_score"] != g["score"]
 
+    # Each student is told the run's result once (the grade's change and the run: one notice).
+    for who in ("ada", "bob"):
+        told = [n for n in world.get(getattr(world, who), "/api/notifications").json()[
+            "notifications"] if n["kind"] in ("final_run", "grade_changed")]
+        assert [(n["kind"], n["title"].rsplit(": ", 1)[1]) for n in told] == [
+            ("final_run", f"the final run settled your grade at {grades[who]['score']:g} points")]
     board = world.get(world.ada, "/api/courses/th/assignments/t1-multiprocessing/leaderboard")
     assert [(e["alias"], e["score"], e["mark"]) for e in board.json()] == [
         ("ada", grades["ada"]["score"], "final run"), ("bob", grades["bob"]["score"], "final run")]

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, select
 from runners.protocol import GradeReport
 from server.db import session_factory
 from server.models import (
+    Assignment,
     Course,
     Enrollment,
     MailMessage,
@@ -264,3 +265,31 @@ def test_the_pages_ring_the_bell_open_and_choose(world: World, engine: Engine) -
     refused = student.post("/c/th/-/announcements", data={"csrf_token": csrf(listing),
                                                            "title": "mine"})
     assert refused.status_code == 403
+
+
+def test_a_deadline_a_day_away_is_told_once_to_students_without_a_passing_submission(
+        world: World, engine: Engine) -> None:
+    from server.models import Extension
+    from server.services.grades import reminders
+
+    sub = world.submit(world.bob, REFERENCE).json()["id"]
+    _graded(engine, sub, took_s=5)  # bob passes: nothing to remind him of
+    with session_factory(engine)() as s, s.begin():
+        a = s.scalars(select(Assignment)).one()
+        a.deadline = now() + timedelta(hours=20)
+    with session_factory(engine)() as s, s.begin():
+        assert reminders.remind_due(session=s) == 1
+        assert reminders.remind_due(session=s) == 0  # once
+    (n,) = _bell(world, world.ada)["notifications"]
+    assert n["kind"] == "deadline" and "due in about 20 h" in n["title"]
+    assert n["link"] == "/c/th/t1-multiprocessing"
+    assert [x["kind"] for x in _bell(world, world.bob)["notifications"]] == []
+    # A student whose extension puts their deadline beyond the day is not told yet.
+    with session_factory(engine)() as s, s.begin():
+        a = s.scalars(select(Assignment)).one()
+        u = users.create(session=s, email="cy@uni.edu", name="Cy", password="studentpass1")
+        s.add(Enrollment(user_id=u.id, course_id=a.course_id, role="student"))
+        s.add(Extension(assignment_id=a.id, user_id=u.id, deadline=now() + timedelta(days=3),
+                        reason="ill"))
+    with session_factory(engine)() as s, s.begin():
+        assert reminders.remind_due(session=s) == 0

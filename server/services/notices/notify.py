@@ -50,6 +50,12 @@ def notify(*, session: Session, user_id: int, kind: str, key: str, title: str, b
     return n
 
 
+def exists(*, session: Session, user_id: int, key: str) -> bool:
+    """Whether the user was ever told of `key` (read or not)."""
+    return session.scalar(select(Notification.id).where(Notification.user_id == user_id,
+                                                        Notification.key == key)) is not None
+
+
 def email_of(*, session: Session, user_id: int, kind: str) -> str:
     """The user's e-mail choice for `kind` (its default where they made none)."""
     chosen = session.get(NoticeChoice, (user_id, kind))
