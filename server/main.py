@@ -27,6 +27,7 @@ from server.api import (
     finals,
     fleet,
     health,
+    late_days,
     lti,
     manual,
     members,
@@ -202,7 +203,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
                        https_only=settings.environment == "production", max_age=14 * 86400)
     for module in (auth, courses, members, similarity, submissions, reviews, exports, fleet,
                    runner, health, lti, statistics, finals, regrades, manual, practice, teams,
-                   notices):
+                   notices, late_days):
         for route in module.router.routes:
             # FastAPI answers 400 itself to a body it cannot parse at all (not UTF-8, broken multipart).
             if isinstance(route, APIRoute) and route.body_field is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Response, UploadFile, status
+from fastapi import APIRouter, File, Query, Response, UploadFile, status
 
 from server.api import RowId
 from server.db import committing
@@ -51,7 +51,11 @@ def public(session: SessionDep, sub: Submission, *, with_report: bool,
              status_code=status.HTTP_201_CREATED,
              responses={413: {"model": ErrorPublic}, 429: {"model": ErrorPublic}})
 def submit(slug: str, files: Annotated[list[UploadFile], File(description="solution file(s)")],
-           access: CourseDep, session: SessionDep, settings: SettingsDep) -> SubmissionPublic:
+           access: CourseDep, session: SessionDep, settings: SettingsDep,
+           spend_late_days: Annotated[bool, Query(
+               description="A late upload the course's late days cover spends them (409 "
+                           "without it, saying how many: GET …/late-days first)")] = False,
+           ) -> SubmissionPublic:
     """Upload a solution; it is stored, then queued for grading."""
     uploads = []
     for f in files:
@@ -60,7 +64,8 @@ def submit(slug: str, files: Annotated[list[UploadFile], File(description="solut
     with committing(session):
         sub, job = submission_service.create(session=session, user=access.user, assignment=a,
                                              role=access.role, uploads=uploads,
-                                             intake=submission_service.Intake.of(settings))
+                                             intake=submission_service.Intake.of(settings),
+                                             spend_late_days=spend_late_days)
     return public(session, sub, with_report=False, settings=settings, job=job)
 
 

@@ -11,7 +11,7 @@ from server.models.assignments import (
     Extension,
     ReferenceFigure,
 )
-from server.models.courses import Course, Enrollment, RosterEntry
+from server.models.courses import Course, Enrollment, LateDayGrant, RosterEntry
 from server.models.finals import FinalGrade, FinalRun, FinalTurn
 from server.models.fleet import Job, QueueScale, Runner, RunnerCredential
 from server.models.lti import LtiGradePost, LtiIdentity, LtiLaunchData, LtiPlatform
@@ -43,7 +43,7 @@ from server.models.teams import Team, TeamMember
 __all__ = [
     "Announcement", "ApiToken", "AppliedItem", "Artifact", "Assignment", "AssignmentVersion", "AuditLog",
     "BoardEntry", "Course", "Enrollment", "Extension", "FinalGrade", "FinalRun", "FinalTurn",
-    "GradeReportRow", "Job", "LoginFailure", "LtiGradePost", "LtiIdentity", "LtiLaunchData",
+    "GradeReportRow", "Job", "LateDayGrant", "LoginFailure", "LtiGradePost", "LtiIdentity", "LtiLaunchData",
     "LtiPlatform", "MailMessage", "ManualComment", "ManualGrade", "NoticeChoice",
     "NoticeSettings", "Notification", "PracticeRun", "QueueScale", "ReferenceFigure",
     "RegradeRequest", "RosterEntry", "RubricItem", "Runner", "RunnerCredential", "ScalingPointRow",

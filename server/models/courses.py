@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import DateTime, ForeignKey, String, UniqueConstraint
+from sqlalchemy import DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.clock import now
@@ -23,6 +23,11 @@ class Course(Base):
     title: Mapped[str] = mapped_column(String(200))
     join_code: Mapped[str] = mapped_column(String(32), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+    late_days: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Each student's pool of late days for the whole course (0: no late days,
+    services/grades/late_days.py)."""
+    late_days_per_assignment: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The most days one assignment may take from the pool (None: as many as are left)."""
 
 
 class Enrollment(Base):
@@ -55,4 +60,19 @@ class RosterEntry(Base):
     email: Mapped[str] = mapped_column(String(320), index=True)
     name: Mapped[str] = mapped_column(String(200))
     alias: Mapped[str | None] = mapped_column(String(64), default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class LateDayGrant(Base):
+    """Late days the staff gave a student back (or more), with the reason."""
+
+    __tablename__ = "late_day_grants"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"),
+                                           index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    days: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text)
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)

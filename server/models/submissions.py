@@ -38,6 +38,9 @@ class Submission(Base):
     verdict: Mapped[str | None] = mapped_column(String(32), default=None)
     score: Mapped[float | None] = mapped_column(Float, default=None)
     late: Mapped[bool] = mapped_column(Boolean, default=False)
+    late_days: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Late days that cover it (it is then not late): its lateness in whole days, counted
+    against its students' own deadline (services/grades/late_days.py)."""
     told_score: Mapped[float | None] = mapped_column(Float, default=None)
     """The points its students were last told (services/notices/follow.py): a grade that moves
     from them is news."""

@@ -42,20 +42,21 @@ def live(world: World, settings: ServerSettings, engine: Engine) -> Iterator[str
     thread.join(10)
 
 
-def _at_once(base: str, sends: list[tuple[dict[str, str], bytes]]) -> list[int]:
+def _at_once(base: str, sends: list[tuple[dict[str, str], bytes]], query: str = "",
+             urls: list[str] | None = None) -> list[int]:
     """Each (who, file) uploaded at the same moment (a barrier holds every sender until all are
-    ready); the status codes in order."""
+    ready), to URL (or each to its own of `urls`); the status codes in order."""
     start = threading.Barrier(len(sends))
 
-    def send(job: tuple[dict[str, str], bytes]) -> int:
-        who, content = job
+    def send(i: int) -> int:
+        who, content = sends[i]
         with httpx.Client(base_url=base, timeout=60) as http:
             start.wait()
-            return http.post(URL, headers=who, files=[("files", ("solution.py", content))]
-                             ).status_code
+            return http.post((urls[i] if urls else URL) + query, headers=who,
+                             files=[("files", ("solution.py", content))]).status_code
 
     with ThreadPoolExecutor(len(sends)) as pool:
-        return list(pool.map(send, sends))
+        return list(pool.map(send, range(len(sends))))
 
 
 def _submissions(engine: Engine) -> int:

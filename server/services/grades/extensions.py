@@ -25,7 +25,7 @@ from server.models import (
     User,
     aware,
 )
-from server.services.grades import grade_changes, grading
+from server.services.grades import grade_changes, grading, late_days
 from server.services.people import courses, teams
 from server.services.records.errors import Forbidden, Invalid, NotFound
 
@@ -161,7 +161,11 @@ def _restate(session: Session, assignment: Assignment, which: Any) -> None:
         Submission.assignment_id == assignment.id, which)).all()
     changed = []
     for sub, row in rows:
-        late = passed(deadline_of(session=session, submission=sub), sub.created_at)
+        deadline = deadline_of(session=session, submission=sub)
+        if sub.late_days:  # covered by late days: fewer of them now, never late
+            late_days.restate(sub=sub, deadline=deadline)
+            continue
+        late = passed(deadline, sub.created_at)
         if late == sub.late:
             continue
         sub.late = late

@@ -15,7 +15,7 @@ from server.models import Assignment, AuditLog, GradeReportRow, Job, Submission,
 from server.services import MAX_ROW_ID
 from server.services.fleet import readiness, routing
 from server.services.fleet import state as fleet
-from server.services.grades import extensions, grading
+from server.services.grades import extensions, grading, late_days
 from server.services.packages.assignments import bundle, manifest_of, safe_members
 from server.services.people import courses, teams, users
 from server.services.records import artifacts, jobs
@@ -110,9 +110,12 @@ class Intake:
 
 
 def create(*, session: Session, user: User, assignment: Assignment, role: str | None,
-           uploads: list[tuple[str, bytes]], intake: Intake) -> tuple[Submission, Job]:
+           uploads: list[tuple[str, bytes]], intake: Intake,
+           spend_late_days: bool = False) -> tuple[Submission, Job]:
     """Check, store and queue an upload (the submission and its job) in the caller's
-    transaction (`db.committing`, as every action: a refused upload stores nothing)."""
+    transaction (`db.committing`, as every action: a refused upload stores nothing). A late
+    upload the course's late days cover spends them once the student confirmed
+    (`spend_late_days`; services/grades/late_days.py)."""
     if role is None:
         raise Forbidden("you are not enrolled in this course")
     version = assignment.current_version
@@ -124,15 +127,29 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     manifest = manifest_of(assignment)
     files = check_files(uploads, manifest=manifest, max_bytes=intake.max_bytes,
                         max_unzipped=intake.max_unzipped)
+    staff = courses.is_staff(role)
     late = is_late(session=session, assignment=assignment, user=user)
-    if late and assignment.late_policy == "reject" and not courses.is_staff(role):
+    if late and assignment.late_policy == "reject" and not staff and not \
+            assignment.course.late_days:
         raise Forbidden("the deadline has passed; this assignment takes no late submissions")
     if not users.hold(session=session, user_id=user.id):
         raise Conflict("this account was just linked to another one: sign in with that account "
                        "and upload again")
     # Team work: the team's quota, under the team's lock (after the student's).
-    team = teams.for_upload(session=session, user=user, assignment=assignment,
-                            staff=courses.is_staff(role))
+    team = teams.for_upload(session=session, user=user, assignment=assignment, staff=staff)
+    days = 0
+    if late and not staff and assignment.course.late_days:
+        q = late_days.quote(
+            session=session, assignment=assignment,
+            user_ids=[m.user_id for m in teams.members(team)] if team else [user.id],
+            deadline=extensions.deadline_for(session=session, assignment=assignment,
+                                             user_id=user.id), at=now())
+        if q.covered and q.extra and not spend_late_days:
+            raise Conflict(f"{q.said}: confirm to spend them (spend_late_days)")
+        if q.covered:
+            late, days = False, q.needed
+        elif assignment.late_policy == "reject":
+            raise Forbidden(f"{q.said}, and this assignment takes no late submissions")
     window_start = now() - timedelta(seconds=assignment.quota_window_s)
     owner = (Submission.team_id == team.id if team is not None else
              (Submission.user_id == user.id) & Submission.team_id.is_(None))
@@ -149,7 +166,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     sub = Submission(user_id=user.id, assignment_id=assignment.id,
                      team_id=team.id if team is not None else None,
                      version_id=assignment.current_version_id, archive_sha256=sha,
-                     filenames=sorted(files), late=late)
+                     filenames=sorted(files), late=late, late_days=days)
     session.add(sub)
     session.flush()
     # One transaction: the job's message goes to the broker only after it commits (outbox).
