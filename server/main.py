@@ -52,6 +52,7 @@ from server.services.records.errors import DomainError
 from server.settings import ServerSettings, get_settings, with_local_secrets
 from server.web import admin, live, pages, plumbing, stats
 from server.web import by_hand as by_hand_pages
+from server.web import late_days as late_day_pages
 from server.web import manage as manage_pages
 from server.web import notices as notice_pages
 from server.web import practice as practice_pages
@@ -216,6 +217,7 @@ def create_app(settings: ServerSettings | None = None, engine: Engine | None = N
     app.include_router(reviews_pages.router)
     app.include_router(regrade_pages.router)
     app.include_router(notice_pages.router)
+    app.include_router(late_day_pages.router)
     app.include_router(by_hand_pages.router)
     app.include_router(stats.router)
     app.include_router(practice_pages.router)

@@ -8,12 +8,11 @@ from pydantic import Field
 
 from server.db import committing
 from server.deps import CourseDep, CourseInstructorDep, CourseStaffDep, SessionDep
-from server.models import User, now
+from server.models import User
 from server.schemas import ErrorPublic, Input, Public
-from server.services.grades import extensions, late_days
+from server.services.grades import late_days
 from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
-from server.services.people import teams
 from server.services.records.errors import Forbidden
 
 router = APIRouter(prefix="/api/courses", tags=["late days"],
@@ -92,11 +91,5 @@ def quote(slug: str, access: CourseDep, session: SessionDep) -> QuotePublic:
     if access.role != "student":
         raise Forbidden("late days are a student's")
     a = assignment_service.get(session=session, course=access.course, slug=slug)
-    team = teams.team_of(session=session, user_id=access.user.id, assignment_id=a.id) \
-        if teams.team_work(a) else None
-    q = late_days.quote(
-        session=session, assignment=a,
-        user_ids=[m.user_id for m in teams.members(team)] if team else [access.user.id],
-        deadline=extensions.deadline_for(session=session, assignment=a, user_id=access.user.id),
-        at=now())
+    q = late_days.quote_now(session=session, assignment=a, user=access.user)
     return QuotePublic(needed=q.needed, extra=q.extra, covered=q.covered, said=q.said)

@@ -23,7 +23,7 @@ from server.schemas_lti import LtiPlatformCreate
 from server.services.fleet import readiness as readiness_service
 from server.services.fleet import state as fleet_service
 from server.services.grades import extensions as extension_service
-from server.services.grades import finals
+from server.services.grades import finals, late_days
 from server.services.grades import policies as policy_service
 from server.services.intake import practice as practice_service
 from server.services.intake import similarity as similarity_service
@@ -320,18 +320,19 @@ def revoke_extension(course: str, slug: str, request: Request, session: SessionD
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
 
-def _members(request: Request, session: SessionDep, user: User, course: str,
+def render_members(request: Request, session: SessionDep, user: User, course: str,
              status_code: int = 200, **extra: Any) -> HTMLResponse:
     c, role = course_for(session, user, course, staff=True)
     return render(request, "members.html", status_code=status_code, user=user, course=c,
-                  role=role, members=course_service.members(session=session, course=c), **extra)
+                  role=role, members=course_service.members(session=session, course=c),
+                  late_left=late_days.left_by_email(session=session, course=c), **extra)
 
 
 @router.get("/c/{course}/-/members")
 def members_page(course: str, request: Request, session: SessionDep,
                  user: PageUser) -> HTMLResponse:
     """The course's people (staff); instructors change roles and import the roster here."""
-    return _members(request, session, user, course)
+    return render_members(request, session, user, course)
 
 
 @router.post("/c/{course}/-/members/role", dependencies=[Csrf])
@@ -343,7 +344,7 @@ def set_role(course: str, request: Request, session: SessionDep, user: PageUser,
             course_service.set_role(session=session, actor=user, course=c, role=mine,
                                     email=email, new_role=role)
     except DomainError as exc:
-        return _members(request, session, user, course, status_code=exc.status,
+        return render_members(request, session, user, course, status_code=exc.status,
                         error=exc.message)
     return RedirectResponse(f"/c/{course}/-/members", status_code=303)
 
@@ -362,9 +363,9 @@ def import_roster(course: str, request: Request, session: SessionDep, user: Page
             rows = course_service.import_roster(session=session, actor=user, course=c,
                                                 role=role, data=data)
     except DomainError as exc:
-        return _members(request, session, user, course, status_code=exc.status,
+        return render_members(request, session, user, course, status_code=exc.status,
                         error=exc.message)
-    return _members(request, session, user, course, report=rows)
+    return render_members(request, session, user, course, report=rows)
 
 
 def _similarity(request: Request, session: SessionDep, user: User, course: str, slug: str,

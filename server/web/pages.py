@@ -22,7 +22,7 @@ from server.services.fleet import readiness as readiness_service
 from server.services.fleet import retiming, routing
 from server.services.grades import extensions as extension_service
 from server.services.grades import grading as grading_service
-from server.services.grades import score_parts, visibility
+from server.services.grades import late_days, score_parts, visibility
 from server.services.grades import statistics as stats_service
 from server.services.intake import practice as practice_service
 from server.services.intake import submissions as submission_service
@@ -130,6 +130,9 @@ def home_page(request: Request, session: SessionDep, settings: ServerSettings, u
         items = assignment_service.offered(session=session, course=course)
         courses.append({"course": course, "role": role, "assignments": items,
                         "announcements": announcements.of_course(session=session, course=course),
+                        "late_days": late_days.balance(session=session, course=course,
+                                                       user_id=user.id)
+                        if role == "student" and course.late_days else None,
                         "not_open": _not_open(session, settings, items),
                         "points": {} if role != "student" else {
                             a.id: parts for a in items if (parts := score_parts.counted(
@@ -193,6 +196,8 @@ def render_assignment(request: Request, session: SessionDep, settings: SettingsD
                   statement=Markup(_markdown.render(statement)),
                   max_bytes=settings.max_upload_bytes,
                   late=submission_service.is_late(session=session, assignment=a, user=user),
+                  late_quote=late_days.quote_now(session=session, assignment=a, user=user)
+                  if role == "student" else None,
                   extended=extension_service.extended(session=session, assignment=a,
                                                       user_id=user.id),
                   mine=mine, parts=score_parts.of_many(session=session, subs=mine),
@@ -214,11 +219,13 @@ def assignment_page(course: str, slug: str, request: Request, session: SessionDe
 
 @router.post("/c/{course}/{slug}/submit", dependencies=[Csrf])
 def submit(course: str, slug: str, request: Request, session: SessionDep, settings: SettingsDep,
-           user: PageUser, files: Annotated[list[UploadFile], File()]) -> Response:
+           user: PageUser, files: Annotated[list[UploadFile], File()],
+           spend_late_days: Annotated[str, Form()] = "") -> Response:
     def act(role: str | None, a: Assignment, uploads: list[tuple[str, bytes]],
             intake: submission_service.Intake) -> str:
         sub, _ = submission_service.create(session=session, user=user, assignment=a, role=role,
-                                           uploads=uploads, intake=intake)
+                                           uploads=uploads, intake=intake,
+                                           spend_late_days=spend_late_days == "yes")
         return f"/s/{sub.id}"
     return upload_action(request, session, settings, user, course, slug, files, act)
 

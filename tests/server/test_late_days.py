@@ -151,3 +151,39 @@ def test_twenty_uploads_at_once_never_spend_more_than_the_pool(
         assert len(covered) == 1, covered  # one assignment took both days, the other is late
         assert all(sub.late == (sub.assignment_id not in covered) for sub in subs)
     assert _left(world, world.ada) == 0
+
+
+def test_the_pages_say_what_an_upload_spends_and_the_staff_set_and_give_days(
+        world: World, engine: Engine) -> None:
+    from tests.server.test_pages import browser, csrf
+
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
+    people = prof.get("/c/th/-/members").text
+    r = prof.post("/c/th/-/late-days", data={"csrf_token": csrf(people), "pool": "3",
+                                             "per_assignment": ""})
+    assert r.status_code == 303, r.text
+    _deadline(world, 26)
+    student = browser(world)
+    assert "Late days: <strong>3</strong> of 3 left" in student.get("/").text
+    page = student.get("/c/th/t1-multiprocessing").text
+    assert "This upload uses 2 of your 3 remaining late days; after that the late penalty " \
+           "applies." in page and 'name="spend_late_days"' in page
+    url = "/c/th/t1-multiprocessing/submit"
+    r = student.post(url, data={"csrf_token": csrf(page)},
+                     files={"files": ("solution.py", REFERENCE)})
+    assert r.status_code == 409 and "confirm to spend them" in r.text
+    r = student.post(url, data={"csrf_token": csrf(page), "spend_late_days": "yes"},
+                     files={"files": ("solution.py", REFERENCE)})
+    assert r.status_code == 303, r.text
+    assert "Late days: <strong>1</strong> of 3 left" in student.get("/").text
+    people = prof.get("/c/th/-/members").text
+    assert "<th>late days left</th>" in people
+    r = prof.post("/c/th/-/late-days/grant", data={
+        "csrf_token": csrf(people), "email": "ada@uni.edu", "days": "two", "reason": "x"})
+    assert r.status_code == 422 and "give 1 to 365 days" in r.text
+    r = prof.post("/c/th/-/late-days/grant", data={
+        "csrf_token": csrf(people), "email": "ada@uni.edu", "days": "2", "reason": "ill"})
+    assert r.status_code == 303
+    assert "Late days: <strong>3</strong> of 5 left" in student.get("/").text
+    refused = student.post("/c/th/-/late-days", data={"csrf_token": csrf(page), "pool": "99"})
+    assert refused.status_code == 403

@@ -32,7 +32,9 @@ from server.models import (
     Submission,
     User,
     aware,
+    now,
 )
+from server.services.grades import extensions
 from server.services.people import courses, teams
 from server.services.records.errors import Forbidden, Invalid
 
@@ -88,6 +90,14 @@ def balance(*, session: Session, course: Course, user_id: int) -> Balance:
     return Balance(course.late_days, int(granted), spent)
 
 
+def left_by_email(*, session: Session, course: Course) -> dict[str, int]:
+    """Each student's days left ({} where the course has no late days)."""
+    if not course.late_days:
+        return {}
+    return {u.email: balance(session=session, course=course, user_id=u.id).left
+            for u in courses.students(session=session, course=course)}
+
+
 def quote(*, session: Session, assignment: Assignment, user_ids: list[int],
           deadline: datetime | None, at: datetime) -> Quote:
     """What an upload at `at` by these students (a team's members, or one) does with days."""
@@ -117,6 +127,17 @@ def quote(*, session: Session, assignment: Assignment, user_ids: list[int],
     each = "" if len(user_ids) == 1 else " (and as many of each member's)"
     return Quote(days, extra, True, f"this upload uses {extra} of your {lefts[0]} remaining "
                  f"late day{'s' * (lefts[0] != 1)}{each}; after that the late penalty applies")
+
+
+def quote_now(*, session: Session, assignment: Assignment, user: User) -> Quote:
+    """What an upload of `user`'s now would do with late days (their team's members charged
+    too, against their own deadline)."""
+    team = (teams.team_of(session=session, user_id=user.id, assignment_id=assignment.id)
+            if teams.team_work(assignment) else None)
+    return quote(session=session, assignment=assignment,
+                 user_ids=[m.user_id for m in teams.members(team)] if team else [user.id],
+                 deadline=extensions.deadline_for(session=session, assignment=assignment,
+                                                  user_id=user.id), at=now())
 
 
 def grant(*, session: Session, course: Course, actor: User, role: str | None, student: User,

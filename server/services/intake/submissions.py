@@ -139,11 +139,7 @@ def create(*, session: Session, user: User, assignment: Assignment, role: str | 
     team = teams.for_upload(session=session, user=user, assignment=assignment, staff=staff)
     days = 0
     if late and not staff and assignment.course.late_days:
-        q = late_days.quote(
-            session=session, assignment=assignment,
-            user_ids=[m.user_id for m in teams.members(team)] if team else [user.id],
-            deadline=extensions.deadline_for(session=session, assignment=assignment,
-                                             user_id=user.id), at=now())
+        q = late_days.quote_now(session=session, assignment=assignment, user=user)
         if q.covered and q.extra and not spend_late_days:
             raise Conflict(f"{q.said}: confirm to spend them (spend_late_days)")
         if q.covered:
