@@ -330,7 +330,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     exc = call.excinfo.value if call.excinfo else None
     if isinstance(exc, NotRun):  # keeps its weight: a test not run earns nothing
         recorder.add(name, outcome=TestOutcome.SKIPPED, verdict=Verdict.TIMEOUT,
-                     message=f"{_describe(item)}: {exc}", hidden=hidden, weight=weight,
+                     message=f"{_describe(item).rstrip('.')}: {exc}", hidden=hidden, weight=weight,
                      duration=duration)
     elif report.failed:
         verdict, message = _judge(item, call, hidden and not recorder.ctx.reveal)
@@ -346,7 +346,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     elif report.skipped and call.when in ("setup", "call"):
         reason = str(call.excinfo.value) if call.excinfo else "skipped"
         recorder.add(name, outcome=TestOutcome.SKIPPED, verdict=Verdict.PASSED,
-                     message=f"{_describe(item)}: skipped ({reason})", hidden=hidden,
+                     message=f"{_describe(item).rstrip('.')}: skipped ({reason})", hidden=hidden,
                      weight=0.0, duration=duration)
     elif report.passed and call.when == "call":
         recorder.add(name, outcome=TestOutcome.PASSED, verdict=Verdict.PASSED,

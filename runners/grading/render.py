@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from runners.protocol import GradeReport, Profile, TestOutcome, Verdict
+from runners.protocol import GradeReport, Profile, TestOutcome, TestResult, Verdict
 
 STYLE = {Verdict.PASSED: "bold green", Verdict.FAILED: "bold red",
          Verdict.PLATFORM_ERROR: "bold yellow", Verdict.AUTHOR_ERROR: "bold yellow"}
@@ -49,9 +49,8 @@ def render(report: GradeReport, console: Console) -> None:
         tests.add_column("test")
         tests.add_column("kind")
         tests.add_column("message", overflow="fold")
-        for t in report.tests:
-            tests.add_row(MARK[t.outcome], t.name.split("::")[-1],
-                          "hidden" if t.hidden else "public", t.message)
+        for mark, names, kind, message in _rows(report.tests):
+            tests.add_row(mark, names, kind, message)
         parts.append(tests)
     if report.speedup:
         s = report.speedup
@@ -168,3 +167,23 @@ def _profile(p: Profile) -> list[object]:
     if p.cost_s is not None:
         parts.append(Text(f"the profile took {p.cost_s:.1f} s of the runner's time", style="dim"))
     return parts
+
+
+NOT_RUN = "not run: "
+
+
+def _rows(tests: list[TestResult]) -> list[tuple[str, str, str, str]]:
+    """The tests' table rows; consecutive tests not run for the same reason (one before them
+    ran into its time limit) are one row naming them all."""
+    groups: list[tuple[TestResult, list[str], str | None]] = []
+    for t in tests:
+        at = t.message.find(NOT_RUN)
+        reason = t.message[at:] if at >= 0 and t.outcome is TestOutcome.SKIPPED else None
+        name = t.name.split("::")[-1]
+        if reason is not None and groups and groups[-1][2] == reason:
+            groups[-1][1].append(name)
+        else:
+            groups.append((t, [name], reason))
+    return [(MARK[t.outcome], names[0] if len(names) == 1 else
+             f"{len(names)} tests not run: {', '.join(names)}", "hidden" if t.hidden else "public",
+             t.message if len(names) == 1 else str(reason)) for t, names, reason in groups]

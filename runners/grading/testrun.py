@@ -149,6 +149,7 @@ def next_step(verdict: Verdict, tests: list[TestResult]) -> str:
         return said
     public = sum(1 for t in tests if not t.hidden and t.outcome in (TestOutcome.FAILED,
                                                                     TestOutcome.ERROR))
-    tail = (f"; {public} of the public tests failed too: run them on your machine first (the "
-            "statement says how)" if public else "")
+    tail = (f"; {public} of the public tests failed too: run them on your machine first (they "
+            "are in public_tests/ of the starter download, whose README.txt says how)"
+            if public else "")
     return f"{said}; the speedup is measured once every test passes{tail}"

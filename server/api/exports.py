@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
 
 from runners.protocol import Manifest
 from server.api import RowId
@@ -33,9 +32,9 @@ def grades_csv(slug: str, access: CourseStaffDep, session: SessionDep) -> Respon
                         "Content-Disposition": f'attachment; filename="{a.slug}-grades.csv"'})
 
 
-@router.get("/submissions/{submission_id}/gradescope.json")
-def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> dict[str, Any]:
-    """Gradescope-compatible results.json of a graded submission (instructors)."""
+@router.get("/submissions/{submission_id}/gradescope.json", response_class=JSONResponse)
+def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> JSONResponse:
+    """Gradescope-compatible results.json of a graded submission (instructors), as a download."""
     # Someone else's submission answers like an unknown id (404): ids are not confirmed to exist.
     sub = submission_service.get_visible(session=session, user=user, submission_id=submission_id)
     if not course_service.is_staff(course_service.role(session=session, user=user,
@@ -47,8 +46,10 @@ def gradescope(submission_id: RowId, session: SessionDep, user: CurrentUser) -> 
     a = sub.assignment
     by_hand = manual_points.released_points(session=session, assignment=a, user_id=sub.user_id,
                                             submission_id=sub.id)
-    return export_service.gradescope(
+    body = export_service.gradescope(
         report=row.report, score=row.score, manifest=Manifest.model_validate(sub.version.manifest),
         final=final_grades.settled(session=session, sub=sub),
         manual=(by_hand[sub.user_id], manual_points.max_points(a)) if sub.user_id in by_hand
         else None)
+    return JSONResponse(body, headers={  # the name is the server's: ids only
+        "Content-Disposition": f'attachment; filename="results-{sub.id}.json"'})

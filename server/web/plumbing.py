@@ -29,7 +29,7 @@ from server.services.people import courses as course_service
 from server.services.people import users as user_service
 from server.services.records.errors import DomainError, Forbidden
 from server.settings import ServerSettings
-from server.web import live
+from server.web import live, report_text
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -53,6 +53,8 @@ def _seconds(s: float) -> str:
 
 
 templates.env.filters["seconds"] = _seconds
+templates.env.filters["breakable"] = report_text.breakable
+templates.env.filters["test_rows"] = report_text.test_rows
 
 
 class LoginRequired(Exception):

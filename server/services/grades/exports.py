@@ -10,7 +10,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.protocol import Manifest
-from server.models import Assignment, Enrollment, FinalGrade, GradeReportRow, Submission, User
+from server.models import (
+    Assignment,
+    AssignmentVersion,
+    Enrollment,
+    FinalGrade,
+    GradeReportRow,
+    Submission,
+    User,
+    aware,
+)
+from server.services.grades import late_days
 from server.services.people import teams
 from server.services.records import final_grades, manual_points
 
@@ -45,28 +55,29 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
     rows = session.execute(
         select(User.id, User.email, User.name, Enrollment.alias, Submission.id, Submission.score,
                Submission.verdict, Submission.late, Submission.created_at,
-               GradeReportRow.speedup_median)
+               GradeReportRow.speedup_median, AssignmentVersion.version)
         .join(Enrollment, (Enrollment.user_id == User.id)
               & (Enrollment.course_id == assignment.course_id))
         .outerjoin(pairs, pairs.c.uid == User.id)
         .outerjoin(Submission, (Submission.id == pairs.c.sid)
                    & (Submission.assignment_id == assignment.id))
         .outerjoin(GradeReportRow, GradeReportRow.submission_id == Submission.id)
+        .outerjoin(AssignmentVersion, AssignmentVersion.id == Submission.version_id)
         .where(Enrollment.role == "student").order_by(User.email, Submission.id))
     best: dict[str, dict[str, Any]] = {}
-    for user_id, email, name, alias, sid, score, verdict, late, created, speedup in rows:
+    for user_id, email, name, alias, sid, score, verdict, late, created, speedup, version in rows:
         entry = best.setdefault(email, {"user_id": user_id, "email": email, "name": name,
                                         "alias": alias or "",
                                         "attempts": 0, "best_score": "", "verdict": "",
                                         "speedup": "", "late": "", "submission_id": "",
-                                        "submitted_at": ""})
+                                        "submitted_at": "", "version": ""})
         if sid is None:
             continue
         entry["attempts"] += 1
         if score is not None and (entry["best_score"] == "" or score > entry["best_score"]):
             entry.update(best_score=score, verdict=verdict or "", submission_id=sid,
                          speedup="" if speedup is None else speedup, late="yes" if late else "",
-                         submitted_at=created.isoformat())
+                         submitted_at=aware(created).isoformat(), version=version or "")
     settled = final_grades.grades(session=session, assignment_id=assignment.id)
     by_hand = manual_points.released_points(session=session, assignment=assignment)
     for entry in best.values():
@@ -75,13 +86,16 @@ def assignment_csv(*, session: Session, assignment: Assignment) -> str:
         entry["final_score"] = "" if final is None else final.score
         entry["final_speedup"] = "" if final is None or final.speedup is None else final.speedup
         entry["manual_points"] = by_hand.get(user_id, "")
+        entry["late_days_used"] = (late_days.spent_on(session=session, assignment=assignment,
+                                                      user_id=user_id)
+                                   if assignment.course.late_days else "")
         auto = entry["final_score"] if final is not None else entry["best_score"]
         entry["total"] = ("" if auto == "" and user_id not in by_hand
                           else round(float(auto or 0) + by_hand.get(user_id, 0.0), 2))
     out = io.StringIO()
     fields = ["email", "name", "alias", "best_score", "verdict", "speedup", "final_score",
-              "final_speedup", "manual_points", "total", "late", "attempts", "submission_id",
-              "submitted_at"]
+              "final_speedup", "manual_points", "total", "late", "late_days_used", "attempts",
+              "submission_id", "submitted_at", "version"]
     writer = csv.DictWriter(out, fieldnames=fields, quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
     for email in sorted(best):
