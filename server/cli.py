@@ -3,7 +3,6 @@ backup|restore|downgrade`, `paragrade admin runner add|list|revoke` (runners' ow
 
 from __future__ import annotations
 
-import getpass
 import os
 import shutil
 import signal
@@ -229,11 +228,15 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
                       password: Annotated[str | None, typer.Option(
                           help="prompted when not given")] = None) -> None:
     """Create an instructor account (the first one owns the shipped course)."""
+    # Asked before the database is prepared (seconds): what is typed ahead is not lost.
+    while password is None or len(password) < 8:
+        if password is not None:
+            console.print("[red]error:[/] the password needs at least 8 characters")
+            if not sys.stdin.isatty():
+                raise typer.Exit(2)
+        password = str(typer.prompt("password (≥ 8 characters)", hide_input=True,
+                                    confirmation_prompt="the same password again"))
     _prepare()
-    password = password or getpass.getpass("password (≥ 8 characters): ")
-    if len(password) < 8:
-        console.print("[red]error:[/] the password needs at least 8 characters")
-        raise typer.Exit(2)
     settings = get_settings()
     with session_factory(make_engine(settings.database_url))() as session, session.begin():
         try:

@@ -88,6 +88,14 @@ class Assignment(Base):
         foreign_keys="AssignmentVersion.assignment_id", order_by="AssignmentVersion.id",
         viewonly=True)
 
+    def late_policy_words(self) -> str:
+        """The late policy in full, as every page says it."""
+        if self.late_policy == "reject":
+            return "late submissions are not accepted"
+        if self.late_policy == "penalty" and self.late_penalty:
+            return f"late submissions lose {self.late_penalty * 100:g} % of their points"
+        return "late submissions are accepted without penalty"
+
     def after_late_policy(self, points: float, late: bool) -> float:
         """`points` of a submission (`late`: handed in after its deadline) after this
         assignment's late policy: the one rule for every page, board and export."""

@@ -37,6 +37,7 @@ from server.services.people import teams as team_service
 from server.services.records import final_grades
 from server.services.records.errors import DomainError, Forbidden, Invalid
 from server.settings import ServerSettings
+from server.web import when
 from server.web.plumbing import (
     Csrf,
     PageUser,
@@ -178,6 +179,10 @@ def render_manage(request: Request, session: SessionDep, user: User, course: str
     extra.setdefault("final_grades", final_grades.grades(session=session, assignment_id=a.id))
     extra.setdefault("last_deadline", finals.last_deadline(session=session, assignment=a))
     extra.setdefault("practice_limits", practice_service.limits(a))
+    extra.setdefault("deadline_zone", when.DEFAULT_ZONE)
+    if "deadline_local" not in extra:
+        extra["deadline_local"] = when.local_of(a.deadline, extra["deadline_zone"])
+    extra.setdefault("zones", when.zones())
     extra.setdefault("profile_cost", practice_service.graded_profile_cost(session=session, assignment=a))
     extra.setdefault("teams", team_service.of_assignment(session=session, assignment=a))
     return render(request, "manage.html", user=user, course=c, role=role, a=a, subs=subs[::-1][:500],
@@ -196,12 +201,15 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
            late_policy: Annotated[str, Form()], late_penalty: Annotated[float, Form()],
            quota_count: Annotated[int, Form()], quota_window_min: Annotated[int, Form()],
            speedup_min: Annotated[float, Form()], speedup_full: Annotated[float, Form()],
-           deadline: Annotated[str, Form()] = "") -> Response:
+           deadline: Annotated[str, Form()] = "", deadline_local: Annotated[str, Form()] = "",
+           deadline_zone: Annotated[str, Form()] = when.DEFAULT_ZONE) -> Response:
+    """`deadline_local` in `deadline_zone` (the picker), or `deadline` with its own offset."""
     c, _ = course_for(session, user, course)
     a = assignment_service.get(session=session, course=c, slug=slug)
+    kept = {"deadline_local": deadline_local or deadline, "deadline_zone": deadline_zone}
     try:
         changes: dict[str, Any] = {
-            "deadline": datetime.fromisoformat(deadline) if deadline.strip() else None,
+            "deadline": when.moment(deadline_local, deadline_zone, deadline),
             "late_policy": late_policy, "late_penalty": late_penalty,
             "quota_count": quota_count, "quota_window_s": quota_window_min * 60}
         scoring = assignment_service.manifest_of(a).scoring
@@ -213,16 +221,15 @@ def policy(course: str, slug: str, request: Request, session: SessionDep, user: 
             policy_service.update(session=session, actor=user, assignment=a,
                                   role="instructor",
                                   changes=body.model_dump(exclude_unset=True))
-    except ValidationError as exc:
+    except ValidationError as exc:  # the refused value stays in the form, with its zone
         return render_manage(request, session, user, course, slug, error=reasons(exc),
-                       status_code=422)
-    except ValueError:
+                             status_code=422, **kept)
+    except ValueError as exc:
         return render_manage(request, session, user, course, slug, status_code=422,
-                       error="deadline: use a date and time with a zone, "
-                             "e.g. 2026-12-01T23:59+01:00")
+                             error=f"deadline: {exc}", **kept)
     except DomainError as exc:
         return render_manage(request, session, user, course, slug, error=exc.message,
-                       status_code=exc.status)
+                             status_code=exc.status, **kept)
     return RedirectResponse(f"/c/{course}/{slug}/manage?saved=1", status_code=303)
 
 

@@ -81,3 +81,40 @@ def test_the_csv_says_times_with_their_zone_and_downloads_come_as_files(world: W
     got = world.get(world.prof, f"/api/submissions/{sid}/gradescope.json")
     assert got.status_code == 200 and got.json()["score"] is not None
     assert got.headers["content-disposition"] == f'attachment; filename="results-{sid}.json"'
+
+
+def test_the_late_policy_is_said_in_full_before_the_deadline(world: World) -> None:
+    r = world.client.patch("/api/courses/th/assignments/t1-multiprocessing", headers=world.prof,
+                           json={"late_policy": "penalty", "late_penalty": 0.25,
+                                 "deadline": "2099-01-01T00:00:00+00:00"})
+    assert r.status_code == 200, r.text
+    page = browser(world).get("/c/th/t1-multiprocessing").text
+    assert "Due 2099-01-01 00:00 UTC (late submissions lose 25 % of their points)" in page
+
+
+def test_the_deadline_picker_takes_a_zone_and_keeps_a_refused_value(world: World) -> None:
+    from tests.server.test_pages import csrf
+
+    T1 = "/c/th/t1-multiprocessing"
+    prof = browser(world, "prof@uni.edu", "prof-pass-4821")
+    page = prof.get(f"{T1}/manage").text
+    assert 'type="datetime-local" name="deadline_local"' in page and "<option>Europe/Berlin" in page
+    form = {"csrf_token": csrf(page), "late_policy": "accept", "late_penalty": "0",
+            "quota_count": "5", "quota_window_min": "60", "speedup_min": "1",
+            "speedup_full": "1.7"}
+    r = prof.post(f"{T1}/manage/policy", data={**form, "deadline_local": "2026-12-24T18:00",
+                                                "deadline_zone": "Europe/Berlin"})
+    assert r.status_code == 303, r.text
+    api = world.get(world.prof, "/api/courses/th/assignments/t1-multiprocessing").json()
+    assert api["deadline"].startswith("2026-12-24T17:00:00")
+    assert 'name="deadline_local" value="2026-12-24T17:00"' in prof.get(f"{T1}/manage").text
+    refused = prof.post(f"{T1}/manage/policy", data={
+        **form, "deadline_local": "9999-12-31T23:59", "deadline_zone": "Etc/GMT+12"})
+    assert refused.status_code == 422 and "out of range" in refused.text
+    assert 'name="deadline_local" value="9999-12-31T23:59"' in refused.text
+    assert "<option selected>Etc/GMT+12</option>" in refused.text
+    unknown = prof.post(f"{T1}/manage/policy", data={
+        **form, "deadline_local": "2026-12-24T18:00", "deadline_zone": "Mars/Olympus"})
+    assert unknown.status_code == 422 and "no time zone &#39;Mars/Olympus&#39;" in unknown.text
+    assert world.get(world.prof, "/api/courses/th/assignments/t1-multiprocessing").json()[
+        "deadline"].startswith("2026-12-24T17:00:00")  # nothing stored by a refusal

@@ -166,3 +166,21 @@ def _practised_on_every_kind(p: Platform, ada: dict[str, str], graded: dict[str,
         assert p.get(ada, f"{base}/{slug}/leaderboard") == board, slug
         sub = p.get(ada, f"/api/submissions/{graded[slug]['id']}")
         assert sub["score"] == graded[slug]["score"], slug
+
+
+def test_the_password_prompt_asks_twice_and_says_why_it_asks_again(tmp_path: Path) -> None:
+    env = {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
+           "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
+           "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
+    typed = "orchid-lantern-41\norchid-lantern-42\norchid-lantern-41\norchid-lantern-41\n"
+    r = subprocess.run([sys.executable, "-m", "paragrade.cli", "admin", "create-instructor",
+                        "prof@uni.edu"], env=env, input=typed, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = r.stdout + r.stderr
+    assert said.count("the same password again") == 2 and "do not match" in said, said
+    assert "instructor prof@uni.edu created" in " ".join(said.split())
+    short = subprocess.run([sys.executable, "-m", "paragrade.cli", "admin", "create-instructor",
+                            "ta@uni.edu"], env=env, input="short\nshort\n", capture_output=True,
+                           text=True, timeout=300)
+    assert short.returncode == 2 and "at least 8 characters" in short.stdout + short.stderr
