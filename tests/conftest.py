@@ -38,7 +38,7 @@ CONCURRENT = {
     "tests/server/test_package_versions.py", "tests/server/test_pages.py",
     "tests/server/test_readiness.py", "tests/server/test_regrade_requests.py",
     "tests/server/test_notices.py", "tests/server/test_late_days.py",
-    "tests/server/test_report_frictions.py",
+    "tests/server/test_report_frictions.py", "tests/server/test_hand_grading_frictions.py",
     "tests/server/test_retiming.py",
     "tests/server/test_schemathesis.py", "tests/server/test_security_accounts.py",
     "tests/server/test_upload_races.py", "tests/server/test_backup.py",

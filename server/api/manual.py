@@ -56,6 +56,11 @@ class ItemPublic(Public):
     points: float
 
 
+class ItemAdded(ItemPublic):
+    warning: str | None = Field(default=None, description="Where the rubric's items now add up "
+                                "to more than hand grading may give")
+
+
 class ItemChange(Public):
     item: ItemPublic | None
     changes: int = Field(description="Grades the change reaches (their totals follow)")
@@ -78,6 +83,8 @@ class RubricPublic(Public):
     anonymous: bool
     released_at: UtcDatetime | None
     items: list[ItemPublic]
+    warning: str | None = Field(default=None, description="Where the items add up to more "
+                                "than hand grading may give")
 
 
 class CommentIn(Paragraphs):
@@ -175,7 +182,8 @@ def get_rubric(slug: str, access: CourseStaffDep, session: SessionDep) -> Rubric
     return RubricPublic(manual_points=a.manual_points, manual_weight=a.manual_weight,
                         regrade_limit=a.regrade_limit, anonymous=a.manual_anonymous,
                         released_at=a.manual_released_at,
-                        items=[_item(i) for i in rubric.items(session=session, assignment=a)])
+                        items=[_item(i) for i in rubric.items(session=session, assignment=a)],
+                        warning=rubric.over_the_most(session=session, assignment=a))
 
 
 @router.put(A + "/rubric", response_model=RubricPublic)
@@ -191,15 +199,18 @@ def set_rules(slug: str, body: RulesIn, access: CourseStaffDep,
     return get_rubric(slug, access, session)
 
 
-@router.post(A + "/rubric/items", response_model=ItemPublic,
+@router.post(A + "/rubric/items", response_model=ItemAdded,
              status_code=status.HTTP_201_CREATED)
-def add_item(slug: str, body: ItemIn, access: CourseStaffDep, session: SessionDep) -> ItemPublic:
+def add_item(slug: str, body: ItemIn, access: CourseStaffDep, session: SessionDep) -> ItemAdded:
+    """Add an item; `warning` says where the items now add up to more than hand grading may
+    give."""
     with committing(session):
         a = _assignment(session, access, slug)
         item = rubric.add(session=session, assignment=a, actor=access.user, role=access.role,
                           title=body.title, points=body.points, group=body.group,
                           description=body.description)
-        return _item(item)
+        return ItemAdded(**_item(item).model_dump(),
+                         warning=rubric.over_the_most(session=session, assignment=a))
 
 
 @router.patch(A + "/rubric/items/{item_id}", response_model=ItemChange)

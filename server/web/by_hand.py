@@ -28,6 +28,7 @@ from server.services.packages import assignments as assignment_service
 from server.services.people import courses as course_service
 from server.services.records import manual_points
 from server.services.records.errors import DomainError, Forbidden
+from server.web import code_view
 from server.web.admin import course_for
 from server.web.plots import scaling_svg
 from server.web.plumbing import Csrf, PageUser, form_number, reasons, render
@@ -54,9 +55,11 @@ def _queue(request: Request, session: Session, user: User, course: str, slug: st
     waiting = len(manual.graded_submissions(session=session, assignment=a))
     return render(request, "grading.html", user=user, course=c, role=role, a=a,
                   items=rubric.items(session=session, assignment=a), grades=grades,
+                  warning=rubric.over_the_most(session=session, assignment=a),
                   people=people, totals=totals, students=waiting,
                   who={g.id: manual.label(a, g, people[g.user_id]) for g in grades},
-                  done=sum(g.status == "done" for g in grades), **extra)
+                  done=sum(g.status == "done" for g in grades),
+                  confirm_release=extra.pop("confirm_release", None), **extra)
 
 
 def _act(request: Request, session: Session, user: User, course: str, slug: str,
@@ -138,7 +141,15 @@ def rules(course: str, slug: str, request: Request, session: SessionDep, user: P
 
 @router.post(G + "/release", dependencies=[Csrf])
 def release(course: str, slug: str, request: Request, session: SessionDep, user: PageUser,
-            released: Annotated[str, Form()] = "yes") -> Response:
+            released: Annotated[str, Form()] = "yes",
+            confirm: Annotated[str, Form()] = "") -> Response:
+    """Release the grades that are done: the first post asks, saying how many, the second
+    (confirm) releases. Withholding them again asks nothing."""
+    if released == "yes" and confirm != "yes":
+        _, _, a = _staff(session, user, course, slug)
+        n = manual.done_count(session=session, assignment=a)
+        return _queue(request, session, user, course, slug, confirm_release=n)
+
     def act(c: Course, role: str, a: Assignment) -> str:
         manual.release(session=session, assignment=a, actor=user, role=role,
                        released=released == "yes")
@@ -169,7 +180,8 @@ def _grade_page(request: Request, session: Session, artifacts: Path, user: User,
                   plot=Markup(scaling_svg(report["scaling"])) if report and report.get("scaling")
                   else "",
                   total=manual_points.points(a, [i for i in items if i.id in on]),
-                  files=manual.sources(submission=g.submission, artifacts_root=artifacts),
+                  files={name: code_view.highlighted(name, lines) for name, lines in
+                         manual.sources(submission=g.submission, artifacts_root=artifacts).items()},
                   comments=manual.comments(session=session, grade=g), **extra)
 
 
@@ -219,9 +231,24 @@ def comment(course: str, slug: str, grade_id: RowId, request: Request, session: 
 @router.post(G + "/{grade_id}/done", dependencies=[Csrf])
 def done(course: str, slug: str, grade_id: RowId, request: Request, session: SessionDep,
          user: PageUser, done: Annotated[str, Form()] = "yes") -> Response:
-    return _on_grade(request, session, user, course, slug, grade_id,
-                     lambda g, role: manual.finish(session=session, grade=g, grader=user,
-                                                   role=role, done=done == "yes"))
+    """Finish the grade (and open the next student's not done, or the queue saying all are),
+    or open it again."""
+    following: list[ManualGrade | None] = []
+
+    def work(g: ManualGrade, role: str) -> None:
+        manual.finish(session=session, grade=g, grader=user, role=role, done=done == "yes")
+        if done == "yes":
+            a = session.get(Assignment, g.assignment_id)
+            assert a is not None
+            following.append(manual.next_ungraded(session=session, assignment=a, grader=user,
+                                                  role=role))
+    answer = _on_grade(request, session, user, course, slug, grade_id, work)
+    if not following or not isinstance(answer, RedirectResponse):
+        return answer
+    base = f"/c/{course}/{slug}/grading"
+    nxt = following[0]
+    return RedirectResponse(f"{base}/{nxt.id}" if nxt is not None else f"{base}?all=1",
+                            status_code=303)
 
 
 def _feedback(request: Request, session: Session, settings: Any, user: User, course: str,

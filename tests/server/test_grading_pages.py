@@ -59,7 +59,14 @@ def test_a_ta_grades_in_the_pages_and_the_student_reads_it(world: World, engine:
     r = _post(ta, page_url, f"{page_url}/comments", file="solution.py", line="9999", body="x")
     assert r.status_code == 422 and "has lines 1 to" in r.text
     assert "spoofed" not in ta.get(page_url + "?error=spoofed").text
-    assert _post(ta, page_url, f"{page_url}/done", done="yes").status_code == 303
+    r = _post(ta, page_url, f"{page_url}/done", done="yes")
+    # Done opens the next student's grade (the other of the two), then the queue: all graded.
+    assert r.status_code == 303 and re.search(r"/grading/\d+$", r.headers["location"])
+    assert r.headers["location"] != page_url
+    nxt = r.headers["location"]
+    r = _post(ta, nxt, f"{nxt}/done", done="yes")
+    assert r.status_code == 303 and r.headers["location"].endswith("/grading?all=1")
+    assert "All graded" in ta.get(r.headers["location"]).text
     assert ">done<" in ta.get(G).text
 
     # A change says first how many grades it reaches.
@@ -71,7 +78,10 @@ def test_a_ta_grades_in_the_pages_and_the_student_reads_it(world: World, engine:
 
     student = browser(world, f"{who}@uni.edu")
     assert student.get("/c/th/t1-multiprocessing/feedback").status_code == 404
-    assert _post(prof, G, G + "/release", released="yes").status_code == 303
+    asked = _post(prof, G, G + "/release", released="yes")  # asks first, saying how many
+    assert asked.status_code == 200 and "Release 2 grades?" in asked.text
+    assert student.get("/c/th/t1-multiprocessing/feedback").status_code == 404
+    assert _post(prof, G, G + "/release", released="yes", confirm="yes").status_code == 303
     assert "Graded by hand: your feedback" in student.get("/c/th/t1-multiprocessing").text
     fb = student.get("/c/th/t1-multiprocessing/feedback").text
     assert "<strong>8</strong> of 10 points" in fb and "uses a Pool" in fb

@@ -34,6 +34,7 @@ from server.models import (
     now,
 )
 from server.services.grades import grade_changes
+from server.services.notices import notify
 from server.services.packages import assignments
 from server.services.people import courses, teams, users
 from server.services.records import artifacts
@@ -276,6 +277,12 @@ def comments(*, session: Session, grade: ManualGrade) -> list[ManualComment]:
                                           ManualComment.id)))
 
 
+def done_count(*, session: Session, assignment: Assignment) -> int:
+    """The grades a release would show their students (those that are done)."""
+    return session.scalar(select(func.count()).select_from(ManualGrade).where(
+        ManualGrade.assignment_id == assignment.id, ManualGrade.status == "done")) or 0
+
+
 def release(*, session: Session, assignment: Assignment, actor: User, role: str | None,
             released: bool = True) -> None:
     """Show (or hide again) the manual grades that are done to their students."""
@@ -287,6 +294,19 @@ def release(*, session: Session, assignment: Assignment, actor: User, role: str 
                          target=f"{assignment.course.slug}/{assignment.slug}"))
     session.flush()
     grade_changes.of_everyone(session=session, assignment_id=assignment.id)
+    if released:
+        _tell_released(session, assignment)
+
+
+def _tell_released(session: Session, assignment: Assignment) -> None:
+    """Each student of a grade that is done (a team's members: every one) reads it is out."""
+    link = f"/c/{assignment.course.slug}/{assignment.slug}/feedback"
+    for g in session.scalars(select(ManualGrade).where(
+            ManualGrade.assignment_id == assignment.id, ManualGrade.status == "done")):
+        for uid in teams.sharers_of(session=session, submission_id=g.submission_id):
+            notify.notify(session=session, user_id=uid, kind="manual_released",
+                          key=f"manual:{assignment.id}", link=link,
+                          title=f"{assignment.title}: your grade by hand is released")
 
 
 @dataclass(frozen=True)

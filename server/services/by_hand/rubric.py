@@ -28,6 +28,17 @@ def items(*, session: Session, assignment: Assignment) -> list[RubricItem]:
                                 .order_by(RubricItem.position, RubricItem.id)))
 
 
+def over_the_most(*, session: Session, assignment: Assignment) -> str | None:
+    """A warning where the rubric's items can add up to more than hand grading may give (its
+    "manual points at most"): the points beyond it count for nothing."""
+    can = sum(i.points for i in items(session=session, assignment=assignment) if i.points > 0)
+    if can <= assignment.manual_points:
+        return None
+    return (f"the rubric's items add up to {can:g} points but hand grading may give at most "
+            f"{assignment.manual_points:g}: raise \"manual points at most\", or the points "
+            "beyond it count for nothing")
+
+
 def get(*, session: Session, assignment: Assignment, item_id: int) -> RubricItem:
     item = session.get(RubricItem, item_id)
     if item is None or item.assignment_id != assignment.id:

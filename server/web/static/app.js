@@ -69,4 +69,19 @@ function checkedUpload() {
   drop.addEventListener("drop", (ev) => { ev.preventDefault(); input.files = ev.dataTransfer.files; check(); });
 }
 
-document.addEventListener("DOMContentLoaded", () => { liveSubmission(); liveBoard(); checkedUpload(); });
+// Grading page: a line number starts a comment on that line (without JavaScript the line is
+// typed into the form as before).
+function lineComments() {
+  const form = document.getElementById("line-comment");
+  if (!form) return;
+  document.querySelectorAll("button.line-number").forEach((b) => b.addEventListener("click", () => {
+    form.querySelector("select[name=file]").value = b.dataset.file;
+    form.querySelector("input[name=line]").value = b.dataset.line;
+    form.scrollIntoView({ block: "nearest" });
+    form.querySelector("textarea[name=body]").focus();
+  }));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  liveSubmission(); liveBoard(); checkedUpload(); lineComments();
+});
