@@ -131,3 +131,18 @@ def test_planted_mistakes_are_named_with_file_and_line_under_their_check(tmp_pat
     skipped = {c.name: c.skipped for c in checks if c.skipped}
     assert set(skipped) == {"starter fails", "baseline is correct"}
     assert all("see \"reference passes\"" in why for why in skipped.values() if why)
+
+
+@pytest.mark.slow
+def test_a_broken_helper_is_named_with_its_own_file_and_line(tmp_path: Path) -> None:
+    files = skeleton.files("primes")
+    files["hidden/expected.py"] = files["hidden/expected.py"].replace("    if n < 3:",
+                                                                      "    if n < 3", 1)
+    broken = files["hidden/expected.py"].splitlines().index("    if n < 3") + 1
+    root = write(tmp_path / "c" / "primes", files)
+    found = problems(validate.validate(root))
+    assert found["reference passes"] == [
+        "hidden/test_hidden.py: error: a test file could not be collected (assignment author's "
+        f"error): hidden/expected.py line {broken}: SyntaxError: expected ':'"]
+    assert found["timing hook"] == [f"hidden/expected.py line {broken}: SyntaxError: "
+                                    "expected ':'"]
