@@ -131,12 +131,16 @@ def logout() -> None:
 
 def submit(assignment: Annotated[str, typer.Argument(help="course/slug")],
            files: Annotated[list[Path], typer.Argument(help="solution file(s)")],
-           wait: Annotated[bool, typer.Option(help="wait for the grade")] = True) -> None:
+           wait: Annotated[bool, typer.Option(help="wait for the grade")] = True,
+           spend_late_days: Annotated[bool, typer.Option(
+               help="after the deadline, spend the late days the upload needs (the server "
+                    "says how many without it)")] = False) -> None:
     """Upload a solution and (unless --no-wait) follow it until it is graded."""
     course, slug = _split(assignment)
     with _client() as c:
         sub = _check(c.post(f"/api/courses/{course}/assignments/{slug}/submissions",
-                            files=_uploads(files)))
+                            files=_uploads(files),
+                            params={"spend_late_days": "true"} if spend_late_days else None))
         console.print(f"submission {sub['id']} {sub['status']}")
         if not wait:
             return
