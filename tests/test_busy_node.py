@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runners import package
-from runners.grading import grader, measuring
+from runners.grading import grader, measuring, validate
 from runners.measure import calibration, capacity, whole_runs
 from runners.measure.capacity import SHORT_SHARE, CapacityProbe, Gauge
 from runners.measure.stopping import StopRule
@@ -33,6 +33,7 @@ from runners.sandbox import create_executor
 from runners.settings import REPO_ROOT, get_settings
 from tests.conftest import COURSE
 from tests.neighbour import neighbour
+from tests.server.reports import sample_report
 
 T1 = COURSE / "t1-multiprocessing"
 CPUS = sorted(os.sched_getaffinity(0))[:2]
@@ -151,6 +152,28 @@ def test_a_check_waits_for_a_free_node() -> None:
         assert capacity.busy_now(CPUS)
         assert not capacity.await_free(CPUS, within_s=2, every_s=0.5)
     assert capacity.await_free(CPUS, within_s=60, every_s=1)
+
+
+@two_cores
+def test_a_reference_timed_on_a_busy_node_is_timed_again_never_failed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package's check never fails on a busy node's figure: a reference whose credit is
+    pending is timed again once the node frees, and a node busy throughout keeps the check for
+    later (NodeBusy: the server tries it again), never fails it."""
+    busy = GradeReport.model_validate(sample_report(credit="pending", interfered=True))
+    quiet = GradeReport.model_validate(sample_report(credit="credited"))
+    said: list[str] = []
+    assert validate._timed_on_a_free_node(quiet, lambda: pytest.fail("timed again"), CPUS,
+                                          said.append) is quiet
+    assert not said
+    assert validate._timed_on_a_free_node(busy, lambda: quiet, CPUS, said.append) is quiet
+    assert "waiting for it to free" in said[-1]
+    with pytest.raises(calibration.NodeBusy, match="tried again later, not failed"):
+        validate._timed_on_a_free_node(busy, lambda: busy, CPUS, said.append)  # busy again
+    monkeypatch.setattr(validate, "BUSY_WAIT_S", 2.0)
+    with neighbour(3), pytest.raises(calibration.NodeBusy, match="node stayed busy"):
+        validate._timed_on_a_free_node(busy, lambda: pytest.fail("timed on a busy node"), CPUS,
+                                       said.append)
 
 
 SCRIPT_MPI = Path(__file__).parent / "fixtures" / "script-mpi"

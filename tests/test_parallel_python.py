@@ -7,6 +7,7 @@ import pytest
 
 from runners import package
 from runners.grading import grader, validate
+from runners.measure import calibration
 from runners.protocol import Verdict
 from runners.settings import REPO_ROOT, get_settings
 
@@ -28,9 +29,14 @@ def test_package_validates_and_its_reference_speeds_up(
     # numba-parallel pays import and JIT on both sides per block: 8 s would leave ~4 timed calls.
     monkeypatch.setenv("PARAGRADE_TIMING_BUDGET_S", "16" if slug == "numba-parallel" else "8")
     get_settings.cache_clear()
+    # A reference timed on a busy node is timed again once it frees; one busy past this wait
+    # keeps the check for later (NodeBusy), as the server's would: nothing here to judge then.
+    monkeypatch.setattr(validate, "BUSY_WAIT_S", 60.0)
     try:
         # measure: the reference is graded in full (tests and speedup) as one of the checks
         checks = validate.validate(PYCOURSE / slug, measure=True)
+    except calibration.NodeBusy as exc:
+        pytest.skip(f"the node stayed busy: {exc}")
     finally:
         get_settings.cache_clear()
     speed = next(c for c in checks if c.name.startswith("reference speeds up"))

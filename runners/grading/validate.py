@@ -122,8 +122,10 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
         report = None
         if measure:
             progress("grading the reference, speedup included")
-            report = grader.grade(a, package.code_of(a, "reference"), backend=executor.name,
-                                  seed=seed, settings=settings)
+            def regrade() -> GradeReport:
+                return grader.grade(a, package.code_of(a, "reference"), backend=executor.name,
+                                    seed=seed, settings=settings)
+            report = _timed_on_a_free_node(regrade(), regrade, cpus, progress)
             ref = report.tests
         else:
             ref = tests_of("reference")
@@ -146,9 +148,8 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
             timed = _check_tests_time(a, ref)
         checks.append(timed)
         if report is not None and report.speedup is not None:
-            checks.append(_check_speedup(a, report, lambda: grader.grade(
-                a, package.code_of(a, "reference"), backend=executor.name, seed=seed,
-                settings=settings), progress, rounds=ANCHOR_ROUNDS if settings.anchor else 1))
+            checks.append(_check_speedup(a, report, regrade, progress,
+                                         rounds=ANCHOR_ROUNDS if settings.anchor else 1))
             checks.append(_check_credit(report))
         # The starter and the baseline are judged on the hidden tests only; one failure is
         # enough to tell a starter fails, so its run stops there. Tests that could not run
@@ -166,6 +167,28 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
     finally:
         stage.cleanup()
     return checks
+
+
+def _timed_on_a_free_node(report: GradeReport, regrade: Callable[[], GradeReport],
+                          cpus: list[int], progress: Progress) -> GradeReport:
+    """The reference's grading, timed on a free node. One timed while the node stayed busy has
+    no speedup of its own yet (its credit pending, as a student's would be): the check waits for
+    the node to free and times it again; a node busy throughout keeps the package's check for
+    later (NodeBusy), never fails it: a busy node settles no check, as it settles no grade."""
+    if not _pending(report):
+        return report
+    progress("the node was busy while the reference was timed: waiting for it to free, then "
+             "timing it again")
+    if capacity.await_free(cpus, within_s=BUSY_WAIT_S) and not _pending(again := regrade()):
+        return again
+    raise calibration.NodeBusy(
+        "the reference was timed while other work kept the node busy "
+        f"({report.credit.reason if report.credit else ''}), and the node stayed busy: the "
+        "package's check is tried again later, not failed")
+
+
+def _pending(report: GradeReport) -> bool:
+    return report.credit is not None and report.credit.status == "pending"
 
 
 def _check_tests_time(a: package.Assignment, tests: list[TestResult]) -> Check:

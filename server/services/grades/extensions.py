@@ -8,6 +8,7 @@ else the assignment's); a member's personal extension holds only for what they h
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,9 +26,11 @@ from server.models import (
     User,
     aware,
 )
-from server.services.grades import grade_changes, grading, late_days
+from server.services.grades import grade_changes, grading
 from server.services.people import courses, teams
 from server.services.records.errors import Forbidden, Invalid, NotFound
+
+DAY_S = 86400
 
 
 def extended(*, session: Session, assignment: Assignment, user_id: int) -> datetime | None:
@@ -76,6 +79,13 @@ def passed(deadline: datetime | None, at: datetime) -> bool:
     made at the deadline's very instant is on time, so hidden tests shown "after the deadline"
     and the final run wait for the instant after."""
     return deadline is not None and aware(at) > aware(deadline)
+
+
+def days_late(deadline: datetime | None, at: datetime) -> int:
+    """Whole days `at` lies past `deadline` (0: on time), as late days count them."""
+    if deadline is None or not passed(deadline, at):
+        return 0
+    return math.ceil((aware(at) - aware(deadline)).total_seconds() / DAY_S)
 
 
 def deadline_for(*, session: Session, assignment: Assignment, user_id: int) -> datetime | None:
@@ -162,8 +172,8 @@ def _restate(session: Session, assignment: Assignment, which: Any) -> None:
     changed = []
     for sub, row in rows:
         deadline = deadline_of(session=session, submission=sub)
-        if sub.late_days:  # covered by late days: fewer of them now, never late
-            late_days.restate(sub=sub, deadline=deadline)
+        if sub.late_days:  # covered by late days: fewer of them now (never more), never late
+            sub.late_days = min(sub.late_days, days_late(deadline, sub.created_at))
             continue
         late = passed(deadline, sub.created_at)
         if late == sub.late:

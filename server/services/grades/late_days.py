@@ -17,7 +17,6 @@ never grow (`restate`)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,14 +30,12 @@ from server.models import (
     LateDayGrant,
     Submission,
     User,
-    aware,
     now,
 )
 from server.services.grades import extensions
 from server.services.people import courses, teams
 from server.services.records.errors import Forbidden, Invalid
 
-DAY_S = 86400
 MAX_POOL = 365
 REASON_MAX = 500
 
@@ -68,13 +65,6 @@ class Quote:
     """The sentence a student reads before confirming ('' where no days are involved)."""
 
 
-def needed(deadline: datetime | None, at: datetime) -> int:
-    """Whole days `at` lies past `deadline` (0: on time)."""
-    if deadline is None or aware(at) <= aware(deadline):
-        return 0
-    return math.ceil((aware(at) - aware(deadline)).total_seconds() / DAY_S)
-
-
 def spent_on(*, session: Session, assignment: Assignment, user_id: int) -> int:
     """Days this assignment took from the student's pool."""
     return session.scalar(select(func.max(Submission.late_days)).where(
@@ -102,7 +92,7 @@ def quote(*, session: Session, assignment: Assignment, user_ids: list[int],
           deadline: datetime | None, at: datetime) -> Quote:
     """What an upload at `at` by these students (a team's members, or one) does with days."""
     course = assignment.course
-    days = needed(deadline, at)
+    days = extensions.days_late(deadline, at)
     if days == 0 or course.late_days == 0:
         return Quote(days, 0, days == 0, "")
     cap = course.late_days_per_assignment
@@ -173,8 +163,3 @@ def set_policy(*, session: Session, course: Course, actor: User, role: str | Non
                          detail={"before": list(before), "after": [pool, per_assignment]}))
     session.flush()
 
-
-def restate(*, sub: Submission, deadline: datetime | None) -> None:
-    """A covered submission's days counted again against a moved deadline (never more)."""
-    if sub.late_days:
-        sub.late_days = min(sub.late_days, needed(deadline, sub.created_at))
