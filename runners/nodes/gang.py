@@ -154,8 +154,12 @@ class GangRunning(Running):
     """One run over several nodes' sandboxes, seen as one: it is alive while every node's
     sandbox is, and its limits, freezing, killing and CPU time cover them all."""
 
-    def __init__(self, nodes: list[Node], runs: list[Running], ov: overlay.Overlay | None
-                 ) -> None:
+    def __init__(self, nodes: list[Node], runs: list[Running], ov: overlay.Overlay | None,
+                 *, together: bool = False) -> None:
+        self.together = together
+        """Its ranks serve until the run ends (a session's calls): a node whose sandbox ends,
+        even well, has lost its ranks (a rank that died leaves MPICH's proxy to exit 0 and the
+        leader's mpiexec waiting on it), so the run ends at once rather than seconds later."""
         self.nodes = nodes
         self.runs = runs
         self.overlay: overlay.Overlay | None = ov
@@ -196,16 +200,17 @@ class GangRunning(Running):
 
     def _leader_end(self, timeout: float | None) -> ExitInfo | None:
         """The leader's ending. A node whose sandbox failed ends the run at once (after a rank
-        died the leader's mpiexec may wait on the others for a long time); one that ended well
-        leaves the leader to end as it will, within its wall limit, as srun waits for every
-        task: a program's ranks may end apart (rank 0 summing on after the others printed)."""
+        died the leader's mpiexec may wait on the others for a long time), as does any node's
+        ending where the ranks end together; otherwise one that ended well leaves the leader to
+        end as it will, within its wall limit, as srun waits for every task: a program's ranks
+        may end apart (rank 0 summing on after the others printed)."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             lead = self.runs[0].wait(POLL_S)
             if lead is not None:
                 return lead
             ended = [i for r in self.runs[1:] if (i := r.wait(0)) is not None]
-            if any(i.returncode != 0 for i in ended):
+            if any(i.returncode != 0 for i in ended) or (ended and self.together):
                 self.stopped_by = [n.name for n, r in zip(self.nodes[1:], self.runs[1:],
                                                           strict=True) if not r.alive()]
                 self.runs[0].kill()
@@ -241,6 +246,7 @@ class GangRunning(Running):
         if lost:
             merged.node_lost = ", ".join(lost)
         elif self.stopped_by:
+            merged.ranks_ended_on = ", ".join(self.stopped_by)
             merged.output_excerpt += (f"\n[the MPI processes on node {', '.join(self.stopped_by)}"
                                       " failed before the run ended: it was stopped]\n")
         return merged
@@ -264,9 +270,10 @@ class Plan:
     python: str
 
 
-def start(run: Plan, program: list[str], extra_mounts: list[Mount], env: dict[str, str]
-          ) -> Running:
-    """Start `program` under MPI with its ranks on `run.nodes`: one sandbox per node."""
+def start(run: Plan, program: list[str], extra_mounts: list[Mount], env: dict[str, str], *,
+          together: bool = False) -> Running:
+    """Start `program` under MPI with its ranks on `run.nodes`: one sandbox per node
+    (`together`: GangRunning.together)."""
     nodes = list(run.nodes)
     per_node = spread(run.ranks, len(nodes))
     ex = run.executor
@@ -306,7 +313,7 @@ def start(run: Plan, program: list[str], extra_mounts: list[Mount], env: dict[st
         if not adopted:
             overlay.destroy(ov)
         raise
-    return GangRunning(nodes, runs, None if adopted else ov)
+    return GangRunning(nodes, runs, None if adopted else ov, together=together)
 
 
 def slurm_step(node: Node, backend: str) -> list[str]:

@@ -60,6 +60,10 @@ def failure_from_exit(info: ExitInfo, wall_s: float) -> SubmissionFailure:
         return SubmissionFailure(Verdict.OUTPUT_EXCEEDED, "disk limit exceeded in the work dir", out)
     if info.oom_killed or "MemoryError" in out[-4000:]:
         return SubmissionFailure(Verdict.MEMORY_EXCEEDED, "memory limit exceeded", out)
+    if info.ranks_ended_on:
+        return SubmissionFailure(Verdict.CRASHED, f"the MPI ranks on node {info.ranks_ended_on} "
+                                 "ended before answering (a rank crashed or exited while the "
+                                 "others still worked): the run was stopped", out)
     rc = info.returncode
     how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with status {rc}"
     if rc in (137, -9) and info.oom_killed is False:

@@ -72,7 +72,11 @@ class Run:
         self.entry = f"{ex.path(self.m_sub)}/{cfg.entry_file}"
         self.running: Running | None = None
 
-    def launch(self, program: list[str], extra_mounts: list[Mount]) -> None:
+    def launch(self, program: list[str], extra_mounts: list[Mount], *,
+               ranks_end_together: bool = False) -> None:
+        """Start `program` in the sandbox (on several nodes: runners.nodes.gang).
+        `ranks_end_together`: the ranks serve until the run ends (the harness's calls), so a
+        node whose ranks ended at all ends the run at once."""
         cfg = self.cfg
         if cfg.launcher == "mpirun":
             argv = [f"{cfg.runtime_dir}/bin/mpiexec", "-n", str(cfg.ranks), *program]
@@ -89,11 +93,17 @@ class Run:
                 nodes=tuple(cfg.nodes), ranks=cfg.ranks, executor=cfg.executor,
                 runtime_dir=cfg.runtime_dir, limits=cfg.limits, owner_uid=cfg.sandbox_uid,
                 dir=self.dir, mounts=self.mounts, harness=self.m_harness, work=self.m_work,
-                python=self.python), program, extra_mounts, env)
+                python=self.python), program, extra_mounts, env,
+                together=ranks_end_together)
             return
         spec = SandboxSpec(argv=argv, mounts=self.mounts + extra_mounts, workdir=self.m_work,
                            env=env, limits=cfg.limits)
         self.running = cfg.executor.start(spec)
+
+    def ranks_end_apart(self) -> None:
+        """From now on the ranks may end one by one (a session told its harness to exit)."""
+        if isinstance(self.running, gang.GangRunning):
+            self.running.together = False
 
     def finish(self, grace: float = 2.0) -> ExitInfo:
         assert self.running is not None

@@ -79,7 +79,7 @@ class Session:
         program = [run.python, "-I", "-B", f"{ex.path(run.m_harness)}/worker.py",
                    "--socket", inside, "--module", run.entry, "--inbox", ex.path(m_ctl),
                    "--result", ex.path(m_result), *self._options()]
-        run.launch(program, [m_ctl, m_result])
+        run.launch(program, [m_ctl, m_result], ranks_end_together=True)
         self._sock = self._accept(listener)
         self._ready(self._recv())
 
@@ -270,6 +270,7 @@ class Session:
         if self.frozen:
             self.freeze(False)
         if self._sock is not None:
+            self._run.ranks_end_apart()
             with contextlib.suppress(OSError):
                 self._sock.settimeout(1.0)
                 self._sock.sendall(framed({"op": "exit"}))

@@ -77,6 +77,9 @@ class ExitInfo:
     backend cannot tell."""
     node_lost: str | None = None
     """A multi-node run: which node's host went away under it (the platform's fault)."""
+    ranks_ended_on: str | None = None
+    """A multi-node run stopped because the ranks on these nodes ended first (the submission's:
+    a rank that crashed or exited while the others still worked)."""
 
 
 class OutputCollector:
