@@ -10,6 +10,7 @@ folder the nodes share. For example:
   PARAGRADE_DOCKER_URL=unix:///tmp/pm.sock PARAGRADE_APPTAINER_BIN=containers/apptainer-host/apptainer \
   PARAGRADE_APPTAINER_IMAGE=$(bash containers/apptainer-host/build-image.sh --path) \
   SLURM_CONF=… BENCH_SLURM_SCRATCH=/shared/scratch .venv/bin/python -m bench.backends [ROUNDS]
+      [COURSE/SLUG,…]   (the packages, t1, t2 and numba-parallel unless named)
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ def grade(a: package.Assignment, files: dict[str, bytes], backend: str,
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    packages = sys.argv[2].split(",") if len(sys.argv) > 2 else PACKAGES
     settings = get_settings()
     chosen = backends(settings)
     print(f"backends: {', '.join(chosen)}", file=sys.stderr)
     runs: dict[tuple[str, str], list[dict[str, float | str]]] = {}
     for _ in range(rounds):
-        for ref in PACKAGES:
+        for ref in packages:
             a = package.resolve(ref, settings.assignments_dir)
             files = package.code_of(a, "reference")
             for backend in chosen:

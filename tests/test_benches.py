@@ -33,7 +33,8 @@ TINY: dict[str, tuple[str, ...]] = {
     # cancel are tests/test_autoscale.py's (a 2-minute allocation each: past 10 min in a slow CI).
     "autoscale_burst": ("4", "--modes", "scaled"),
     "backup": ("20", "5"),
-    "backends": ("1",),  # bwrap alone: the other backends only where configured
+    # bwrap alone (the other backends only where configured), on t1 alone
+    "backends": ("1", "treasure-hunt/t1-multiprocessing"),
     "busy_node": ("1", "quiet"),
     "core_speed": ("1",),
     "credit": ("1", "t1-multiprocessing reference"),
@@ -53,7 +54,7 @@ TINY: dict[str, tuple[str, ...]] = {
                           "--seconds", "1", "--quiet", "1"),
     "similarity": ("5",),
     "speedup_repeatability": ("1", "--anchor", "--reference-speedup", "1.5"),
-    "staging": ("1",),
+    "staging": ("1", "256 MiB"),  # file, frames and the frames' refusal; 1 GiB took 21 s
     "timing_interference": ("1", "2", "1", "1"),
 }
 """Each bench's smallest run that still goes through every step to its table."""
