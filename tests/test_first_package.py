@@ -54,6 +54,25 @@ def test_the_guides_package_validates_first_time(tmp_path: Path) -> None:
     assert not any(c.skipped for c in checks), [(c.name, c.skipped) for c in checks]
     names = [c.name.split(" (")[0] for c in checks]
     assert names[:2] == ["manifest and files", "reference passes"] and "timing hook" in names
+    [overhead] = [c for c in checks if c.name.startswith("grading overhead")]
+    assert overhead.figure is not None and overhead.figure < validate.OVERHEAD_GOAL_S
+    assert "goal" not in overhead.name, overhead.name
+
+
+@pytest.mark.slow
+def test_a_package_whose_tests_start_slowly_is_told_its_overhead(tmp_path: Path) -> None:
+    """Each hidden test pays 1.2 s before it runs (as a pool or a JIT started anew in every test
+    would): validation still passes it, and names the tests as what to make lighter."""
+    root = write(tmp_path / "primes", guide_files())
+    tests = root / "hidden" / "test_hidden.py"
+    tests.write_text("import time\n\nimport pytest\n\n\n@pytest.fixture(autouse=True)\n"
+                     "def _slow_start():\n    time.sleep(1.2)\n\n\n" + tests.read_text())
+    checks = validate.validate(root)
+    assert [c.name for c in checks if not c.ok] == [], problems(checks)
+    [overhead] = [c for c in checks if c.name.startswith("grading overhead")]
+    assert overhead.figure is not None and overhead.figure >= 2.4, overhead
+    assert "over the 2 s goal, mostly the tests" in overhead.name, overhead.name
+    assert "fewer, larger tests" in overhead.name
 
 
 def test_assignments_new_writes_the_skeleton_and_refuses_to_overwrite(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,9 @@ class Check:
 
 BUSY_WAIT_S = 600.0
 """How long a check whose tests ran slow on a busy node waits for the node to free."""
+OVERHEAD_GOAL_S = 2.0
+"""Runner time a grading may spend beyond its timed runs (docs/contributors/benchmarks.md,
+Platform overhead): every second past it is a second per submission, at every deadline."""
 ANCHOR_ROUNDS = 3
 """Gradings of the reference whose median speedup anchored gradings scale by: every student's
 figure moves with it, so one grading in a bad moment must not set it."""
@@ -119,7 +123,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                                          serial=role == "baseline" and across_nodes)
             return tests
 
-        report = None
+        report, tests_wall = None, 0.0
         if measure:
             progress("grading the reference, speedup included")
             def regrade() -> GradeReport:
@@ -128,7 +132,9 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
             report = _timed_on_a_free_node(regrade(), regrade, cpus, progress)
             ref = report.tests
         else:
+            began = time.monotonic()
             ref = tests_of("reference")
+            tests_wall = time.monotonic() - began
         checks.append(Check("reference passes", not _failures(ref) and bool(ref), _failures(ref)
                             or ([] if ref else ["no tests ran"]), report=report,
                             test_seconds={t.name: t.duration_s for t in ref
@@ -144,9 +150,12 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                     f"the reference's tests took {sum(t.duration_s for t in ref):.0f} s while "
                     f"other work kept the node busy, and it stayed busy for {BUSY_WAIT_S:.0f} s "
                     "more: the package's check is tried again later, not failed")
+            began = time.monotonic()
             ref = tests_of("reference")
+            tests_wall = time.monotonic() - began
             timed = _check_tests_time(a, ref)
         checks.append(timed)
+        checks.append(_check_overhead(report, ref, tests_wall))
         if report is not None and report.speedup is not None:
             checks.append(_check_speedup(a, report, regrade, progress,
                                          rounds=ANCHOR_ROUNDS if settings.anchor else 1))
@@ -189,6 +198,48 @@ def _timed_on_a_free_node(report: GradeReport, regrade: Callable[[], GradeReport
 
 def _pending(report: GradeReport) -> bool:
     return report.credit is not None and report.credit.status == "pending"
+
+
+def _check_overhead(report: GradeReport | None, tests: list[TestResult], tests_wall: float
+                    ) -> Check:
+    """What a grading of this package spends beyond its timed runs, by part (a measured
+    grading's phases; else the wall time of its tests, `tests_wall`, which every grading runs),
+    and which part to make lighter where it is over the goal. Told, never failed: a heavy
+    package still grades."""
+    ran = [t for t in tests if t.outcome is not TestOutcome.SKIPPED]
+    phases = report.environment.phases if report is not None else {}
+    if report is not None:
+        tests_wall = phases.get("tests", 0.0)
+    each = tests_wall / len(ran) if ran else 0.0
+    if "timing" not in phases:
+        spent = tests_wall
+        name = (f"grading overhead: its tests take {spent:.1f} s of every grading ({len(ran)} "
+                f"tests, {each:.2f} s each; `--measure` adds the timing's own)")
+        largest = "tests" if spent > OVERHEAD_GOAL_S else None
+    else:
+        assert report is not None
+        parts = {"the tests": phases.get("tests", 0.0),
+                 "timing's untimed part": phases["timing"] - phases.get("timed calls", 0.0),
+                 "start-up runs": phases.get("start-up runs", 0.0),
+                 "set-up and report": phases.get("set-up", 0.0) + phases.get("report", 0.0)}
+        spent = report.wall_time_s - report.timed_time_s
+        shown = ", ".join(f"{k} {v:.1f} s" for k, v in parts.items() if v >= 0.05)
+        name = f"grading overhead: {spent:.1f} s beyond the timed runs ({shown})"
+        top = max(parts, key=lambda k: parts[k])
+        largest = None if spent <= OVERHEAD_GOAL_S else (
+            "tests" if top == "the tests" else "timing" if top != "set-up and report" else None)
+    if largest == "tests":
+        name += (f"; over the {OVERHEAD_GOAL_S:g} s goal, mostly the tests ({each:.2f} s each): "
+                 "what each test starts anew (a pool, numba compiling, MPI ranks) is paid per "
+                 "test: fewer, larger tests, or a lighter start")
+    elif largest == "timing":
+        name += (f"; over the {OVERHEAD_GOAL_S:g} s goal, mostly around the timed calls: each "
+                 "timed input is drawn, staged and checked, and each timing sandbox starts the "
+                 "code anew (its imports, a JIT's compiling): fewer, larger timed calls, or "
+                 "cheaper answers to check")
+    elif spent > OVERHEAD_GOAL_S:
+        name += f"; over the {OVERHEAD_GOAL_S:g} s goal"
+    return Check(name, True, figure=round(spent, 3))
 
 
 def _check_tests_time(a: package.Assignment, tests: list[TestResult]) -> Check:
