@@ -123,6 +123,11 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                                          serial=role == "baseline" and across_nodes)
             return tests
 
+        def reference_tests() -> tuple[list[TestResult], float]:
+            """The reference's tests, and their wall time (what every grading spends on them)."""
+            began = time.monotonic()
+            return tests_of("reference"), time.monotonic() - began
+
         report, tests_wall = None, 0.0
         if measure:
             progress("grading the reference, speedup included")
@@ -132,9 +137,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
             report = _timed_on_a_free_node(regrade(), regrade, cpus, progress)
             ref = report.tests
         else:
-            began = time.monotonic()
-            ref = tests_of("reference")
-            tests_wall = time.monotonic() - began
+            ref, tests_wall = reference_tests()
         checks.append(Check("reference passes", not _failures(ref) and bool(ref), _failures(ref)
                             or ([] if ref else ["no tests ran"]), report=report,
                             test_seconds={t.name: t.duration_s for t in ref
@@ -150,9 +153,7 @@ def validate(path: Path, *, backend: str | None = None, settings: RunnerSettings
                     f"the reference's tests took {sum(t.duration_s for t in ref):.0f} s while "
                     f"other work kept the node busy, and it stayed busy for {BUSY_WAIT_S:.0f} s "
                     "more: the package's check is tried again later, not failed")
-            began = time.monotonic()
-            ref = tests_of("reference")
-            tests_wall = time.monotonic() - began
+            ref, tests_wall = reference_tests()
             timed = _check_tests_time(a, ref)
         checks.append(timed)
         checks.append(_check_overhead(report, ref, tests_wall))
