@@ -54,8 +54,8 @@ CONCURRENT = {
     # Files, manifests and rules read on the trusted side.
     "tests/test_architecture.py", "tests/test_batchscript.py", "tests/test_containers.py",
     "tests/test_docs.py", "tests/test_gpu_kernels.py", "tests/test_package.py", "tests/test_paths.py",
-    "tests/test_plugin_messages.py", "tests/test_similarity.py", "tests/test_student_kit.py",
-    "tests/test_testfork.py",
+    "tests/test_plugin_messages.py", "tests/test_profile_window.py", "tests/test_similarity.py",
+    "tests/test_student_kit.py", "tests/test_testfork.py",
     "tests/test_timing_math.py",
 }
 """Modules whose tests start no sandbox or runner and time nothing: their non-slow tests are

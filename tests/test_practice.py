@@ -50,17 +50,20 @@ def test_a_timed_practice_run_times_the_top_worker_count_once() -> None:
 
 
 def test_a_profile_shows_both_pool_workers_busy_and_a_serial_loop_one() -> None:
-    """One untimed call sampled from outside: t1's reference starts two pool workers, each
-    running for most of the call, in the student's own lines; the serial baseline handed in as a
-    solution runs in one process, with no worker and no balance to speak of."""
+    """One untimed call sampled from outside: t1's reference starts two pool workers, running
+    for most of their lives, in the student's own lines; the serial baseline handed in as a
+    solution runs in one process, with no worker and no balance to speak of. (The call takes
+    0.15-0.2 s: a worker lives for 6-12 samples, and one that started late may find less of the
+    work left: 1.0 and 0.38 of their lives once.)"""
     a = package.load(T1)
     r = grader.grade(a, package.code_of(a, "reference"), practice="tests", profile=True)
     p = r.profile
     assert p is not None and p.note is None, p
     workers = [w for w in p.processes if w.started_in_call]
-    assert len(workers) == 2 and all(w.running >= 0.5 for w in workers), p.processes
+    assert len(workers) == 2 and all(w.running > 0 for w in workers), p.processes
+    assert sum(w.running for w in workers) / 2 >= 0.5, p.processes
     assert p.top and p.top[0].own and p.top[0].file.endswith("/solution.py"), p.top
-    assert p.balance is not None and p.balance < 1.3, p.balance
+    assert p.balance is not None and p.balance < 1.5, p.balance
     serial = grader.grade(a, package.code_of(a, "baseline"), practice="tests", profile=True)
     q = serial.profile
     assert q is not None and not any(w.started_in_call for w in q.processes), q.processes

@@ -47,6 +47,8 @@ TOP = 12
 """The functions a profile lists, by share of the running samples."""
 ATTACH_S = 0.4
 """How long py-spy is given to attach before the call starts."""
+LATE_S = 0.1
+"""The window's allowance for py-spy stopping after the call returned (`_within_the_call`)."""
 MAX_RATE = 250
 SAMPLES_WANTED = 50
 """A short call is sampled faster, up to `MAX_RATE`, to give it about this many samples (py-spy
@@ -169,6 +171,7 @@ class _Thread:
     rate: float  # samples a second the recording really got (py-spy falls behind on many threads)
     ticks: int  # the call's samples at that rate
     states: list[str] = field(default_factory=list)  # "run" | "wait" | "mpi", one per tick
+    idle: list[bool] = field(default_factory=list)  # per tick: in the harness, or not Python yet
     leaves: Counter[tuple[str, str, int]] = field(default_factory=Counter)
     stacks: Counter[tuple[tuple[str, bool], ...]] = field(default_factory=Counter)
     gpu: Counter[str] = field(default_factory=Counter)  # "kernel:NAME" | "copy" | "host"
@@ -211,12 +214,16 @@ class _Reader:
         lines = self.source.get(path) or _library_lines(path)
         return lines[line - 1] if line <= len(lines) else ""
 
+    def idle(self, leaf: dict[str, Any]) -> bool:
+        """Outside the call: in the harness, waiting for a request, or no Python yet (starting)."""
+        name, path = leaf.get("name"), leaf.get("file")
+        return ((isinstance(name, str) and name.startswith("process ") and not leaf.get("line"))
+                or (isinstance(path, str) and path.startswith(self.harness)))
+
     def state(self, leaf: dict[str, Any]) -> str:
         name, path = leaf.get("name"), leaf.get("file")
-        if isinstance(name, str) and name.startswith("process ") and not leaf.get("line"):
-            return "wait"  # py-spy's own frame for a process with no Python frame (starting)
-        if isinstance(path, str) and path.startswith(self.harness):
-            return "wait"  # the platform's harness between calls: waiting for its next request
+        if self.idle(leaf):
+            return "wait"
         text = self.line(leaf)
         if isinstance(path, str) and path in self.source:
             if MPI_CALL.search(text) and not (isinstance(name, str) and name.startswith("<")
@@ -235,6 +242,7 @@ class _Reader:
         leaf = frames[-1] if frames else None
         state = self.state(leaf) if leaf else "wait"
         t.states.append(state)
+        t.idle.append(leaf is None or self.idle(leaf))
         if leaf and state == "run":
             t.leaves[(_text(leaf.get("name")), _text(leaf.get("file")),
                       int(leaf.get("line") or 0))] += 1
@@ -294,23 +302,20 @@ def summarize(recs: Recording | list[Recording], *, code_dir: str, source: dict[
         assert rec.data is not None
         rate = _real_rate(rec)
         rates.append(rate)
-        # py-spy stops a few milliseconds after the call returns: each thread's last ticks are
-        # the call's (a thread that lived before it, as the harness's, also sampled the wait
-        # before it started). The call as the runner waited for it (`wall_s`: on MPI its
-        # dispatch to every rank too), not as the harness timed it: rank 1 of a 3:1 split
-        # summed before the last `seconds` of it, and a window that short missed its work.
-        ticks = int(max(rec.wall_s, seconds) * rate) + 2
+        # Each thread's last ticks are the call's, as the runner waited for it (`wall_s`: on
+        # MPI its dispatch to every rank too), not as the harness timed it: rank 1 of a 3:1
+        # split summed before the last `seconds` of it. `_within_the_call` cuts the ends.
+        ticks = int((max(rec.wall_s, seconds) + LATE_S) * rate) + 2
         reader = _Reader(rec.data.get("shared", {}).get("frames", []), lines, harness,
                          code_dir, gpu=gpu_mode != "none")
         for prof in rec.data.get("profiles", [])[:512]:
-            samples = prof.get("samples", [])
-            samples = samples if isinstance(samples, list) else []
+            samples = prof.get("samples") if isinstance(prof.get("samples"), list) else []
             pid, tid, main = _ids(str(prof.get("name", "")))
             t = _Thread(rec.node, pid, tid, main, sampled=len(samples), rate=rate, ticks=ticks)
             for stack in samples[-ticks:]:
                 reader.read(t, stack if isinstance(stack, list) else [])
             threads.append(t)
-    rows = _rows(threads, split_threads=gpu_mode == "none")
+    rows = _within_the_call(_rows(threads, split_threads=gpu_mode == "none"))
     processes = _processes(rows, before or set(), several_nodes=len(recs) > 1)
     leaves: Counter[tuple[str, str, int]] = Counter()
     stacks: Counter[tuple[tuple[str, bool], ...]] = Counter()
@@ -322,12 +327,13 @@ def summarize(recs: Recording | list[Recording], *, code_dir: str, source: dict[
                             own=path.startswith(code_dir.rstrip("/") + "/"))
            for (name, path, line), k in leaves.most_common(TOP)]
     # The workers: the processes (threads) the call started (a pool's), else every row (MPI
-    # ranks, alive before the call; a serial call's one).
-    workers = [p for p in processes if p.started_in_call] or processes
-    busy = [p.running for p in workers]
-    # Balance is of work: workers that mostly wait (threads on I/O) have none to compare.
-    balance = (round(max(busy) / (sum(busy) / len(busy)), 3)
-               if len(busy) > 1 and sum(busy) / len(busy) >= BALANCE_MIN_RUNNING else None)
+    # ranks, alive before the call; a serial call's one). Balance is of work, the seconds each
+    # ran (a worker started late ran as long); none where they mostly wait (threads on I/O).
+    pairs = list(zip(rows, processes, strict=True))
+    workers = [(t, p) for t, p in pairs if p.started_in_call] or pairs
+    busy = [t.states.count("run") / t.rate for t, _ in workers]
+    balance = (round(max(busy) / (sum(busy) / len(busy)), 3) if len(busy) > 1 and sum(
+        p.running for _, p in workers) / len(busy) >= BALANCE_MIN_RUNNING else None)
     flame = [FlameStack(frames=[f for f, _ in stack], own=[o for _, o in stack], samples=k)
              for stack, k in stacks.most_common(FLAME_STACKS)]
     return Profile(sampler="py-spy", interval_s=round(1 / min(rates), 5),
@@ -366,6 +372,24 @@ def _rows(threads: list[_Thread], *, split_threads: bool) -> list[_Thread]:
         else:
             rows.append(next((t for t in own if t.main), None) or max(
                 ts, key=lambda t: (t.own, t.states.count("run"))))
+    return rows
+
+
+def _within_the_call(rows: list[_Thread]) -> list[_Thread]:
+    """The rows cut to the ticks from the first to the last where any was in the call: before,
+    the call was on its way (on a busy node a rank got it a third of the window late,
+    measured); after, py-spy had not stopped. Their ends align: all stopped as it returned."""
+    spans = []  # each row's first and last tick in the call, in seconds before the end
+    for t in rows:
+        if inside := [i for i, idle in enumerate(t.idle) if not idle]:
+            spans.append(((len(t.idle) - inside[0]) / t.rate, (len(t.idle) - inside[-1] - 1) / t.rate))
+    if not spans:
+        return rows  # nothing seen in the call: the whole window, as it was
+    first, last = max(s for s, _ in spans), min(e for _, e in spans)
+    for t in rows:
+        n = len(t.states)
+        lo, hi = max(0, n - round(first * t.rate)), max(0, n - round(last * t.rate))
+        t.states, t.idle = t.states[lo:hi], t.idle[lo:hi]
     return rows
 
 
