@@ -77,6 +77,17 @@ def test_weak_scaling_blends_into_the_performance_share() -> None:
             "resources": {"kind": "cpu", "cores": 1}, "scoring": {"weak_share": 0.5}})
 
 
+def test_timing_inputs_are_for_job_arrays_alone() -> None:
+    base = {"slug": "x", "title": "x", "version": "1",
+            "entry": {"style": "function", "file": "s.py", "function": "f"},
+            "resources": {"kind": "cpu", "cores": 2}, "timing": {"inputs": 1}}
+    with pytest.raises(ValueError, match=r"timing\.inputs is for \[array\] packages"):
+        Manifest.model_validate(base)
+    assert Manifest.model_validate({**base, "array": {"tasks": 4}}).timing.inputs == 1
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        Manifest.model_validate({**base, "array": {"tasks": 4}, "timing": {"inputs": 0}})
+
+
 def test_weak_efficiency_is_one_worker_time_over_k_worker_time() -> None:
     s = stats.Samples(2, baseline=[0.10, 0.11, 0.09, 0.10], submission=[0.125, 0.12, 0.13, 0.125])
     (point,) = stats.summarize_weak([s])

@@ -160,7 +160,8 @@ class Timing:
                 baseline=array.array_runner(a, self.cfg(self.base_dir, 1, True), 1, 1,
                                             g.settings),
                 submission=array.array_runner(a, self.cfg(self.code_dir, k, False),
-                                              m.array.tasks, k, g.settings), gauge=self.gauge(k))
+                                              m.array.tasks, k, g.settings), gauge=self.gauge(k),
+                distinct=m.timing.inputs)
         assert m.entry.function is not None
         return timed_calls.measure(
             hook=self.hook, function=m.entry.function, workers=k,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -156,18 +157,25 @@ def measure_script(*, hook: ModuleType, workers: int, baseline_cfg: RunConfig,
 
 
 def measure_array(*, hook: ModuleType, workers: int, baseline: ArrayRun, submission: ArrayRun,
-                  rng: np.random.Generator, stop: StopRule, gauge: Gauge | None = None
-                  ) -> Samples:
+                  rng: np.random.Generator, stop: StopRule, gauge: Gauge | None = None,
+                  distinct: int | None = None) -> Samples:
     """Job arrays: each sample is one whole array's makespan (start-up included on both sides),
     the baseline's single task against the submission's tasks, with the CPU time of all their
-    sandboxes; the gathered values (one per task) are checked each time."""
+    sandboxes; the gathered values (one per task) are checked each time. `distinct`
+    (timing.inputs): the inputs drawn, then timed in turn; None: a fresh one each block."""
     samples = Samples(workers, windows=gauge.windows if gauge else None)
     started = time.monotonic()
     if gauge is not None:
         gauge.begin()
     block = 0
+    drawn: list[dict[str, Any]] = []
     while True:
-        inputs = hook.make_input(rng, workers)
+        if distinct is None:
+            inputs = hook.make_input(rng, workers)
+        else:
+            if len(drawn) < distinct:
+                drawn.append(hook.make_input(rng, workers))
+            inputs = drawn[block % distinct]
         sides = [("baseline", baseline, samples.baseline, samples.baseline_cpu),
                  ("submission", submission, samples.submission, samples.submission_cpu)]
         if block % 2:

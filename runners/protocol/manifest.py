@@ -186,6 +186,12 @@ class Timing(Frozen):
         "scores each run's time less its side's start-up (an empty script under the same "
         "launcher, timed apart: sandbox, launcher, interpreters, MPI's initialisation), as a "
         "course's own timer that starts once MPI is up; 'included': the whole program")
+    inputs: int | None = Field(default=None, ge=1, le=64, description="Job arrays: how many "
+                               "timed inputs each worker count draws, then times in turn "
+                               "(default: a fresh one per run). For a hook whose check recomputes "
+                               "each input's answers (a whole sweep): fewer inputs, fewer "
+                               "recomputes. Every run's tasks still start in fresh sandboxes: "
+                               "no run sees what another left")
     note: str | None = Field(default=None, max_length=300,
                              description="Shown with every measured speedup, e.g. what the timed "
                                          "region leaves out")
@@ -310,6 +316,9 @@ class Manifest(Frozen):
                 raise ValueError("an [array] package needs a function entry and launcher 'python'")
             if self.timing.weak_scaling:
                 raise ValueError("an [array] package cannot also measure weak scaling")
+        elif self.timing.inputs is not None:
+            raise ValueError("timing.inputs is for [array] packages (each of their runs starts "
+                             "its tasks in fresh sandboxes)")
         return self
 
 

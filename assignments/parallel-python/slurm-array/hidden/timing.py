@@ -1,6 +1,6 @@
-"""Timed inputs for slurm-array (trusted side): a fresh data seed and grid per run, every result
-recomputed here with the baseline's own training. Also imported by the hidden tests (the gathered
-check)."""
+"""Timed inputs for slurm-array (trusted side): a fresh data seed and grid per worker count
+(timing.inputs = 1: each is timed in turn), every result recomputed here, once per input, with the
+baseline's own training. Also imported by the hidden tests (the gathered check)."""
 
 import importlib.util
 import math
