@@ -296,8 +296,7 @@ def summarize(recs: Recording | list[Recording], *, code_dir: str, source: dict[
                        seconds=round(seconds, 3), processes=[], top=[], balance=None,
                        note="; ".join(e for e in errors if e) or "no samples")
     lines = {path: text.splitlines() for path, text in source.items()}
-    threads: list[_Thread] = []
-    rates = []
+    threads, rates = list[_Thread](), list[float]()
     for rec in got:
         assert rec.data is not None
         rate = _real_rate(rec)
