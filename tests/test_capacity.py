@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -149,6 +151,21 @@ def tenant(cpu: int, seconds: float = 30) -> Iterator[None]:
     finally:
         p.kill()
         p.join()
+
+
+def test_a_spinner_whose_probe_went_mid_spin_ends_without_a_word() -> None:
+    """A runner stopped while it probes (SIGTERM to `paragrade serve` as the runner calibrates):
+    its spinners find their pipe gone as they answer, and end quietly; a traceback there reached
+    the server's log as an error."""
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", capacity._SPIN],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(b"3000000\n")  # a spin of about 0.1 s
+    proc.stdin.flush()
+    proc.stdout.close()  # the probe goes before the answer comes
+    time.sleep(0.5)
+    proc.stdin.close()
+    assert proc.wait(10) == 0 and proc.stderr.read() == b""
 
 
 def test_the_probe_finds_a_core_taken_away(monkeypatch: pytest.MonkeyPatch) -> None:

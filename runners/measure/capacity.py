@@ -87,7 +87,7 @@ PROBE_S = 0.02
 """One probe spins about this long on each core: long enough to span a few scheduler slices."""
 
 _SPIN = """
-import sys, time
+import os, sys, time
 def sched():
     try:
         with open("/proc/self/schedstat") as f:
@@ -95,19 +95,22 @@ def sched():
         return int(ran), int(waited)
     except (OSError, ValueError):
         return None
-for line in sys.stdin:
-    n = int(line)
-    s0 = sched()
-    t0 = time.perf_counter()
-    x = 0
-    for i in range(n):
-        x += i
-    t = time.perf_counter() - t0
-    s1 = sched()
-    if s0 is None or s1 is None:
-        print(t, -1, -1, flush=True)
-    else:
-        print(t, s1[0] - s0[0], s1[1] - s0[1], flush=True)
+try:
+    for line in sys.stdin:
+        n = int(line)
+        s0 = sched()
+        t0 = time.perf_counter()
+        x = 0
+        for i in range(n):
+            x += i
+        t = time.perf_counter() - t0
+        s1 = sched()
+        if s0 is None or s1 is None:
+            print(t, -1, -1, flush=True)
+        else:
+            print(t, s1[0] - s0[0], s1[1] - s0[1], flush=True)
+except BrokenPipeError:  # the probe's process went (a runner stopped mid-spin): nobody to tell
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 """
 
 
