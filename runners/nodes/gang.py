@@ -166,6 +166,7 @@ class GangRunning(Running):
         self.info = runs[0].info  # the leader's: what Session marks (timed_out) is merged in
         self.clock: WallClock = runs[0].clock
         self.stopped_by: list[str] = []
+        self.stopped_failing = False  # a node's sandbox that stopped the run ended non-zero
 
     def alive(self) -> bool:
         return all(r.alive() for r in self.runs)
@@ -210,7 +211,8 @@ class GangRunning(Running):
             if lead is not None:
                 return lead
             ended = [i for r in self.runs[1:] if (i := r.wait(0)) is not None]
-            if any(i.returncode != 0 for i in ended) or (ended and self.together):
+            self.stopped_failing = any(i.returncode != 0 for i in ended)
+            if self.stopped_failing or (ended and self.together):
                 self.stopped_by = [n.name for n, r in zip(self.nodes[1:], self.runs[1:],
                                                           strict=True) if not r.alive()]
                 self.runs[0].kill()
@@ -247,8 +249,9 @@ class GangRunning(Running):
             merged.node_lost = ", ".join(lost)
         elif self.stopped_by:
             merged.ranks_ended_on = ", ".join(self.stopped_by)
+            how = "failed" if self.stopped_failing else "ended"  # MPICH's proxy exits 0 as its rank dies
             merged.output_excerpt += (f"\n[the MPI processes on node {', '.join(self.stopped_by)}"
-                                      " failed before the run ended: it was stopped]\n")
+                                      f" {how} while the run went on: it was stopped]\n")
         return merged
 
 
