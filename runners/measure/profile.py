@@ -221,9 +221,8 @@ class _Reader:
                 or (isinstance(path, str) and path.startswith(self.harness)))
 
     def state(self, leaf: dict[str, Any]) -> str:
+        """A sample in the call: running, waiting or in MPI (outside it, `idle`, is waiting)."""
         name, path = leaf.get("name"), leaf.get("file")
-        if self.idle(leaf):
-            return "wait"
         text = self.line(leaf)
         if isinstance(path, str) and path in self.source:
             if MPI_CALL.search(text) and not (isinstance(name, str) and name.startswith("<")
@@ -240,9 +239,10 @@ class _Reader:
     def read(self, t: _Thread, stack: list[Any]) -> None:
         frames = [self.frame(i) for i in stack]
         leaf = frames[-1] if frames else None
-        state = self.state(leaf) if leaf else "wait"
+        idle = leaf is None or self.idle(leaf)
+        state = "wait" if idle or leaf is None else self.state(leaf)
         t.states.append(state)
-        t.idle.append(leaf is None or self.idle(leaf))
+        t.idle.append(idle)
         if leaf and state == "run":
             t.leaves[(_text(leaf.get("name")), _text(leaf.get("file")),
                       int(leaf.get("line") or 0))] += 1

@@ -211,8 +211,9 @@ class GangRunning(Running):
             if lead is not None:
                 return lead
             ended = [i for r in self.runs[1:] if (i := r.wait(0)) is not None]
-            self.stopped_failing = any(i.returncode != 0 for i in ended)
-            if self.stopped_failing or (ended and self.together):
+            failing = any(i.returncode != 0 for i in ended)
+            if failing or (ended and self.together):
+                self.stopped_failing = failing
                 self.stopped_by = [n.name for n, r in zip(self.nodes[1:], self.runs[1:],
                                                           strict=True) if not r.alive()]
                 self.runs[0].kill()
