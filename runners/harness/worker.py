@@ -300,7 +300,7 @@ def main() -> int:
         spec.loader.exec_module(zygote)
         preload = [m for m in opts.preload.split(",") if m]
         code: int = zygote.Zygote(opts.socket, opts.result, preload, send=send_frame,
-                             recv=recv_frame).run(
+                                  recv=recv_frame, code_root=os.path.dirname(opts.module)).run(
             lambda path: serve(path, opts.module, opts.inbox, opts.result, False, output_fd=True))
         return code
     return serve(opts.socket, opts.module, opts.inbox, opts.result, opts.mpi)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import importlib.util
 import os
 import signal
 import socket
@@ -47,6 +48,21 @@ NOT_STATE = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debu
 
 Send = Callable[[socket.socket, Any], None]
 Recv = Callable[[socket.socket], Any]
+
+
+def _sibling(name: str) -> Any:
+    """A module of this folder, loaded by its path as the worker loads this one."""
+    if name not in _siblings:
+        spec = importlib.util.spec_from_file_location(
+            f"paragrade_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _siblings[name] = module
+    return _siblings[name]
+
+
+_siblings: dict[str, Any] = {}
 
 
 def _libc() -> ctypes.CDLL:
@@ -199,12 +215,14 @@ def ipc_left() -> int:
 
 class Zygote:
     def __init__(self, socket_path: str, result: str | None, preload: list[str], *,
-                 send: Send, recv: Recv) -> None:
+                 send: Send, recv: Recv, code_root: str | None = None) -> None:
         self.socket_path = socket_path
         self.skip = {result} if result else set()
         self.preload = preload
         self.send = send
         self.recv = recv
+        self.code_root = code_root  # the submission's folder: numba's code from it is cached
+        self.jit_cache: tuple[str, int] | None = None
 
     def run(self, serve: Callable[[str], int]) -> int:
         failed = []
@@ -213,6 +231,10 @@ class Zygote:
                 importlib.import_module(name)
             except Exception:  # the test's child imports it again and meets the error there
                 failed.append(name)
+        if self.code_root is not None:
+            self.jit_cache = _sibling("jitcache").install(self.code_root)
+            if self.jit_cache is not None:
+                self.skip.add(self.jit_cache[0])
         libc = _libc()
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -268,6 +290,13 @@ class Zygote:
             return {"clean": False, "why": str(exc)}
         status = _statuses.pop(child, None) if child else None
         _statuses.clear()
+        if self.jit_cache is not None:
+            try:
+                why = _sibling("jitcache").tidy(*self.jit_cache, _remove)
+            except OSError as exc:
+                why = f"cannot tidy the compiled-code cache: {exc}"
+            if why:
+                return {"clean": False, "why": why}
         now = snapshot(points, self.skip)
         added = sorted((p for p in now if p not in start), key=len)
         try:

@@ -1,0 +1,60 @@
+"""A numba submission that looks at the compiled-code cache a zygote keeps across its tests
+(runners/harness/jitcache.py): what it loaded, what is in the folder, and what it can leave there."""
+import os
+
+import numba
+import numpy as np
+
+CACHE = os.environ["NUMBA_CACHE_DIR"]
+MARK = b"paragrade-was-here"
+
+
+@numba.njit(parallel=True)
+def total(a):
+    s = 0.0
+    for i in numba.prange(a.shape[0]):
+        s += a[i]
+    return s
+
+
+@numba.vectorize(["float64(float64)"])
+def double(x):
+    return 2.0 * x
+
+
+def run():
+    """Call both; how many of their compilations were loaded from the cache."""
+    assert total(np.arange(10.0)) == 45.0 and double(np.ones(2)).tolist() == [2.0, 2.0]
+    return sum(total.stats.cache_hits.values()), len(total.stats.cache_misses)
+
+
+def from_exec():
+    """A function numba cannot cache (no source file) still compiles."""
+    ns: dict = {}
+    exec("import numba\n@numba.njit\ndef f(x):\n    return 2 * x\n", ns)
+    return ns["f"](21)
+
+
+def listing():
+    """Every path under the cache folder, relative to it."""
+    found = []
+    for top, dirs, files in os.walk(CACHE):
+        found += [os.path.relpath(os.path.join(top, n), CACHE) for n in dirs + files]
+    return sorted(found)
+
+
+def plant():
+    """Leave a canary beside numba's files, one under a numba-like name, and a link."""
+    sub = next(e.path for e in os.scandir(CACHE) if e.is_dir())
+    for path in (os.path.join(CACHE, "canary.txt"), os.path.join(sub, "canary.txt"),
+                 os.path.join(sub, "canary.nbi")):
+        with open(path, "wb") as fh:
+            fh.write(MARK)
+    os.symlink("/etc/passwd", os.path.join(sub, "link.nbc"))
+    os.chmod(sub, 0o500)
+
+
+def replace():
+    """Swap the cache folder for one of this test's own."""
+    os.rename(CACHE, CACHE + ".old")
+    os.mkdir(CACHE)

@@ -1,0 +1,94 @@
+"""numba's compiled code kept across one grading's tests (runners/harness/jitcache.py): a later
+test loads what the first compiled, the folder keeps only what numba writes, a replaced folder
+loses the sandbox, and no other grading's sandbox sees any of it."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runners.runs.runconfig import RunConfig
+from runners.runs.stage import Stage
+from runners.runs.zygote import Zygote
+from runners.sandbox import Limits, create_executor
+from runners.settings import get_settings
+
+SOURCE = (Path(__file__).parent / "hostile" / "jit_cache.py").read_bytes()
+pytestmark = pytest.mark.slow
+_n = itertools.count()
+
+
+def config(stage: Stage) -> RunConfig:
+    settings = get_settings()
+    code = stage.add_code(f"jit-{next(_n)}", {"solution.py": SOURCE})
+    return RunConfig(executor=create_executor(settings, "bwrap"), runtime_dir=settings.runtime_dir,
+                     stage=stage, code_dir=code, entry_file="solution.py", launcher="python",
+                     ranks=1, limits=Limits(cpus=(0,), wall_s=30, memory_mb=1024))
+
+
+@pytest.fixture
+def zygote(stage: Stage) -> Iterator[Zygote]:
+    z = Zygote(config(stage), ["numba", "numpy"])
+    z.start()
+    assert z.usable
+    yield z
+    z.discard()
+
+
+def one_test(z: Zygote, *calls: tuple[object, ...]) -> list[object]:
+    s = z.session()
+    s.start()
+    try:
+        return [s.call(str(c[0]), *c[1:])[0] for c in calls]
+    finally:
+        s.close()
+
+
+def test_a_later_test_loads_what_the_first_compiled(zygote: Zygote) -> None:
+    assert one_test(zygote, ("run",)) == [[0, 1]]  # compiled, and saved
+    assert one_test(zygote, ("run",), ("from_exec",)) == [[1, 0], 42]  # loaded; exec'd code runs
+    assert zygote.usable
+    cached = one_test(zygote, ("listing",))[0]
+    assert isinstance(cached, list)
+    files = [p for p in cached if "/" in p]
+    # only the submission's own functions, not numba's nor the exec'd one
+    assert files and all(Path(p).name.startswith("solution.") for p in files), cached
+    assert {Path(p).suffix for p in files} == {".nbi", ".nbc"}
+
+
+def test_the_folder_keeps_only_what_numba_writes(zygote: Zygote) -> None:
+    one_test(zygote, ("run",), ("plant",))
+    assert zygote.usable
+    hits, listing = one_test(zygote, ("run",), ("listing",))
+    assert hits == [1, 0]  # the folder's modes put back: still read
+    assert isinstance(listing, list)
+    names = {Path(p).name for p in listing}
+    assert "canary.txt" not in names and "link.nbc" not in names, listing
+    assert "canary.nbi" in names  # numba-shaped files stay: only the submission's children read them
+
+
+def test_a_replaced_folder_loses_the_sandbox(zygote: Zygote) -> None:
+    one_test(zygote, ("run",), ("replace",))
+    assert not zygote.usable
+
+
+def test_another_grading_sees_nothing_of_this_ones_cache(stage: Stage) -> None:
+    first = Zygote(config(stage), ["numba", "numpy"])
+    first.start()
+    try:
+        one_test(first, ("run",), ("plant",))
+    finally:
+        first.discard()
+    second = Zygote(config(stage), ["numba", "numpy"])
+    second.start()
+    try:
+        listing, hits = one_test(second, ("listing",), ("run",))
+        # only what this child's import compiled (the eager ufunc): no canary, nothing loaded
+        assert isinstance(listing, list)
+        assert {Path(p).name.split("-")[0] for p in listing if "/" in p} == {"solution.double"}
+        assert hits == [0, 1]
+    finally:
+        second.discard()
