@@ -10,9 +10,19 @@ if TYPE_CHECKING:
 
 
 def expected_density(points: np.ndarray, h: float) -> np.ndarray:
-    """NumPy reference: the triweight weights of all other points, summed per point."""
-    r2 = ((points[:, None, :] - points[None, :, :]) ** 2).sum(axis=-1)
-    w = np.where(r2 < h * h, (1.0 - r2 / (h * h)) ** 3, 0.0)
+    """NumPy reference: the triweight weights of all other points, summed per point. One
+    coordinate at a time and in place: an (n, n, 3) temporary made it 10 times slower (1.2 s at
+    2 500 points, most of a grading's tests)."""
+    n = len(points)
+    r2 = np.zeros((n, n))
+    for axis in range(3):
+        d = points[:, None, axis] - points[None, :, axis]
+        d *= d
+        r2 += d
+    t = np.subtract(1.0, r2 / (h * h), out=r2)
+    np.maximum(t, 0.0, out=t)  # 0 outside the support
+    w = t * t
+    w *= t
     np.fill_diagonal(w, 0.0)
     return w.sum(axis=1)
 
