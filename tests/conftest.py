@@ -89,6 +89,27 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         podman.build_images_early()
 
 
+def _machine_busy_s() -> float:
+    """Seconds every core of this machine has spent busy since boot (/proc/stat's first line)."""
+    with open("/proc/stat") as fh:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fh.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With PARAGRADE_TEST_CPU=FILE, one line per test: its wall seconds and the cores the whole
+    machine kept busy meanwhile (what tells a test that waits from one that works or times:
+    docs/contributors/testing.md)."""
+    record = os.environ.get("PARAGRADE_TEST_CPU")
+    t, busy = time.monotonic(), _machine_busy_s()
+    yield
+    if record:
+        wall = time.monotonic() - t
+        with open(record, "a") as fh:
+            fh.write(f"{item.nodeid}\t{wall:.1f}\t{(_machine_busy_s() - busy) / max(wall, 1e-3):.2f}\n")
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from tests import apptainer, podman
 
