@@ -31,7 +31,7 @@ def config(stage: Stage) -> RunConfig:
 
 @pytest.fixture
 def zygote(stage: Stage) -> Iterator[Zygote]:
-    z = Zygote(config(stage), ["numba", "numpy"])
+    z = Zygote(config(stage), ["numba", "numpy"], jit_cache=True)
     z.start()
     assert z.usable
     yield z
@@ -59,6 +59,15 @@ def test_a_later_test_loads_what_the_first_compiled(zygote: Zygote) -> None:
     assert {Path(p).suffix for p in files} == {".nbi", ".nbc"}
 
 
+def test_what_a_later_test_loads_is_what_it_would_compile(zygote: Zygote) -> None:
+    """Globals read at compile time are in the key (a callee's too); lambdas on one line and
+    closures over what numba's key cannot pickle are compiled, not cached."""
+    assert one_test(zygote, ("scaled", 2.0, 1.0), ("lambdas",), ("locked",)) == [4.0, [20, 30], 6]
+    assert one_test(zygote, ("scaled", 5.0, 1.0), ("lambdas",), ("locked",)) == [10.0, [20, 30], 6]
+    assert one_test(zygote, ("scaled", 2.0, 3.0)) == [12.0]
+    assert zygote.usable
+
+
 def test_the_folder_keeps_only_what_numba_writes(zygote: Zygote) -> None:
     one_test(zygote, ("run",), ("plant",))
     assert zygote.usable
@@ -66,8 +75,11 @@ def test_the_folder_keeps_only_what_numba_writes(zygote: Zygote) -> None:
     assert hits == [1, 0]  # the folder's modes put back: still read
     assert isinstance(listing, list)
     names = {Path(p).name for p in listing}
-    assert "canary.txt" not in names and "link.nbc" not in names, listing
-    assert "canary.nbi" in names  # numba-shaped files stay: only the submission's children read them
+    # not numba's names, a link, a second link to a file, a folder of its own: removed
+    assert not {"canary.txt", "canary.nbi", "solution.link-1.py311.nbi", "solution.hard-1.py311.nbi",
+                "stash"} & names, listing
+    # a file named as numba names them stays: only the submission's children read it
+    assert "solution.canary-1.py311.nbi" in names
 
 
 def test_a_replaced_folder_loses_the_sandbox(zygote: Zygote) -> None:
@@ -75,14 +87,23 @@ def test_a_replaced_folder_loses_the_sandbox(zygote: Zygote) -> None:
     assert not zygote.usable
 
 
+def test_a_zygote_for_timed_calls_keeps_nothing(stage: Stage) -> None:
+    z = Zygote(config(stage), ["numba", "numpy"])  # as FreshCalls makes it
+    z.start()
+    try:
+        assert one_test(z, ("run",)) == one_test(z, ("run",)) == [[0, 1]]
+    finally:
+        z.discard()
+
+
 def test_another_grading_sees_nothing_of_this_ones_cache(stage: Stage) -> None:
-    first = Zygote(config(stage), ["numba", "numpy"])
+    first = Zygote(config(stage), ["numba", "numpy"], jit_cache=True)
     first.start()
     try:
         one_test(first, ("run",), ("plant",))
     finally:
         first.discard()
-    second = Zygote(config(stage), ["numba", "numpy"])
+    second = Zygote(config(stage), ["numba", "numpy"], jit_cache=True)
     second.start()
     try:
         listing, hits = one_test(second, ("listing",), ("run",))

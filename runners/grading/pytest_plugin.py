@@ -152,7 +152,8 @@ class _ZygoteKeeper:
         if self.refused or not get_settings().fork_tests or not Zygote.suits(cfg):
             return None
         if self.zygote is None or not self.zygote.usable:
-            z = Zygote(cfg, preload_modules(package.code_of(assignment, "reference")))
+            z = Zygote(cfg, preload_modules(package.code_of(assignment, "reference")),
+                       jit_cache=True)
             try:
                 z.start()
             except (SubmissionFailure, SubmissionRaised, OSError):

@@ -291,6 +291,8 @@ def main() -> int:
     parser.add_argument("--zygote", action="store_true",
                         help="fork a fresh child per test instead of importing the submission")
     parser.add_argument("--preload", default="", help="modules the zygote imports (comma-separated)")
+    parser.add_argument("--jit-cache", action="store_true",
+                        help="the zygote keeps numba's compiled code across its children (tests)")
     opts = parser.parse_args()
     if opts.zygote:
         spec = importlib.util.spec_from_file_location(
@@ -299,8 +301,9 @@ def main() -> int:
         zygote = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(zygote)
         preload = [m for m in opts.preload.split(",") if m]
+        root = os.path.dirname(opts.module) if opts.jit_cache else None
         code: int = zygote.Zygote(opts.socket, opts.result, preload, send=send_frame,
-                                  recv=recv_frame, code_root=os.path.dirname(opts.module)).run(
+                                  recv=recv_frame, code_root=root).run(
             lambda path: serve(path, opts.module, opts.inbox, opts.result, False, output_fd=True))
         return code
     return serve(opts.socket, opts.module, opts.inbox, opts.result, opts.mpi)

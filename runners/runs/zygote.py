@@ -60,9 +60,12 @@ class Zygote(Session):
 
     RESET_S = 10.0
 
-    def __init__(self, cfg: RunConfig, preload: list[str]) -> None:
+    def __init__(self, cfg: RunConfig, preload: list[str], *, jit_cache: bool = False) -> None:
         super().__init__(cfg)
         self.preload = preload
+        self.jit_cache = jit_cache
+        """numba's compiled code kept from one child to the next (runners/harness/jitcache.py):
+        tests only, never timed calls."""
         self.usable = False
         self._tests = 0
 
@@ -72,7 +75,8 @@ class Zygote(Session):
                 and "NUMBA_ENABLE_CUDASIM" not in cfg.extra_env)
 
     def _options(self) -> list[str]:
-        return ["--zygote", "--preload", ",".join(self.preload)]
+        return ["--zygote", "--preload", ",".join(self.preload)] + (
+            ["--jit-cache"] if self.jit_cache else [])
 
     def _ready(self, ready: Any) -> None:
         self.usable = isinstance(ready, dict) and ready.get("zygote") is True

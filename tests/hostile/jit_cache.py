@@ -1,6 +1,7 @@
 """A numba submission that looks at the compiled-code cache a zygote keeps across its tests
 (runners/harness/jitcache.py): what it loaded, what is in the folder, and what it can leave there."""
 import os
+import threading
 
 import numba
 import numpy as np
@@ -28,6 +29,47 @@ def run():
     return sum(total.stats.cache_hits.values()), len(total.stats.cache_misses)
 
 
+SCALE = 1.0
+
+
+@numba.njit
+def _scaled(x):
+    return SCALE * x  # numba freezes SCALE as it compiles
+
+
+@numba.njit
+def scaled_twice(x):
+    return 2.0 * _scaled(x)
+
+
+def scaled(scale, x):
+    """The global set, then read by jitted code (through a jitted callee too)."""
+    global SCALE
+    SCALE = scale
+    return scaled_twice(x)
+
+
+double, triple = numba.njit(lambda x: 2 * x), numba.njit(lambda x: 3 * x)  # one line, one bytecode
+
+
+def lambdas():
+    return [double(10), triple(10)]
+
+
+def locked():
+    """A closure over an object numba's cache key cannot pickle."""
+    lock = threading.Lock()
+
+    @numba.njit
+    def inner(x):
+        with numba.objmode(y="int64"):
+            lock.acquire()
+            y = x + 1
+            lock.release()
+        return y
+    return inner(5)
+
+
 def from_exec():
     """A function numba cannot cache (no source file) still compiles."""
     ns: dict = {}
@@ -47,10 +89,12 @@ def plant():
     """Leave a canary beside numba's files, one under a numba-like name, and a link."""
     sub = next(e.path for e in os.scandir(CACHE) if e.is_dir())
     for path in (os.path.join(CACHE, "canary.txt"), os.path.join(sub, "canary.txt"),
-                 os.path.join(sub, "canary.nbi")):
+                 os.path.join(sub, "canary.nbi"), os.path.join(sub, "solution.canary-1.py311.nbi")):
         with open(path, "wb") as fh:
             fh.write(MARK)
-    os.symlink("/etc/passwd", os.path.join(sub, "link.nbc"))
+    os.symlink("/etc/passwd", os.path.join(sub, "solution.link-1.py311.nbi"))
+    os.link(os.path.join(sub, "canary.txt"), os.path.join(sub, "solution.hard-1.py311.nbi"))
+    os.mkdir(os.path.join(CACHE, "stash"))
     os.chmod(sub, 0o500)
 
 
