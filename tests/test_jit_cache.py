@@ -60,11 +60,15 @@ def test_a_later_test_loads_what_the_first_compiled(zygote: Zygote) -> None:
 
 
 def test_what_a_later_test_loads_is_what_it_would_compile(zygote: Zygote) -> None:
-    """Globals read at compile time are in the key (a callee's too); lambdas on one line and
-    closures over what numba's key cannot pickle are compiled, not cached."""
-    assert one_test(zygote, ("scaled", 2.0, 1.0), ("lambdas",), ("locked",)) == [4.0, [20, 30], 6]
-    assert one_test(zygote, ("scaled", 5.0, 1.0), ("lambdas",), ("locked",)) == [10.0, [20, 30], 6]
-    assert one_test(zygote, ("scaled", 2.0, 3.0)) == [12.0]
+    """A function that reads a value (numba freezes it), directly, through a jitted callee, a
+    registered function or a jitted closure, is compiled, not cached; so are same-line lambdas
+    and a closure over what numba's key cannot pickle; one function jitted with two sets of
+    options keeps each."""
+    first = ("scaled", 2.0, 1.0), ("lambdas",), ("locked",), ("options",), ("indirect", 1, 1)
+    assert one_test(zygote, *first) == [4.0, [20, 30], 6, [float("inf"), True], [1, 1]]
+    later = ("scaled", 5.0, 1.0), ("lambdas",), ("locked",), ("options",), ("indirect", 5, 7)
+    assert one_test(zygote, *later) == [10.0, [20, 30], 6, [float("inf"), True], [5, 7]]
+    assert one_test(zygote, ("scaled", 2.0, 3.0), ("indirect", 2, 3)) == [12.0, [2, 3]]
     assert zygote.usable
 
 

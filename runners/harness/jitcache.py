@@ -9,11 +9,14 @@ the zygote has numba loaded, it turns caching on for the submission's own top-le
 NUMBA_CACHE_DIR: a folder on the sandbox's own /tmp, which lives and dies with this grading's
 sandbox. The first test compiles and saves; the next ones load.
 
-numba's own key (the signature, the bytecode, a closure's values) would let a later test load
-code compiled with an earlier test's values of the globals the function reads (numba freezes
-globals as it compiles). The key here also holds those values, the globals of the jitted
-functions it calls too; a function that reads a global this cannot fingerprint (an object, one
-of the submission's modules) is not cached. Any trouble loading or saving falls back to compiling.
+A cached function must be the one the test would have compiled, and numba's own key (the
+signature, the bytecode, a closure's values) holds neither the options it was jitted with nor
+the globals it reads, which numba freezes as it compiles. The key here also holds the options;
+a function is cached only where every global it reads (through its jitted callees too) is a
+library's (a module, class, function or numba type not from the submission): one that reads a
+value, one of the submission's own classes, functions or modules, or a jitted closure, compiles
+in every test as before. Any trouble loading or saving falls back to compiling. numba's
+inspection of loaded code (`inspect_llvm`, `parallel_diagnostics`) is not there in later tests.
 
 What the folder carries from one test to the next was written by the submission's own children
 and is read only by them: nothing trusted reads it, and no other grading can. Between tests the
@@ -43,7 +46,6 @@ MAX_FILES = 512
 MAX_BYTES = 64 << 20
 FOLDER = re.compile(r"[\w.-]+_[0-9a-f]{40}")
 FILE = re.compile(r"[\w.<>-]+-\d+\.py\d+(\.\d+\.nbc|\.nbi)")
-SIMPLE = (int, float, complex, bool, str, bytes, type(None))
 
 
 class _Unkeyable(Exception):
@@ -68,28 +70,33 @@ def install(code_root: str) -> tuple[str, int] | None:
     numba.njit(lambda x: x + 1)(1)  # numba's compiler, set up once for every child
     root = os.path.realpath(code_root) + os.sep
 
+    def mine(path: str | None) -> bool:
+        return bool(path) and os.path.realpath(str(path)).startswith(root)
+
     def ours(func: Any) -> bool:
         return (inspect.isfunction(func) and func.__closure__ is None
                 and "<" not in func.__qualname__  # lambdas, nested functions
-                and os.path.realpath(func.__code__.co_filename).startswith(root))
+                and mine(func.__code__.co_filename))
 
-    def value(v: Any, seen: set[int]) -> Any:
-        if isinstance(v, (*SIMPLE, np.generic)):
-            return repr(v)
-        if isinstance(v, tuple):
-            return tuple(value(x, seen) for x in v)
-        if isinstance(v, np.ndarray) and v.dtype != object:
-            return (str(v.dtype), v.shape, hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
+    def library(v: Any, seen: set[int]) -> Any:
+        """What a global the function reads is, where nothing of the submission can change
+        it; anything else (a value, which numba would freeze; one of the submission's modules,
+        classes or plain functions; a jitted closure) is _Unkeyable."""
         py_func = getattr(v, "py_func", None)
-        if inspect.isfunction(py_func):  # a jitted function: its own globals are frozen in too
+        if inspect.isfunction(py_func):  # a jitted function: its own globals are compiled in too
+            if py_func.__closure__ is not None:
+                raise _Unkeyable("a jitted closure")
             return ("jit", py_func.__module__, py_func.__qualname__, globals_of(py_func, seen))
         if isinstance(v, types.ModuleType):
-            if os.path.realpath(getattr(v, "__file__", None) or "").startswith(root):
-                raise _Unkeyable(v.__name__)  # the submission's module: its attributes may move
+            if not getattr(v, "__file__", None) or mine(v.__file__):
+                raise _Unkeyable(v.__name__)
             return ("module", v.__name__)
         if isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType, np.ufunc,
                           numba.core.types.Type)):
-            return ("named", getattr(v, "__module__", None), getattr(v, "__qualname__", repr(v)))
+            module = sys.modules.get(getattr(v, "__module__", None) or "")
+            if module is None or mine(getattr(module, "__file__", None)):
+                raise _Unkeyable(repr(v))
+            return ("named", module.__name__, getattr(v, "__qualname__", repr(v)))
         raise _Unkeyable(type(v).__name__)
 
     def globals_of(func: Any, seen: set[int]) -> list[tuple[str, Any]]:
@@ -103,17 +110,24 @@ def install(code_root: str) -> tuple[str, int] | None:
             names.update(code.co_names)
             codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
         g = func.__globals__
-        return [(name, value(g[name], seen)) for name in sorted(names) if name in g]
+        return [(name, library(g[name], seen)) for name in sorted(names) if name in g]
+
+    deciding = [""]  # the options of the function being decorated (`_jit` below), for its key
 
     class Keyed(caching.FunctionCache):  # type: ignore[misc]
-        """numba's cache, keyed also by the globals a function of the submission reads; any
-        trouble is a miss."""
+        """numba's cache, keyed also by the options a function of the submission is compiled
+        with and by what it reads (only library globals: see `library`); any trouble is a miss."""
+
+        def __init__(self, py_func: Any) -> None:
+            super().__init__(py_func)
+            self._options = deciding[0]
 
         def _index_key(self, sig: Any, codegen: Any) -> Any:
             key = super()._index_key(sig, codegen)
             if not ours(self._py_func):
                 return key
-            return (*key, hashlib.sha256(repr(globals_of(self._py_func, set())).encode()).hexdigest())
+            reads = repr(globals_of(self._py_func, set()))
+            return (*key, hashlib.sha256(f"{self._options}\0{reads}".encode()).hexdigest())
 
         def load_overload(self, sig: Any, target_context: Any) -> Any:
             try:
@@ -145,7 +159,19 @@ def install(code_root: str) -> tuple[str, int] | None:
         if cache or target not in ("cpu", "npyufunc"):
             return plain
         cached = compile_with(sigs, locals, target, True, targetoptions, **kwargs)
-        return lambda func: (cached if cacheable(func) else plain)(func)
+        # numba's key has no options: njit(f) and njit(parallel=True)(f) would share one code
+        options = repr((target, sorted(targetoptions.items()), sorted(dict(locals).items()),
+                        sorted(kwargs.items())))
+
+        def decorate(func: Any) -> Any:
+            if not cacheable(func):
+                return plain(func)
+            deciding[0] = options
+            try:
+                return cached(func)
+            finally:
+                deciding[0] = ""
+        return decorate
 
     decorators._jit = _jit
     # Where numba cannot cache a function (dynamic globals), it says so; the student asked for none.

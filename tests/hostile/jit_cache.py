@@ -4,6 +4,7 @@ import os
 import threading
 
 import numba
+import numba.extending
 import numpy as np
 
 CACHE = os.environ["NUMBA_CACHE_DIR"]
@@ -70,6 +71,58 @@ def locked():
     return inner(5)
 
 
+def _divide(a, b):
+    return a / b
+
+
+_divide_numpy, _divide_python = numba.njit(error_model="numpy")(_divide), numba.njit(_divide)
+
+
+def options():
+    """One function jitted with two sets of options: each keeps its own."""
+    try:
+        _divide_python(1.0, 0.0)
+        raised = False
+    except ZeroDivisionError:
+        raised = True
+    return [float(_divide_numpy(1.0, 0.0)), raised]
+
+
+OFFSET = 1
+
+
+@numba.extending.register_jitable
+def _shifted(x):
+    return x + OFFSET
+
+
+@numba.njit
+def shifted_jit(x):
+    return _shifted(x)
+
+
+def _adder(k):
+    @numba.njit
+    def add(x):
+        return x + k
+    return add
+
+
+ADD = _adder(1)
+
+
+@numba.njit
+def added_jit(x):
+    return ADD(x)
+
+
+def indirect(offset, k):
+    """Globals reached through a registered function and through a jitted closure."""
+    global OFFSET, ADD
+    OFFSET, ADD = offset, _adder(k)
+    return [shifted_jit(0), added_jit(0)]
+
+
 def from_exec():
     """A function numba cannot cache (no source file) still compiles."""
     ns: dict = {}
@@ -93,7 +146,9 @@ def plant():
         with open(path, "wb") as fh:
             fh.write(MARK)
     os.symlink("/etc/passwd", os.path.join(sub, "solution.link-1.py311.nbi"))
-    os.link(os.path.join(sub, "canary.txt"), os.path.join(sub, "solution.hard-1.py311.nbi"))
+    with open("/tmp/outside.txt", "wb") as fh:  # a file of this test's, outside the folder
+        fh.write(MARK)
+    os.link("/tmp/outside.txt", os.path.join(sub, "solution.hard-1.py311.nbi"))
     os.mkdir(os.path.join(CACHE, "stash"))
     os.chmod(sub, 0o500)
 
