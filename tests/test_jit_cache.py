@@ -17,13 +17,14 @@ from runners.sandbox import Limits, create_executor
 from runners.settings import get_settings
 
 SOURCE = (Path(__file__).parent / "hostile" / "jit_cache.py").read_bytes()
+EXTENDING = (Path(__file__).parent / "hostile" / "jit_extending.py").read_bytes()
 pytestmark = pytest.mark.slow
 _n = itertools.count()
 
 
-def config(stage: Stage) -> RunConfig:
+def config(stage: Stage, source: bytes = SOURCE) -> RunConfig:
     settings = get_settings()
-    code = stage.add_code(f"jit-{next(_n)}", {"solution.py": SOURCE})
+    code = stage.add_code(f"jit-{next(_n)}", {"solution.py": source})
     return RunConfig(executor=create_executor(settings, "bwrap"), runtime_dir=settings.runtime_dir,
                      stage=stage, code_dir=code, entry_file="solution.py", launcher="python",
                      ranks=1, limits=Limits(cpus=(0,), wall_s=30, memory_mb=1024))
@@ -60,15 +61,20 @@ def test_a_later_test_loads_what_the_first_compiled(zygote: Zygote) -> None:
 
 
 def test_what_a_later_test_loads_is_what_it_would_compile(zygote: Zygote) -> None:
-    """A function that reads a value (numba freezes it), directly, through a jitted callee, a
-    registered function or a jitted closure, is compiled, not cached; so are same-line lambdas
-    and a closure over what numba's key cannot pickle; one function jitted with two sets of
-    options keeps each."""
-    first = ("scaled", 2.0, 1.0), ("lambdas",), ("locked",), ("options",), ("indirect", 1, 1)
-    assert one_test(zygote, *first) == [4.0, [20, 30], 6, [float("inf"), True], [1, 1]]
-    later = ("scaled", 5.0, 1.0), ("lambdas",), ("locked",), ("options",), ("indirect", 5, 7)
-    assert one_test(zygote, *later) == [10.0, [20, 30], 6, [float("inf"), True], [5, 7]]
-    assert one_test(zygote, ("scaled", 2.0, 3.0), ("indirect", 2, 3)) == [12.0, [2, 3]]
+    """A function that reads a value (numba freezes it), directly or through a jitted callee,
+    or calls a jitted closure rebound before its first call, is compiled, not cached; so are
+    same-line lambdas, a closure over what numba's key cannot pickle and mutual recursion (which
+    crashes numba's own cache in a later process); one function jitted with two sets of options
+    keeps each."""
+    first = (("scaled", 2.0, 1.0), ("lambdas",), ("locked",), ("options",),
+             ("indirect", 1, "add"), ("recursive", 7))
+    assert one_test(zygote, *first) == [4.0, [20, 30], 6, [float("inf"), True], [1, 10.0],
+                                        [False, True]]
+    later = (("scaled", 5.0, 1.0), ("lambdas",), ("locked",), ("options",),
+             ("indirect", 5, "mul"), ("recursive", 7))
+    assert one_test(zygote, *later) == [10.0, [20, 30], 6, [float("inf"), True], [5, 24.0],
+                                        [False, True]]
+    assert one_test(zygote, ("scaled", 2.0, 3.0), ("indirect", 2, "add")) == [12.0, [2, 10.0]]
     assert zygote.usable
 
 
@@ -89,6 +95,17 @@ def test_the_folder_keeps_only_what_numba_writes(zygote: Zygote) -> None:
 def test_a_replaced_folder_loses_the_sandbox(zygote: Zygote) -> None:
     one_test(zygote, ("run",), ("replace",))
     assert not zygote.usable
+
+
+def test_a_submission_that_extends_numba_is_never_cached(stage: Stage) -> None:
+    """What an overload reads as numba types the call is in no key."""
+    z = Zygote(config(stage, EXTENDING), ["numba", "numpy"], jit_cache=True)
+    z.start()
+    try:
+        assert one_test(z, ("run", 2.0)) == [6.0]
+        assert one_test(z, ("run", 3.0), ("listing",)) == [9.0, []]
+    finally:
+        z.discard()
 
 
 def test_a_zygote_for_timed_calls_keeps_nothing(stage: Stage) -> None:

@@ -13,10 +13,14 @@ A cached function must be the one the test would have compiled, and numba's own 
 signature, the bytecode, a closure's values) holds neither the options it was jitted with nor
 the globals it reads, which numba freezes as it compiles. The key here also holds the options;
 a function is cached only where every global it reads (through its jitted callees too) is a
-library's (a module, class, function or numba type not from the submission): one that reads a
-value, one of the submission's own classes, functions or modules, or a jitted closure, compiles
-in every test as before. Any trouble loading or saving falls back to compiling. numba's
-inspection of loaded code (`inspect_llvm`, `parallel_diagnostics`) is not there in later tests.
+library's (a module, class, function or numba type not from the submission), a jitted callee
+counting by its whole code and options: one that reads a value, one of the submission's own
+classes, functions or modules, a jitted lambda, nested function or closure, or that recurses
+(numba's own cache crashes a later process on mutual recursion), compiles in every test as
+before, and so does everything of a submission whose sources may extend numba (overloads,
+intrinsics: what they read as numba types a call is in no key). Any trouble loading or saving
+falls back to compiling. numba's inspection of loaded code (`inspect_llvm`,
+`parallel_diagnostics`) and the warnings its compiler gave are not there in later tests.
 
 What the folder carries from one test to the next was written by the submission's own children
 and is read only by them: nothing trusted reads it, and no other grading can. Between tests the
@@ -33,10 +37,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
+import marshal
 import os
 import re
 import stat
 import sys
+import threading
 import types
 import warnings
 from collections.abc import Callable
@@ -45,6 +51,8 @@ from typing import Any
 MAX_FILES = 512
 MAX_BYTES = 64 << 20
 FOLDER = re.compile(r"[\w.-]+_[0-9a-f]{40}")
+EXTENDING = re.compile(rb"extending|overload|intrinsic|lower_|typeof_impl|register_model|"
+                       rb"type_callable|infer_global|templates")
 FILE = re.compile(r"[\w.<>-]+-\d+\.py\d+(\.\d+\.nbc|\.nbi)")
 
 
@@ -78,15 +86,24 @@ def install(code_root: str) -> tuple[str, int] | None:
                 and "<" not in func.__qualname__  # lambdas, nested functions
                 and mine(func.__code__.co_filename))
 
-    def library(v: Any, seen: set[int]) -> Any:
+    def code_of(func: Any) -> str:
+        """The function's code whole (numba's key has its bytecode only, not its constants)."""
+        return hashlib.sha256(marshal.dumps(func.__code__) + repr(func.__defaults__).encode()
+                              ).hexdigest()
+
+    def library(v: Any, chain: list[int]) -> Any:
         """What a global the function reads is, where nothing of the submission can change
         it; anything else (a value, which numba would freeze; one of the submission's modules,
-        classes or plain functions; a jitted closure) is _Unkeyable."""
+        classes or plain functions; a jitted lambda, nested function or closure; a recursive
+        cycle, which numba's own cache crashes on) is _Unkeyable."""
         py_func = getattr(v, "py_func", None)
-        if inspect.isfunction(py_func):  # a jitted function: its own globals are compiled in too
-            if py_func.__closure__ is not None:
-                raise _Unkeyable("a jitted closure")
-            return ("jit", py_func.__module__, py_func.__qualname__, globals_of(py_func, seen))
+        if inspect.isfunction(py_func):  # a jitted function: its code and globals are compiled in
+            if py_func.__closure__ is not None or "<" in py_func.__qualname__:
+                raise _Unkeyable("a jitted closure, lambda or nested function")
+            if id(py_func) in chain:
+                raise _Unkeyable("recursion")
+            return ("jit", py_func.__module__, py_func.__qualname__, code_of(py_func),
+                    repr(getattr(v, "targetoptions", None)), globals_of(py_func, chain))
         if isinstance(v, types.ModuleType):
             if not getattr(v, "__file__", None) or mine(v.__file__):
                 raise _Unkeyable(v.__name__)
@@ -99,10 +116,8 @@ def install(code_root: str) -> tuple[str, int] | None:
             return ("named", module.__name__, getattr(v, "__qualname__", repr(v)))
         raise _Unkeyable(type(v).__name__)
 
-    def globals_of(func: Any, seen: set[int]) -> list[tuple[str, Any]]:
-        if id(func) in seen:
-            return []
-        seen.add(id(func))
+    def globals_of(func: Any, chain: list[int]) -> list[tuple[str, Any]]:
+        chain = [*chain, id(func)]
         names: set[str] = set()
         codes = [func.__code__]
         while codes:
@@ -110,9 +125,25 @@ def install(code_root: str) -> tuple[str, int] | None:
             names.update(code.co_names)
             codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
         g = func.__globals__
-        return [(name, library(g[name], seen)) for name in sorted(names) if name in g]
+        return [(name, library(g[name], chain)) for name in sorted(names) if name in g]
 
-    deciding = [""]  # the options of the function being decorated (`_jit` below), for its key
+    def extends_numba() -> bool:
+        """Whether a loaded module of the submission may extend numba (overload, intrinsic …):
+        what those read at typing time is in no key. Read from the sources, so a false alarm
+        only costs a compile."""
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if not mine(path):
+                continue
+            try:
+                with open(str(path), "rb") as fh:
+                    if EXTENDING.search(fh.read(1 << 20)):
+                        return True
+            except OSError:
+                return True
+        return False
+
+    deciding = threading.local()  # the options of the function `_jit` decorates, for its key
 
     class Keyed(caching.FunctionCache):  # type: ignore[misc]
         """numba's cache, keyed also by the options a function of the submission is compiled
@@ -120,14 +151,17 @@ def install(code_root: str) -> tuple[str, int] | None:
 
         def __init__(self, py_func: Any) -> None:
             super().__init__(py_func)
-            self._options = deciding[0]
+            self._options = getattr(deciding, "options", "")
 
         def _index_key(self, sig: Any, codegen: Any) -> Any:
             key = super()._index_key(sig, codegen)
             if not ours(self._py_func):
                 return key
-            reads = repr(globals_of(self._py_func, set()))
-            return (*key, hashlib.sha256(f"{self._options}\0{reads}".encode()).hexdigest())
+            if extends_numba():
+                raise _Unkeyable("the submission extends numba")
+            reads = repr(globals_of(self._py_func, []))
+            whole = f"{self._options}\0{code_of(self._py_func)}\0{reads}"
+            return (*key, hashlib.sha256(whole.encode()).hexdigest())
 
         def load_overload(self, sig: Any, target_context: Any) -> Any:
             try:
@@ -166,11 +200,11 @@ def install(code_root: str) -> tuple[str, int] | None:
         def decorate(func: Any) -> Any:
             if not cacheable(func):
                 return plain(func)
-            deciding[0] = options
+            deciding.options = options
             try:
                 return cached(func)
             finally:
-                deciding[0] = ""
+                deciding.options = ""
         return decorate
 
     decorators._jit = _jit

@@ -4,7 +4,6 @@ import os
 import threading
 
 import numba
-import numba.extending
 import numpy as np
 
 CACHE = os.environ["NUMBA_CACHE_DIR"]
@@ -88,19 +87,6 @@ def options():
     return [float(_divide_numpy(1.0, 0.0)), raised]
 
 
-OFFSET = 1
-
-
-@numba.extending.register_jitable
-def _shifted(x):
-    return x + OFFSET
-
-
-@numba.njit
-def shifted_jit(x):
-    return _shifted(x)
-
-
 def _adder(k):
     @numba.njit
     def add(x):
@@ -116,11 +102,44 @@ def added_jit(x):
     return ADD(x)
 
 
-def indirect(offset, k):
-    """Globals reached through a registered function and through a jitted closure."""
-    global OFFSET, ADD
-    OFFSET, ADD = offset, _adder(k)
-    return [shifted_jit(0), added_jit(0)]
+def _make(kind):
+    @numba.njit
+    def op(a, b):
+        return a + b if kind == "add" else a * b
+    return op
+
+
+OP = _make("add")
+
+
+@numba.njit
+def reduce(a):
+    s = a[0]
+    for x in a[1:]:
+        s = OP(s, x)
+    return s
+
+
+def indirect(k, kind):
+    """Globals rebound to other jitted closures before the first call."""
+    global ADD, OP
+    ADD, OP = _adder(k), _make(kind)
+    return [added_jit(0), reduce(np.arange(1.0, 5.0))]
+
+
+@numba.njit
+def even(n):
+    return True if n == 0 else odd(n - 1)
+
+
+@numba.njit
+def odd(n):
+    return False if n == 0 else even(n - 1)
+
+
+def recursive(n):
+    """Mutual recursion (numba's own cache=True crashes a later process on it)."""
+    return [even(n), odd(n)]
 
 
 def from_exec():
