@@ -33,6 +33,9 @@ class RunnerSettings(BaseSettings):
     fork_tests: bool = Field(default=True, description="A grading's tests of a plain-Python "
                              "function entry run as children forked from one sandbox's zygote "
                              "(runners/harness/zygote.py); false: a fresh sandbox per test")
+    jit_cache: bool = Field(default=True, description="Those tests' children share numba's "
+                            "compiled code within the grading (runners/harness/jitcache.py); "
+                            "false: each test compiles")
     output_limit_bytes: int = 8 * 1024 * 1024
     disk_limit_bytes: int = 256 * 1024 * 1024
     timing_budget_s: float = Field(default=30.0, gt=0, description="Cap on the time of one "

@@ -134,3 +134,30 @@ def test_another_grading_sees_nothing_of_this_ones_cache(stage: Stage) -> None:
         assert hits == [0, 1]
     finally:
         second.discard()
+
+
+@pytest.mark.parametrize("setting", ["true", "false"])
+def test_an_operator_can_turn_it_off(stage: Stage, setting: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """PARAGRADE_JIT_CACHE=false: the tests' zygote is made without it (each test compiles)."""
+    from runners import package
+    from runners.grading import pytest_plugin
+    from runners.settings import REPO_ROOT
+
+    monkeypatch.setenv("PARAGRADE_JIT_CACHE", setting)
+    get_settings.cache_clear()
+    made: list[bool] = []
+
+    class Asked(Zygote):
+        def __init__(self, *args: object, jit_cache: bool = False) -> None:
+            made.append(jit_cache)
+            raise OSError("not started: what it was asked is all this test reads")
+
+    monkeypatch.setattr(pytest_plugin, "Zygote", Asked)
+    a = package.load(REPO_ROOT / "assignments" / "parallel-python" / "numba-parallel")
+    try:
+        with pytest.raises(OSError):
+            pytest_plugin._ZygoteKeeper().session(config(stage), a, None)
+    finally:
+        get_settings.cache_clear()
+    assert made == [setting == "true"]

@@ -153,7 +153,7 @@ class _ZygoteKeeper:
             return None
         if self.zygote is None or not self.zygote.usable:
             z = Zygote(cfg, preload_modules(package.code_of(assignment, "reference")),
-                       jit_cache=True)
+                       jit_cache=get_settings().jit_cache)
             try:
                 z.start()
             except (SubmissionFailure, SubmissionRaised, OSError):
