@@ -69,3 +69,14 @@ def test_a_pool_worker_that_started_late_and_ran_as_long_is_in_balance() -> None
     workers = [w for w in p.processes if w.started_in_call]
     assert [(w.samples, w.running) for w in workers] == [(30, 0.667), (22, 0.909)]
     assert p.balance == 1.0
+
+
+def test_workers_that_mostly_wait_get_no_balance() -> None:
+    # threads-io's pool seen once: each thread ran a fifth of its call (a running share over the
+    # old floor of 0.1) and waited the rest: no balance; waiting a third, one is given.
+    main = HARNESS * 65 + [POOL] * 30 + [HARNESS] * 5
+    p = _profile(_recording(main, [SUM] * 6 + [POOL] * 24, [SUM] * 3 + [POOL] * 27), before={100})
+    assert [w.waiting for w in p.processes if w.started_in_call] == [0.8, 0.9]
+    assert p.balance is None
+    p = _profile(_recording(main, [SUM] * 20 + [POOL] * 10, [SUM] * 10 + [POOL] * 5), before={100})
+    assert p.balance is not None and p.balance > 1

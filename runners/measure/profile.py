@@ -55,8 +55,8 @@ SAMPLES_WANTED = 50
 falls behind above it: at 500 a second a 16-thread pool's rounds came 40 % late, measured)."""
 THREAD_ROWS = 32
 """A process whose threads ran the student's code (2 to this many) gets a row per thread."""
-BALANCE_MIN_RUNNING = 0.1
-"""Below this mean running share the workers wait (on I/O): no load balance is given."""
+BALANCE_MAX_WAITING = 0.5
+"""At this mean waiting share the workers mostly wait (on I/O): no load balance is given."""
 FLAME_STACKS = 120
 FLAME_DEPTH = 32
 FLAME_NAME_MAX = 60
@@ -331,8 +331,8 @@ def summarize(recs: Recording | list[Recording], *, code_dir: str, source: dict[
     pairs = list(zip(rows, processes, strict=True))
     workers = [(t, p) for t, p in pairs if p.started_in_call] or pairs
     busy = [t.states.count("run") / t.rate for t, _ in workers]
-    balance = (round(max(busy) / (sum(busy) / len(busy)), 3) if len(busy) > 1 and sum(
-        p.running for _, p in workers) / len(busy) >= BALANCE_MIN_RUNNING else None)
+    balance = (round(max(busy) / (sum(busy) / len(busy)), 3) if len(busy) > 1 and sum(busy) > 0
+               and sum(p.waiting for _, p in workers) / len(busy) < BALANCE_MAX_WAITING else None)
     flame = [FlameStack(frames=[f for f, _ in stack], own=[o for _, o in stack], samples=k)
              for stack, k in stacks.most_common(FLAME_STACKS)]
     return Profile(sampler="py-spy", interval_s=round(1 / min(rates), 5),
