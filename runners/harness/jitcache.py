@@ -136,12 +136,18 @@ def install(code_root: str) -> tuple[str, int] | None:
             if not mine(path):
                 continue
             try:
-                with open(str(path), "rb") as fh:
-                    if EXTENDING.search(fh.read(1 << 20)):
-                        return True
+                st = os.stat(str(path))
+                stamp = (str(path), st.st_mtime_ns, st.st_size)
+                if stamp not in read:  # each source read once, not at every compile and load
+                    with open(str(path), "rb") as fh:
+                        read[stamp] = bool(EXTENDING.search(fh.read(1 << 20)))
             except OSError:
                 return True
+            if read[stamp]:
+                return True
         return False
+
+    read: dict[tuple[str, int, int], bool] = {}
 
     deciding = threading.local()  # the options of the function `_jit` decorates, for its key
 
