@@ -107,10 +107,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     t, busy = time.monotonic(), _machine_busy_s()
     yield
-    if record:
-        wall = time.monotonic() - t
-        with open(record, "a") as fh:
-            fh.write(f"{item.nodeid}\t{wall:.1f}\t{(_machine_busy_s() - busy) / max(wall, 1e-3):.2f}\n")
+    wall = time.monotonic() - t
+    with open(record, "a") as fh:
+        fh.write(f"{item.nodeid}\t{wall:.1f}\t{(_machine_busy_s() - busy) / max(wall, 1e-3):.2f}\n")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
