@@ -62,6 +62,10 @@ class RunnerSettings(BaseSettings):
         "calibration.py): every capacity probe is compared with it")
     calibrate_at_start: bool = Field(default=True, description="A runner calibrates its cores "
                                      "as it starts where the node is idle")
+    calibration_kept_s: float = Field(
+        default=3600.0, ge=0, description="A runner that finds this host's calibration of "
+        "every core made less than this long ago keeps it at its start instead of spinning "
+        "the cores again (0: calibrate at every start)")
     wait_for_server_s: float = Field(
         default=0.0, ge=0, le=600, description="At start, wait up to this long for the server "
         "to take the runner's hello before calibrating (the one-command start sets it: its "

@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runners import package
+from runners.fleet import runner
 from runners.grading import grader, measuring, validate
 from runners.measure import calibration, capacity, whole_runs
 from runners.measure.capacity import SHORT_SHARE, CapacityProbe, Gauge
@@ -92,6 +93,15 @@ def test_a_calibration_is_made_only_on_an_idle_node(tmp_path: Path,
         code, said = _calibrate("--cpus", "4096")
         assert code == 2 and "not this process's to use" in said, said
         assert calibration.load(path) == cal  # a refused calibration keeps the stored one
+        # A runner's start keeps a calibration of every core made in the last hour, and makes
+        # a new one where the stored one is older (or dated in the future).
+        runner.calibrate(get_settings())
+        assert calibration.load(path) == cal
+        for made in ("2000-01-01T00:00:00+00:00", "2999-01-01T00:00:00+00:00"):
+            path.write_text(cal.model_copy(update={"made_at": made}).model_dump_json())
+            runner.calibrate(get_settings())
+            again = calibration.load(path)
+            assert again is not None and again.made_at != made and again.age_s() is not None
         path.write_text("{not json")
         assert calibration.load(path) is None  # a damaged file is no calibration, not a crash
     finally:

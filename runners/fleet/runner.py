@@ -313,11 +313,18 @@ START_CALIBRATION_S = 1.5
 
 def calibrate(settings: RunnerSettings) -> None:
     """Calibrate this node's cores where it is idle now (runners/measure/calibration.py); on a
-    busy node the stored calibration stays, and the log says why."""
+    busy node the stored calibration stays, and the log says why. A calibration of every core
+    made less than `calibration_kept_s` ago is kept as it is: a pilot started at every deadline,
+    or a runner restarted, would spin both cores again for the same figures."""
+    kept = calibration.load(settings.calibration_file)
+    age = kept.age_s() if kept is not None else None
+    if (kept is not None and age is not None and age < settings.calibration_kept_s
+            and set(hardware.host_cpus()) <= set(kept.rates)):
+        log.info("kept the calibration made %.0f s ago: %s", age, calibration.summary(kept))
+        return
     try:
         cal = capacity.calibrate(hardware.host_cpus(), seconds=START_CALIBRATION_S)
     except calibration.NodeBusy as exc:
-        kept = calibration.load(settings.calibration_file)
         log.warning("the node is busy as the runner starts (%s): %s", exc,
                     f"gradings compare with {calibration.summary(kept)}" if kept is not None
                     else "no calibration yet, so a node busy from the start may read as idle "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -65,6 +66,18 @@ class Calibration(BaseModel):
 
     def best(self, cpu: int) -> float | None:
         return self.rates.get(cpu)
+
+    def age_s(self) -> float | None:
+        """Seconds since it was made (None: a time it cannot have been made at, in the future
+        or unreadable)."""
+        try:
+            made = datetime.fromisoformat(self.made_at)
+        except ValueError:
+            return None
+        if made.tzinfo is None:
+            return None
+        age = (datetime.now(UTC) - made).total_seconds()
+        return age if age >= 0 else None
 
 
 class NodeBusy(Exception):

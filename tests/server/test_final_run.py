@@ -39,7 +39,7 @@ def test_the_final_run_settles_the_class_points_after_the_last_deadline(
     p = platform
     code = p.course(f"treasure-hunt/{T1}")
     ada, bob = p.student("ada", code), p.student("bob", code)
-    quick = {"PARAGRADE_TIMING_BUDGET_S": "4"}  # the figures are not this test's business
+    quick = {"PARAGRADE_TIMING_BUDGET_S": "2"}  # the figures are not this test's business
     runner = p.start_runner("cpu-1", "cpu", env=quick)
     wait_until("t1 to validate", lambda: p.get(
         p.prof, f"/api/courses/c/assignments/{T1}")["validation"] == "ready", 180)
