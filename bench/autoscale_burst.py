@@ -20,8 +20,8 @@ back, and whether every submission was graded exactly once. The fleet's size ove
 waiting, is drawn in docs/operators/autoscale-burst.svg.
 
 Usage (root, SLURM and Redis as the suite needs them):
-  .venv/bin/python -m bench.autoscale_burst [N] [--modes fixed,scaled,faults]   (default 60,
-  every run; the scaled run is always among them: the figure draws its queue)
+  .venv/bin/python -m bench.autoscale_burst [N] [--modes fixed,scaled,faults] [--idle-exit S]
+  (default 60, every run; the scaled run is always among them: the figure draws its queue)
 """
 
 from __future__ import annotations
@@ -67,11 +67,12 @@ def _sample(s: Scaled, samples: list[tuple[float, int, int, int]], stop: threadi
 Samples = list[tuple[float, int, int, int]]
 
 
-def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster
+def one_run(mode: str, n: int, shared: Path, cluster: SlurmCluster, idle_exit_s: int | None
             ) -> tuple[dict[str, Any], Samples]:
     tmp = Path(tempfile.mkdtemp(dir=shared))
+    idle = {} if idle_exit_s is None or mode == "fixed" else {"idle_exit_s": idle_exit_s}
     s = Scaled(tmp, shared, cluster, queue={"scale_in_delay_s": 0, "time_limit_s": 900,
-                                            "drain_s": 600, **RUNS[mode]})
+                                            "drain_s": 600, **RUNS[mode], **idle})
     try:
         code = s.p.course("quick")
         # A pilot starts, then validates: on a busy host that takes longer, so the wait follows
@@ -194,6 +195,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=60)
     parser.add_argument("--modes", default="fixed,scaled,faults")
+    parser.add_argument("--idle-exit", type=int, default=None, metavar="S",
+                        help="pilots leave after S s idle instead of 10 (the suite's tiny run)")
     args = parser.parse_args()
     short = {mode.split(", ")[-1]: mode for mode in RUNS}  # fixed, scaled, faults
     modes = [short[m] for m in args.modes.split(",") if m in short]
@@ -209,7 +212,7 @@ def main() -> None:
     try:
         rows, series = [], {}
         for mode in modes:
-            row, samples = one_run(mode, args.n, shared, cluster)
+            row, samples = one_run(mode, args.n, shared, cluster, args.idle_exit)
             rows.append(row)
             series[mode] = samples
     finally:

@@ -38,7 +38,7 @@ class Scaled:
         self.cluster, self.name = slurm, f"t{uuid.uuid4().hex[:6]}"
         self.state = shared_dir / f"pilots-{self.name}"
         fleet = tmp / "fleet.toml"
-        settings = {"max": 2, "idle_exit_s": 8, "scale_in_delay_s": 0, "time_limit_s": 1800,
+        settings = {"max": 2, "idle_exit_s": 5, "scale_in_delay_s": 0, "time_limit_s": 1800,
                     "drain_s": 1200, **(queue or {})}  # the quick package's jobs have 800 s
         fleet.write_text(
             f'name = "{self.name}"\nserver = "{self.p.base}"\nbroker = "{REDIS}"\n'

@@ -31,7 +31,9 @@ TINY: dict[str, tuple[str, ...]] = {
     "array_makespan": ("1",),
     # The scaled run alone: the fixed fleet has no step of its own, and the faults' drain and
     # cancel are tests/test_autoscale.py's (a 2-minute allocation each: past 10 min in a slow CI).
-    "autoscale_burst": ("4", "--modes", "scaled"),
+    # Its pilots leave after 5 s idle (the least a fleet file takes), not 10: the run waits for
+    # the fleet at rest twice (55 -> 41 s here).
+    "autoscale_burst": ("4", "--modes", "scaled", "--idle-exit", "5"),
     "backup": ("20", "5"),
     # bwrap alone (the other backends only where configured), on t1 alone
     "backends": ("1", "treasure-hunt/t1-multiprocessing"),
