@@ -54,11 +54,14 @@ CONCURRENT = {
     "tests/server/test_security_lti.py", "tests/server/test_security_runners.py",
     "tests/server/test_shipped_courses.py", "tests/server/test_similarity_runs.py",
     "tests/server/test_final_run_busy.py", "tests/server/test_security_numbers.py",
-    "tests/server/test_teams.py",
+    "tests/server/test_teams.py", "tests/server/test_boundary.py",
+    "tests/server/test_practice_api.py", "tests/server/test_final_runs_api.py",
+    "tests/server/test_one_rule.py", "tests/server/test_statement.py",
     # Files, manifests and rules read on the trusted side.
     "tests/test_architecture.py", "tests/test_batchscript.py", "tests/test_containers.py",
     "tests/test_docs.py", "tests/test_gpu_kernels.py", "tests/test_package.py", "tests/test_paths.py",
-    "tests/test_plugin_messages.py", "tests/test_profile_window.py", "tests/test_similarity.py",
+    "tests/test_plugin_messages.py", "tests/test_points.py", "tests/test_profile_window.py",
+    "tests/test_similarity.py",
     "tests/test_student_kit.py", "tests/test_testfork.py",
     "tests/test_timing_math.py",
 }

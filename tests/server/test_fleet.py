@@ -24,7 +24,7 @@ from tests.server.live import Platform, free_port, redis_server, wait_until
 pytestmark = pytest.mark.slow
 PACKAGES = REPO_ROOT / "tests" / "fixtures" / "queue"
 GOOD = (PACKAGES / "quick" / "reference" / "solution.py").read_bytes()
-SLOW = b"import time\n\n\ndef total(n, workers=1):\n    time.sleep(5)\n    return n * (n - 1) // 2\n"
+SLOW = b"import time\n\n\ndef total(n, workers=1):\n    time.sleep(3)\n    return n * (n - 1) // 2\n"
 BURST = 40  # bench/queue_throughput.py drains 500
 
 
@@ -90,7 +90,7 @@ def test_cancelling_a_running_job_stops_it_and_the_runner_goes_on(platform: Plat
     ada = p.student("ada", p.course("quick"))
     p.start_runner("r")
     _ready(p)
-    sid = p.submit(ada, "quick", SLOW.replace(b"sleep(5)", b"sleep(120)"))
+    sid = p.submit(ada, "quick", SLOW.replace(b"sleep(3)", b"sleep(120)"))
     wait_until("the grading to start", lambda: p.get(
         ada, f"/api/submissions/{sid}")["status"] == "running", 30)
     r = p.http.post(f"/api/submissions/{sid}/cancel", headers=ada)
