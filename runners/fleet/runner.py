@@ -316,14 +316,15 @@ def calibrate(settings: RunnerSettings) -> None:
     busy node the stored calibration stays, and the log says why. A calibration of every core
     made less than `calibration_kept_s` ago is kept as it is: a pilot started at every deadline,
     or a runner restarted, would spin both cores again for the same figures."""
+    cpus = hardware.host_cpus()
     kept = calibration.load(settings.calibration_file)
     age = kept.age_s() if kept is not None else None
     if (kept is not None and age is not None and age < settings.calibration_kept_s
-            and set(hardware.host_cpus()) <= set(kept.rates)):
+            and set(cpus) <= set(kept.rates)):
         log.info("kept the calibration made %.0f s ago: %s", age, calibration.summary(kept))
         return
     try:
-        cal = capacity.calibrate(hardware.host_cpus(), seconds=START_CALIBRATION_S)
+        cal = capacity.calibrate(cpus, seconds=START_CALIBRATION_S)
     except calibration.NodeBusy as exc:
         log.warning("the node is busy as the runner starts (%s): %s", exc,
                     f"gradings compare with {calibration.summary(kept)}" if kept is not None
