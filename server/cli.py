@@ -1,5 +1,5 @@
 """Server commands: `paragrade serve`, `paragrade admin create-instructor`, `paragrade admin
-backup|restore|downgrade`, `paragrade admin runner add|list|revoke` (runners' own credentials)."""
+backup|restore|downgrade` (the fleet's: server/fleet_cli.py)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from runners.protocol import QUEUES
-from server import backup, migrate
-from server.db import make_engine, session_factory
-from server.dispatch import publishing_sessions
-from server.services.fleet import runner_credentials
-from server.services.packages import shipped
-from server.services.people import users as user_service
 from server.services.records.errors import DomainError
 from server.settings import (
     ServerSettings,
@@ -34,11 +26,19 @@ from server.settings import (
     with_local_secrets,
 )
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+# The database, broker and backup modules are imported by the commands that use them: every
+# `paragrade` command loads this module (a runner, a student's `submit`), and they took 0.9 s
+# of each start (tests/test_architecture.py keeps them out).
 console = Console()
 admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
 
 
-def _prepare() -> None:
+def prepare_database() -> None:
+    from server import migrate
+
     settings = get_settings()
     if settings.database_url.startswith("sqlite:///"):
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True,
@@ -47,10 +47,21 @@ def _prepare() -> None:
     migrate.upgrade(settings.database_url)
 
 
+def database_session() -> Session:
+    """A session on the settings' database, its schema brought up to date first."""
+    from server.db import make_engine, session_factory
+
+    prepare_database()
+    return session_factory(make_engine(get_settings().database_url))()
+
+
 def import_shipped_courses(settings: ServerSettings | None = None) -> list[str]:
     """Create each shipped course (owned by the first instructor) and import its packages, each
     course's first ones first (services/packages/shipped.py); `course/slug` of each package (one unchanged
     since the last start is not imported again)."""
+    from server.dispatch import publishing_sessions
+    from server.services.packages import shipped
+
     settings = settings or get_settings()
     sessions, _ = publishing_sessions(settings)
     done = shipped.import_all(sessions=sessions, root=settings.assignments_dir,
@@ -121,7 +132,7 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
               help="server processes (one Python process uses one core at most)")] = 1) -> None:
     """Start the server (migrating the schema first) and a local runner."""
     settings = _settings_to_serve(host, runner)
-    _prepare()
+    prepare_database()
     imported = import_shipped_courses()
     url = f"http://{host}:{port}"
     console.print(f"paragrade serving on [bold]{url}[/]  (API docs: {url}/docs)")
@@ -141,6 +152,7 @@ def serve(host: Annotated[str, typer.Option()] = "127.0.0.1",
     import uvicorn
 
     from server import reaper
+    from server.dispatch import publishing_sessions
     from server.shutdown import RunnersFirst, stop_runners
 
     def stop_on_sigterm(signum: int, _frame: object) -> None:
@@ -236,9 +248,9 @@ def create_instructor(email: str, name: Annotated[str, typer.Option()] = "Instru
                 raise typer.Exit(2)
         password = str(typer.prompt("password (≥ 8 characters)", hide_input=True,
                                     confirmation_prompt="the same password again"))
-    _prepare()
-    settings = get_settings()
-    with session_factory(make_engine(settings.database_url))() as session, session.begin():
+    from server.services.people import users as user_service
+
+    with database_session() as session, session.begin():
         try:
             user_service.create(session=session, email=email, name=name, password=password,
                                 is_instructor=True)
@@ -258,6 +270,8 @@ def _passphrase(*, new: bool) -> str:
 
 
 def _sealed(src: Path) -> bool:
+    from server import backup
+
     try:
         return backup.read_manifest(src).encrypted
     except backup.BackupError:
@@ -273,6 +287,8 @@ def backup_cmd(dest: Annotated[Path, typer.Argument(
                    "--encrypt", help="seal it with a passphrase "
                    "($PARAGRADE_SERVER_BACKUP_PASSPHRASE, else asked)")] = False) -> None:
     """Back up the database and every artifact it names, while the server runs."""
+    from server import backup
+
     settings = get_settings()
     try:
         if check:
@@ -298,6 +314,8 @@ def restore_cmd(src: Annotated[Path, typer.Argument(help="a folder `admin backup
                 ) -> None:
     """Restore a backup into this install's empty database and artifacts folder, then bring
     the schema to this release's."""
+    from server import backup
+
     settings = get_settings()
     try:
         done = backup.restore(src=src, url=settings.database_url,
@@ -323,6 +341,8 @@ def downgrade_cmd(revision: Annotated[str, typer.Argument(
                       "backup (paragrade admin backup), stop the server, then add --yes",
                       highlight=False)
         raise typer.Exit(2)
+    from server import migrate
+
     try:
         migrate.downgrade(get_settings().database_url, revision)
     except Exception as exc:  # Alembic's own errors name the revision it could not find
@@ -330,119 +350,3 @@ def downgrade_cmd(revision: Annotated[str, typer.Argument(
         raise typer.Exit(2) from exc
     console.print(f"the schema is at {revision}: install that release and start it",
                   highlight=False)
-
-
-runner_app = typer.Typer(help="Runners' own credentials: the production way runners join.",
-                         no_args_is_help=True)
-admin_app.add_typer(runner_app, name="runner")
-
-
-@runner_app.command("add")
-def runner_add(name: Annotated[str, typer.Argument(help="the runner's name (its --name)")],
-               queues: Annotated[str, typer.Option(
-                   help="queues it may serve, e.g. cpu,mpi (a GPU node: gpu)")] = ",".join(QUEUES)
-               ) -> None:
-    """Issue a runner its own credential; the secret is printed once, only its hash is kept."""
-    _prepare()
-    with session_factory(make_engine(get_settings().database_url))() as session, \
-            session.begin():
-        try:
-            served = runner_credentials.parse_queues(queues)
-            secret = runner_credentials.add(session=session, name=name, queues=served)
-        except DomainError as exc:
-            console.print(f"[red]error:[/] {exc.message}")
-            raise typer.Exit(2) from exc
-    console.print(f"runner [bold]{name}[/] may serve {', '.join(served)}. Its secret, shown "
-                  "this once (keep it like a password; revoke the credential if it leaks):",
-                  highlight=False)
-    print(secret)  # alone on its line and unstyled, for a script to take
-    console.print(f"On the runner: PARAGRADE_RUNNER_TOKEN=<the secret> paragrade runner --name "
-                  f"{name} --queues {','.join(served)} …", highlight=False, soft_wrap=True)
-
-
-@runner_app.command("list")
-def runner_list() -> None:
-    """Every runner credential: its queues, whether it is revoked, when its runner last said
-    hello."""
-    _prepare()
-    with session_factory(make_engine(get_settings().database_url))() as session:
-        rows = runner_credentials.listing(session=session)
-    if not rows:
-        console.print("no runner credentials (paragrade admin runner add NAME)")
-        return
-    table = Table("name", "queues", "issued", "state", "last seen")
-    for r in rows:
-        table.add_row(r.name, ",".join(r.queues), f"{r.created_at:%Y-%m-%d %H:%M}",
-                      f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at is not None
-                      else "active" if r.expires_at is None
-                      else f"pilot, ends {r.expires_at:%Y-%m-%d %H:%M}",
-                      "never" if r.last_seen is None else f"{r.last_seen:%Y-%m-%d %H:%M:%S}")
-    console.print(table)
-
-
-@runner_app.command("revoke")
-def runner_revoke(name: Annotated[str, typer.Argument(help="the runner's name")]) -> None:
-    """Refuse a runner's credential from now on; the jobs it holds go back to their queues."""
-    _prepare()
-    settings = get_settings()
-    sessions, _ = publishing_sessions(settings)  # the jobs put back are published again
-    with sessions() as session, session.begin():
-        try:
-            n = runner_credentials.revoke(session=session, name=name,
-                                      max_attempts=settings.max_job_attempts)
-        except DomainError as exc:
-            console.print(f"[red]error:[/] {exc.message}")
-            raise typer.Exit(2) from exc
-    console.print(f"runner [bold]{name}[/]'s credential is revoked"
-                  + (f"; {n} job{'s' if n != 1 else ''} it held went back to the queue"
-                     if n else ""))
-
-
-@admin_app.command("scale")
-def scale(config: Annotated[Path, typer.Argument(help="the fleet's TOML file (docs/operators/"
-                                                 "autoscaling.md)")],
-          once: Annotated[bool, typer.Option("--once", help="one pass, then exit")] = False
-          ) -> None:
-    """Keep each queue's runners at the size its queue needs: pilots started as SLURM batch jobs,
-    each with a credential of its own that ends with its job."""
-    import logging
-    import time
-
-    from server import pilots
-    from server.services.fleet import autoscaling
-
-    try:
-        policy = autoscaling.load_policy(config)
-    except ValueError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from exc
-    _prepare()
-    settings = get_settings()
-    server = policy.server or settings.public_url
-    broker = policy.broker or settings.broker_url
-    if not broker or broker.startswith("sqla+sqlite"):
-        console.print("[red]error:[/] pilots on other nodes need a broker they can reach: set "
-                      "`broker` in the file (redis://…) or PARAGRADE_SERVER_BROKER_URL")
-        raise typer.Exit(2)
-    try:
-        provider = pilots.SlurmPilots(policy, server=server, broker=broker)
-    except autoscaling.PilotError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from exc
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s scaler %(message)s")
-    sessions, _ = publishing_sessions(settings)  # jobs a gone pilot held are published again
-    scaler = autoscaling.Scaler(policy=policy, provider=provider)
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    while not stop:
-        try:
-            with sessions() as session:
-                for row in scaler.step(session=session, live_s=settings.runner_live_s,
-                                       max_attempts=settings.max_job_attempts):
-                    logging.info("%s: %d desired, %d waiting for a node, %d running: %s",
-                                 row.queue, row.desired, row.pending, row.running, row.reason)
-        except autoscaling.PilotError as exc:  # squeue down for a moment: the next pass tries again
-            logging.warning("%s", exc)
-        if once:
-            break
-        time.sleep(policy.every_s)

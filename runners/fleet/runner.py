@@ -39,7 +39,7 @@ from runners import package
 from runners.fleet import claimed, leaving
 from runners.fleet.broker import consumer_app
 from runners.fleet.bundles import BundleCache
-from runners.grading import grader, similarity, testrun, validate
+from runners.grading import grader, testrun, validate
 from runners.measure import calibration, capacity
 from runners.nodes import gang, hardware, overlay, slurm
 from runners.protocol import (
@@ -141,6 +141,9 @@ def handle(offer: JobOffer, client: httpx.Client, cache: BundleCache,
         r.raise_for_status()
         files = archives.members(r.content, max_ratio=None)
         if offer.similarity_job is not None:  # text only, nothing runs: no sandbox needed
+            # Imported here: copydetect loads matplotlib's pyplot, 0.4 s of every runner's start.
+            from runners.grading import similarity
+
             return JobOutcome(similarity=similarity.compare(
                 similarity.texts_of(files), boilerplate=similarity.boilerplate_of(folder),
                 threshold=offer.similarity_job.threshold))
