@@ -286,8 +286,11 @@ def test_a_sealed_backup_reads_as_nothing_without_its_passphrase(
 def test_the_commands_say_what_they_did_or_why_not(tmp_path: Path) -> None:
     """`paragrade admin backup|restore` on the embedded defaults' kind of install: a message,
     never a traceback."""
+    # The broker too: create-instructor imports the shipped courses, whose checks it publishes
+    # (into the checkout's var/broker.sqlite, without it, for a later start's runner to drop).
     env = {**os.environ, "PARAGRADE_SERVER_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
-           "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "art")}
+           "PARAGRADE_SERVER_ARTIFACTS_DIR": str(tmp_path / "art"),
+           "PARAGRADE_SERVER_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"}
 
     def admin(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "paragrade.cli", "admin", *args],
