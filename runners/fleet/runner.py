@@ -445,3 +445,4 @@ def serve(*, server: str, token: str, broker_url: str, queues: list[Queue],
                          "--without-gossip", "--without-mingle", "--without-heartbeat"])
     finally:
         stop.set()
+    leaving.end_now_if_alone()

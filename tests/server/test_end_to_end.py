@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +35,7 @@ def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
     t3 = p.get(p.prof, "/api/courses/c/assignments/t3-cuda")
     assert t3["validation"] == "validating" and t3["kind"] == "gpu"
 
-    p.start_runner("cpu-1", "cpu,mpi")
+    runner_process = p.start_runner("cpu-1", "cpu,mpi")
     wait_until("t1 to validate on the runner", lambda: p.get(
         p.prof, f"/api/courses/c/assignments/{T1}")["validation"] == "ready")
     fleet = p.get(p.prof, "/api/fleet")
@@ -90,3 +93,25 @@ def test_submit_reference_and_wrong_then_ranked(platform: Platform) -> None:
     assert tried.output.count("in call") == 2, tried.output
     assert p.get(ada, f"/api/courses/c/assignments/{T1}/leaderboard") == board
     assert len(p.get(ada, f"/api/courses/c/assignments/{T1}/practice")) == 1
+
+    # Stopped as an operator stops it, or a pilot's allocation ends (SIGTERM to the runner's
+    # process): its pool child ends, then the runner, in about a second (4-6 s until
+    # 2026-12-07: Celery's loop over the embedded broker waited twice 2 s for a message before
+    # it looked for a stop, and the exit joined billiard's idle threads one by one).
+    pool = subprocess.run(["pgrep", "-P", str(runner_process.pid)], capture_output=True,
+                          text=True).stdout.split()
+    assert pool, "the runner's pool child"
+    stopping = time.monotonic()
+    runner_process.send_signal(signal.SIGTERM)
+    assert runner_process.wait(30) == 0
+    took = time.monotonic() - stopping
+    assert took < 3, f"the runner took {took:.1f} s to stop"
+    wait_until("its pool child to go", lambda: not any(map(_alive, pool)), 5)
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process lives (a zombie does not: it waits only to be reaped)."""
+    try:
+        return "Z (zombie)" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
