@@ -34,9 +34,10 @@ class Transport(kombu_sql.Transport):
     def drain_events(self, connection: Any, timeout: Any = None) -> Any:  # type: ignore[override]
         # Celery's loop for a transport like this one waits 2 s for a message, looks for a
         # stop, then waits once more before it stops: a runner took 4 s to end on SIGTERM.
-        # Waiting DRAIN_S at a time, it ends within twice that.
+        # Waiting DRAIN_S at a time, it ends within twice that (a caller that waits for good,
+        # no timeout, still does).
         return super().drain_events(  # type: ignore[no-untyped-call]
-            connection, timeout=min(timeout or DRAIN_S, DRAIN_S))
+            connection, timeout=None if timeout is None else min(timeout, DRAIN_S))
 
 
 def consumer_app(broker_url: str, key_prefix: str = "") -> Celery:
