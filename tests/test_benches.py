@@ -67,7 +67,7 @@ TINY_ENV = {"lti_launches": {"PARAGRADE_SERVER_OUTBOUND_BUDGET_S": "2"},
             "placement": {"PARAGRADE_TIMING_PROBE": "false"}}
 """Settings of a tiny run: the launches wait out the server's budget for a key set (10 s); the
 placement's gradings beside their tenant would time every window the probe finds short again
-(30 -> 23 s; the probe's own steps are tests/test_capacity.py's and tests/test_busy_node.py's)."""
+(30 -> 24 s; the probe's own steps are tests/test_capacity.py's and tests/test_busy_node.py's)."""
 NEEDS = {"autoscale_burst": pytest.mark.slurm}
 TINY_BUDGET_S = 2.0
 
